@@ -1,0 +1,40 @@
+#include "launcher/device.h"
+
+#include <torch/cuda.h>
+#include <torch/mps.h>
+
+#include <stdexcept>
+
+namespace mygpt {
+
+torch::Device pick_device(const std::string& spec, int local_rank, int local_size) {
+  std::string kind = spec;
+  if (kind == "auto") {
+    kind = torch::cuda::is_available() ? "cuda" : torch::mps::is_available() ? "mps" : "cpu";
+  }
+  if (kind == "cpu") return torch::Device(torch::kCPU);
+  if (kind == "cuda") {
+    if (!torch::cuda::is_available()) throw std::invalid_argument("device 'cuda' requested but no CUDA GPU is available");
+    const auto gpus = static_cast<int>(torch::cuda::device_count());
+    if (local_size > gpus) {
+      throw std::invalid_argument(std::to_string(local_size) + " ranks on this node but only " + std::to_string(gpus) +
+                                  " CUDA GPU(s): start at most one rank per GPU");
+    }
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  }
+  if (kind == "mps") {
+    if (!torch::mps::is_available()) throw std::invalid_argument("device 'mps' requested but MPS is not available");
+    if (local_size > 1) throw std::invalid_argument("MPS supports one rank only; start without mpirun or with -np 1");
+    return torch::Device(torch::kMPS);
+  }
+  throw std::invalid_argument("unknown device '" + spec + "' (expected auto, cuda, mps or cpu)");
+}
+
+void seed_everything(uint64_t seed) {
+  // at::manual_seed seeds the CPU generator, every CUDA device's and MPS's where they exist.
+  torch::manual_seed(seed);
+}
+
+std::string describe_device(const torch::Device& device) { return device.str(); }
+
+}  // namespace mygpt

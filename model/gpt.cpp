@@ -1,0 +1,136 @@
+#include "model/gpt.h"
+
+#include <cmath>
+
+namespace mygpt {
+namespace {
+
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+}  // namespace
+
+LayerNormImpl::LayerNormImpl(int64_t width, bool bias) {
+  weight = register_parameter("weight", torch::ones({width}));
+  if (bias) this->bias = register_parameter("bias", torch::zeros({width}));
+}
+
+torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
+  return torch::layer_norm(x, {weight.size(0)}, weight, bias, 1e-5);
+}
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
+    : n_head_(config.n_head), dropout_(config.dropout) {
+  c_attn = register_module("c_attn", make_linear(config.n_embd, 3 * config.n_embd, config.bias));
+  c_proj = register_module("c_proj", make_linear(config.n_embd, config.n_embd, config.bias));
+  resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(config.dropout));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  auto qkv = c_attn(x).split(C, /*dim=*/2);
+  // (B, T, C) -> (B, n_head, T, head_size): heads become a batch dimension for the attention kernel.
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2); };
+  auto y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*attn_mask=*/{},
+                                            is_training() ? dropout_ : 0.0, /*is_causal=*/true);
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  return resid_dropout_(c_proj(y));
+}
+
+MlpImpl::MlpImpl(const GptConfig& config) {
+  c_fc = register_module("c_fc", make_linear(config.n_embd, 4 * config.n_embd, config.bias));
+  c_proj = register_module("c_proj", make_linear(4 * config.n_embd, config.n_embd, config.bias));
+  dropout_ = register_module("dropout", torch::nn::Dropout(config.dropout));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  // GPT-2 was trained with the tanh approximation of GELU; keep it to match its weights.
+  return dropout_(c_proj(torch::gelu(c_fc(x), "tanh")));
+}
+
+BlockImpl::BlockImpl(const GptConfig& config) {
+  ln_1 = register_module("ln_1", LayerNorm(config.n_embd, config.bias));
+  attn = register_module("attn", CausalSelfAttention(config));
+  ln_2 = register_module("ln_2", LayerNorm(config.n_embd, config.bias));
+  mlp = register_module("mlp", Mlp(config));
+}
+
+torch::Tensor BlockImpl::forward(torch::Tensor x) {
+  x = x + attn(ln_1(x));
+  return x + mlp(ln_2(x));
+}
+
+GptImpl::GptImpl(const GptConfig& config) : config_(config) {
+  config_.validate();
+  wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
+  wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+  drop_ = register_module("drop", torch::nn::Dropout(config.dropout));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.n_layer; ++i) h->push_back(Block(config));
+  ln_f = register_module("ln_f", LayerNorm(config.n_embd, config.bias));
+  reset_parameters();
+}
+
+void GptImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  const double std = 0.02;
+  // Each block adds two residual writes; scaling them keeps the residual stream's variance from
+  // growing with depth (GPT-2 paper, section 2.3).
+  const double residual_std = std / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  wte->weight.normal_(0.0, std);
+  wpe->weight.normal_(0.0, std);
+  for (auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    const std::string& name = item.key();
+    if (auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
+      const bool residual_writer = name.size() >= 6 && name.compare(name.size() - 6, 6, "c_proj") == 0;
+      linear->weight.normal_(0.0, residual_writer ? residual_std : std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* norm = item.value()->as<LayerNormImpl>()) {
+      norm->weight.fill_(1.0);
+      if (norm->bias.defined()) norm->bias.zero_();
+    }
+  }
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
+  const int64_t T = idx.size(1);
+  TORCH_CHECK(T <= config_.block_size, "sequence length ", T, " exceeds block size ", config_.block_size);
+  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto x = drop_(wte(idx) + wpe(pos));
+  for (const auto& block : *h) x = block->as<BlockImpl>()->forward(x);
+  x = ln_f(x);
+  // Weight tying: the output head reuses the token embedding matrix (saves 38M parameters for GPT-2
+  // and helps quality, Press & Wolf 2017).
+  return torch::linear(x, wte->weight);
+}
+
+torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
+  auto logits = forward(idx);
+  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(torch::kFloat),
+                                              targets.reshape({-1}));
+}
+
+int64_t GptImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+std::vector<torch::Tensor> GptImpl::decay_parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : parameters()) {
+    if (p.dim() >= 2) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> GptImpl::no_decay_parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : parameters()) {
+    if (p.dim() < 2) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace mygpt

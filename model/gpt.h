@@ -1,0 +1,95 @@
+#pragma once
+// The GPT-2 network: token + learned position embeddings, pre-LayerNorm transformer blocks with causal
+// self-attention (LibTorch's scaled_dot_product_attention, which picks flash/memory-efficient kernels),
+// a tanh-GELU MLP, a final LayerNorm, and an output head tied to the token embedding.
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "model/gpt_config.h"
+
+namespace mygpt {
+
+// LayerNorm whose bias is optional (nanoGPT's bias=False variant); LibTorch's module always has one.
+class LayerNormImpl : public torch::nn::Module {
+ public:
+  LayerNormImpl(int64_t width, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::Tensor weight, bias;  // bias undefined when disabled
+};
+TORCH_MODULE(LayerNorm);
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const GptConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear c_attn{nullptr};  // q, k and v projections in one matmul
+  torch::nn::Linear c_proj{nullptr};  // output projection, a residual-stream writer
+
+ private:
+  int64_t n_head_;
+  double dropout_;
+  torch::nn::Dropout resid_dropout_{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const GptConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear c_fc{nullptr};
+  torch::nn::Linear c_proj{nullptr};  // a residual-stream writer
+
+ private:
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const GptConfig& config);
+  torch::Tensor forward(torch::Tensor x);
+
+  LayerNorm ln_1{nullptr};
+  CausalSelfAttention attn{nullptr};
+  LayerNorm ln_2{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+class GptImpl : public torch::nn::Module {
+ public:
+  explicit GptImpl(const GptConfig& config);
+
+  // idx: (B, T) int64 token ids with T <= block_size. Returns logits (B, T, vocab_size).
+  torch::Tensor forward(const torch::Tensor& idx);
+  // Mean cross-entropy of the next-token prediction against targets (B, T).
+  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets);
+
+  const GptConfig& config() const { return config_; }
+  int64_t num_parameters() const;
+
+  // AdamW groups: weight decay applies to matrices and embeddings (dim >= 2) only; biases and
+  // LayerNorm gains stay undecayed, as in GPT-2 / nanoGPT.
+  std::vector<torch::Tensor> decay_parameters() const;
+  std::vector<torch::Tensor> no_decay_parameters() const;
+
+  // Re-draws every weight the GPT-2 way: N(0, 0.02), residual writers scaled by 1/sqrt(2 n_layer),
+  // zero biases, unit LayerNorm gains. Uses the current default generator.
+  void reset_parameters();
+
+  torch::nn::Embedding wte{nullptr};  // also the output head (weight tying)
+  torch::nn::Embedding wpe{nullptr};
+  torch::nn::ModuleList h{nullptr};
+  LayerNorm ln_f{nullptr};
+
+ private:
+  GptConfig config_;
+  torch::nn::Dropout drop_{nullptr};
+};
+TORCH_MODULE(Gpt);
+
+}  // namespace mygpt

@@ -1,0 +1,122 @@
+#include "model/gpt_config.h"
+
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace mygpt {
+namespace {
+
+struct PresetShape {
+  int64_t n_layer, n_head, n_embd, block_size, vocab_size;
+  double dropout;
+};
+
+// The GPT-2 family (Radford et al. 2019) with the padded vocabulary, plus small shapes that train in
+// minutes on a CPU. Character presets keep vocab_size 0: the tokenizer built from the text sets it.
+const std::map<std::string, PresetShape>& presets() {
+  static const std::map<std::string, PresetShape> table = {
+      {"gpt2", {12, 12, 768, 1024, 50304, 0.0}},
+      {"gpt2-medium", {24, 16, 1024, 1024, 50304, 0.0}},
+      {"gpt2-large", {36, 20, 1280, 1024, 50304, 0.0}},
+      {"gpt2-xl", {48, 25, 1600, 1024, 50304, 0.0}},
+      {"shakespeare-char", {6, 6, 384, 256, 0, 0.2}},
+      {"small", {4, 4, 128, 128, 0, 0.0}},
+      {"tiny", {2, 2, 32, 32, 0, 0.0}},
+  };
+  return table;
+}
+
+void require_positive(int64_t value, const char* name) {
+  if (value <= 0) {
+    throw std::invalid_argument(std::string(name) + " must be positive, got " + std::to_string(value));
+  }
+}
+
+}  // namespace
+
+void GptConfig::validate() const {
+  require_positive(vocab_size, "vocab size");
+  require_positive(block_size, "block size");
+  require_positive(n_layer, "n_layer");
+  require_positive(n_head, "n_head");
+  require_positive(n_embd, "n_embd");
+  if (n_embd % n_head != 0) {
+    throw std::invalid_argument("n_head (" + std::to_string(n_head) + ") does not divide n_embd (" +
+                                std::to_string(n_embd) + ")");
+  }
+  if (!(dropout >= 0.0 && dropout < 1.0)) {
+    throw std::invalid_argument("dropout must be in [0, 1), got " + std::to_string(dropout));
+  }
+}
+
+std::string GptConfig::to_text() const {
+  std::ostringstream out;
+  out.precision(17);
+  out << "vocab_size=" << vocab_size << "\nblock_size=" << block_size << "\nn_layer=" << n_layer
+      << "\nn_head=" << n_head << "\nn_embd=" << n_embd << "\ndropout=" << dropout
+      << "\nbias=" << (bias ? 1 : 0) << "\n";
+  return out.str();
+}
+
+GptConfig GptConfig::from_text(const std::string& text) {
+  std::map<std::string, std::string> fields;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("model config line without '=': " + line);
+    fields[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  auto field = [&](const char* key) -> const std::string& {
+    const auto it = fields.find(key);
+    if (it == fields.end()) throw std::invalid_argument(std::string("model config lacks ") + key);
+    return it->second;
+  };
+  GptConfig config;
+  try {
+    config.vocab_size = std::stoll(field("vocab_size"));
+    config.block_size = std::stoll(field("block_size"));
+    config.n_layer = std::stoll(field("n_layer"));
+    config.n_head = std::stoll(field("n_head"));
+    config.n_embd = std::stoll(field("n_embd"));
+    config.dropout = std::stod(field("dropout"));
+    config.bias = std::stoll(field("bias")) != 0;
+  } catch (const std::out_of_range&) {
+    throw std::invalid_argument("model config holds a number out of range");
+  } catch (const std::invalid_argument& e) {
+    if (std::string(e.what()).rfind("model config", 0) == 0) throw;
+    throw std::invalid_argument("model config holds a field that is not a number");
+  }
+  config.validate();
+  return config;
+}
+
+GptConfig preset_config(const std::string& name) {
+  const auto it = presets().find(name);
+  if (it == presets().end()) {
+    std::string known;
+    for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown preset '" + name + "' (known: " + known + ")");
+  }
+  const PresetShape& p = it->second;
+  GptConfig config;
+  config.n_layer = p.n_layer;
+  config.n_head = p.n_head;
+  config.n_embd = p.n_embd;
+  config.block_size = p.block_size;
+  config.vocab_size = p.vocab_size;
+  config.dropout = p.dropout;
+  return config;
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : presets()) names.push_back(name);
+  return names;
+}
+
+int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple) {
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace mygpt

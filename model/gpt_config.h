@@ -1,0 +1,38 @@
+#pragma once
+// GPT model hyperparameters, the named presets, and their text form (stored inside checkpoints).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mygpt {
+
+struct GptConfig {
+  int64_t vocab_size = 50304;  // GPT-2's 50257 padded up to a multiple of 64 for faster matmuls
+  int64_t block_size = 1024;   // longest context the position embedding covers
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t n_embd = 768;
+  double dropout = 0.0;
+  bool bias = true;
+
+  // Throws std::invalid_argument naming the first bad field (non-positive sizes, heads that do not
+  // divide the width, dropout outside [0, 1)).
+  void validate() const;
+
+  // One "key=value" per line; from_text accepts exactly what to_text writes.
+  std::string to_text() const;
+  static GptConfig from_text(const std::string& text);
+
+  bool operator==(const GptConfig&) const = default;
+};
+
+// Presets by name: "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl" (all with the padded BPE
+// vocabulary), and small ones for CPU work and tests: "shakespeare-char" (nanoGPT's character model),
+// "small" and "tiny". Unknown names throw std::invalid_argument listing the known ones.
+GptConfig preset_config(const std::string& name);
+std::vector<std::string> preset_names();
+
+// Rounds a vocabulary size up to a multiple (GPU kernels favour sizes with many powers of two).
+int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple = 64);
+
+}  // namespace mygpt

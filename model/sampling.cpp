@@ -1,0 +1,40 @@
+#include "model/sampling.h"
+
+#include <stdexcept>
+
+namespace mygpt {
+
+torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& options) {
+  if (options.max_new_tokens < 0) throw std::invalid_argument("max new tokens must not be negative");
+  if (options.temperature < 0) throw std::invalid_argument("temperature must not be negative");
+  if (options.top_k < 0) throw std::invalid_argument("top-k must not be negative");
+  if (prompt.dim() != 2 || prompt.size(1) == 0) throw std::invalid_argument("the prompt must not be empty");
+
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const int64_t block_size = model->config().block_size;
+  auto tokens = prompt;
+  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    const int64_t T = tokens.size(1);
+    auto context = T > block_size ? tokens.slice(1, T - block_size) : tokens;
+    auto logits = model->forward(context).select(1, -1).to(torch::kFloat);  // (B, vocab)
+    torch::Tensor next;
+    if (options.temperature == 0.0) {
+      next = logits.argmax(-1, /*keepdim=*/true);
+    } else {
+      logits = logits / options.temperature;
+      if (options.top_k > 0 && options.top_k < logits.size(-1)) {
+        // Everything below the k-th largest logit gets zero probability.
+        auto kth = std::get<0>(logits.topk(options.top_k, -1)).select(-1, -1).unsqueeze(-1);
+        logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+      }
+      next = torch::multinomial(torch::softmax(logits, -1), 1);
+    }
+    tokens = torch::cat({tokens, next}, 1);
+  }
+  model->train(was_training);
+  return tokens;
+}
+
+}  // namespace mygpt

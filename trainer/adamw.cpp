@@ -1,0 +1,130 @@
+#include "trainer/adamw.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace mygpt {
+
+AdamW::AdamW(std::vector<torch::Tensor> decay_params, std::vector<torch::Tensor> no_decay_params,
+             const AdamWOptions& options, bool use_fused)
+    : options_(options), use_fused_(use_fused) {
+  auto make_group = [](std::vector<torch::Tensor> params, double weight_decay) {
+    Group g;
+    g.weight_decay = weight_decay;
+    for (const auto& p : params) {
+      g.exp_avg.push_back(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      g.exp_avg_sq.push_back(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      // The fused kernel reads the step count from a float tensor on the parameter's device.
+      g.steps.push_back(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p.device())));
+    }
+    g.params = std::move(params);
+    return g;
+  };
+  groups_.push_back(make_group(std::move(decay_params), options.weight_decay));
+  groups_.push_back(make_group(std::move(no_decay_params), 0.0));
+  // MPS has no fused AdamW kernel in ATen.
+  for (const auto& g : groups_) {
+    for (const auto& p : g.params) {
+      if (!p.device().is_cpu() && !p.device().is_cuda()) use_fused_ = false;
+    }
+  }
+}
+
+void AdamW::zero_grad() {
+  for (auto& g : groups_) {
+    for (auto& p : g.params) {
+      // Dropping the gradient (instead of zeroing it) saves a memset and lets backward write it fresh.
+      p.mutable_grad() = torch::Tensor();
+    }
+  }
+}
+
+void AdamW::step() {
+  torch::NoGradGuard no_grad;
+  for (auto& g : groups_) {
+    if (g.params.empty()) continue;
+    if (use_fused_) {
+      step_group(g);
+    } else {
+      step_group_unfused(g);
+    }
+  }
+  ++steps_taken_;
+}
+
+void AdamW::step_group(Group& g) {
+  std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq, steps;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    if (!g.params[i].grad().defined()) continue;  // a parameter the loss did not reach
+    params.push_back(g.params[i]);
+    grads.push_back(g.params[i].grad());
+    exp_avg.push_back(g.exp_avg[i]);
+    exp_avg_sq.push_back(g.exp_avg_sq[i]);
+    steps.push_back(g.steps[i]);
+  }
+  if (params.empty()) return;
+  torch::_foreach_add_(steps, 1);
+  at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, options_.lr, options_.beta1,
+                    options_.beta2, g.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
+}
+
+void AdamW::step_group_unfused(Group& g) {
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    auto& p = g.params[i];
+    if (!p.grad().defined()) continue;
+    g.steps[i].add_(1);
+    const double t = g.steps[i].item<double>();
+    p.mul_(1.0 - options_.lr * g.weight_decay);  // decoupled weight decay (Loshchilov & Hutter)
+    g.exp_avg[i].lerp_(p.grad(), 1.0 - b1);
+    g.exp_avg_sq[i].mul_(b2).addcmul_(p.grad(), p.grad(), 1.0 - b2);
+    const double bias1 = 1.0 - std::pow(b1, t), bias2 = 1.0 - std::pow(b2, t);
+    auto denom = (g.exp_avg_sq[i].sqrt() / std::sqrt(bias2)).add_(options_.eps);
+    p.addcdiv_(g.exp_avg[i], denom, -options_.lr / bias1);
+  }
+}
+
+std::vector<torch::Tensor> AdamW::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+void AdamW::save_state(torch::serialize::OutputArchive& archive) const {
+  archive.write("steps_taken", torch::tensor({steps_taken_}, torch::kLong));
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& g = groups_[gi];
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const std::string key = std::to_string(gi) + "." + std::to_string(i);
+      archive.write("exp_avg." + key, g.exp_avg[i]);
+      archive.write("exp_avg_sq." + key, g.exp_avg_sq[i]);
+      archive.write("step." + key, g.steps[i]);
+    }
+  }
+}
+
+void AdamW::load_state(torch::serialize::InputArchive& archive) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor t;
+  archive.read("steps_taken", t);
+  steps_taken_ = t.item<int64_t>();
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    Group& g = groups_[gi];
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const std::string key = std::to_string(gi) + "." + std::to_string(i);
+      auto restore = [&](const std::string& name, torch::Tensor& into) {
+        torch::Tensor saved;
+        archive.read(name + "." + key, saved);
+        if (!saved.sizes().equals(into.sizes())) {
+          throw std::invalid_argument("optimizer state " + name + "." + key + " does not match the model's shapes");
+        }
+        into.copy_(saved);
+      };
+      restore("exp_avg", g.exp_avg[i]);
+      restore("exp_avg_sq", g.exp_avg_sq[i]);
+      restore("step", g.steps[i]);
+    }
+  }
+}
+
+}  // namespace mygpt

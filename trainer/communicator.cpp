@@ -1,0 +1,36 @@
+#include "trainer/communicator.h"
+
+namespace mygpt {
+namespace {
+
+class CompletedCollective final : public PendingCollective {
+ public:
+  void wait() override {}
+};
+
+}  // namespace
+
+void Communicator::all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
+  if (tensors.empty() || world_size() == 1) return;
+  std::vector<torch::Tensor> flat_views;
+  for (const auto& t : tensors) flat_views.push_back(t.reshape({-1}));
+  auto flat = torch::cat(flat_views);
+  all_reduce(flat, op);
+  int64_t offset = 0;
+  for (auto& t : tensors) {
+    t.copy_(flat.slice(0, offset, offset + t.numel()).view_as(t));
+    offset += t.numel();
+  }
+}
+
+double Communicator::all_reduce_scalar(double value, ReduceOp op) {
+  auto t = torch::tensor({value}, torch::kDouble);
+  all_reduce(t, op);
+  return t.item<double>();
+}
+
+std::unique_ptr<PendingCollective> LocalCommunicator::all_reduce_async(torch::Tensor, ReduceOp) {
+  return std::make_unique<CompletedCollective>();
+}
+
+}  // namespace mygpt

@@ -1,0 +1,54 @@
+#pragma once
+// The one interface through which the trainer talks to other ranks. Backends (local, MPI, NCCL) live
+// in launcher/; the trainer never knows which one it holds.
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mygpt {
+
+enum class ReduceOp { Sum, Average, Max };
+
+// An operation in flight. wait() returns once the result is in the tensor (for NCCL: once it is ordered
+// before later work on the current CUDA stream). Errors surface from wait() as exceptions.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // In place, on a contiguous tensor. Average divides the sum by world_size().
+  virtual void all_reduce(torch::Tensor& tensor, ReduceOp op) = 0;
+  // Starts an in-place all-reduce and returns at once, so communication can overlap computation.
+  virtual std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor tensor, ReduceOp op) = 0;
+  virtual void broadcast(torch::Tensor& tensor, int root) = 0;
+  virtual void barrier() = 0;
+
+  // All-reduces a list of tensors by packing them into one flat buffer (one collective, not many).
+  void all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
+  double all_reduce_scalar(double value, ReduceOp op);
+};
+
+// World size 1: every collective is the identity.
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string backend_name() const override { return "local"; }
+  void all_reduce(torch::Tensor&, ReduceOp) override {}
+  std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor, ReduceOp) override;
+  void broadcast(torch::Tensor&, int) override {}
+  void barrier() override {}
+  using Communicator::all_reduce;
+};
+
+}  // namespace mygpt

@@ -1,0 +1,18 @@
+#include "trainer/train_options.h"
+
+#include <sstream>
+
+namespace mygpt {
+
+std::string TrainOptions::to_text() const {
+  std::ostringstream out;
+  out.precision(17);
+  out << "steps=" << steps << "\nbatch_size=" << batch_size << "\nseq_len=" << seq_len
+      << "\ngrad_accum=" << grad_accum << "\nlr=" << lr << "\nmin_lr=" << min_lr << "\nwarmup_steps=" << warmup_steps
+      << "\nweight_decay=" << weight_decay << "\ngrad_clip=" << grad_clip << "\neval_every=" << eval_every
+      << "\neval_steps=" << eval_steps << "\nlog_every=" << log_every << "\ncheckpoint_every=" << checkpoint_every
+      << "\nseed=" << seed << "\nout_dir=" << out_dir << "\n";
+  return out.str();
+}
+
+}  // namespace mygpt

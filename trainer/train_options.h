@@ -1,0 +1,29 @@
+#pragma once
+// Everything that shapes a training run, as set by the CLI (launcher/) and read by the trainer.
+#include <cstdint>
+#include <string>
+
+namespace mygpt {
+
+struct TrainOptions {
+  int64_t steps = 5000;           // optimizer steps
+  int64_t batch_size = 16;        // micro-batch rows per rank
+  int64_t seq_len = 256;          // tokens per row
+  int64_t grad_accum = 1;         // micro-batches per optimizer step and rank
+  double lr = 1e-3;               // peak learning rate
+  double min_lr = 1e-4;           // floor of the cosine decay
+  int64_t warmup_steps = 100;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;         // 0 disables clipping (the norm is still reported)
+  int64_t eval_every = 250;       // 0 disables periodic validation
+  int64_t eval_steps = 20;        // validation batches per evaluation (all ranks together)
+  int64_t log_every = 10;
+  int64_t checkpoint_every = 0;   // 0: only at the end
+  uint64_t seed = 1337;
+  std::string out_dir = "out";
+
+  // One "key=value" per line in a fixed order: stored in checkpoints, hashed to compare ranks.
+  std::string to_text() const;
+};
+
+}  // namespace mygpt
