@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dataloader/token_file.h"
+#include "dataloader/token_source.h"
 
 namespace mygpt {
 
@@ -23,7 +24,7 @@ namespace mygpt {
 // naming the spec.
 std::vector<std::filesystem::path> expand_token_paths(const std::string& spec, std::string_view split = "");
 
-class TokenStream {
+class TokenStream final : public TokenSource {
  public:
   // Opens and validates every file (see TokenFile); the files are sorted by
   // path. An empty list or a path given twice is std::invalid_argument.
@@ -33,7 +34,7 @@ class TokenStream {
   static TokenStream from_spec(const std::string& spec, uint32_t vocab_size, std::string_view split = "");
 
   // Total tokens over all files; always positive.
-  uint64_t size() const { return total_tokens_; }
+  uint64_t size() const override { return total_tokens_; }
   std::size_t file_count() const { return files_.size(); }
   const TokenFile& file(std::size_t index) const { return files_.at(index); }
   // Stream offset of the first token of file `index`.
@@ -42,7 +43,7 @@ class TokenStream {
   // Copies `count` tokens starting at `offset` (taken modulo size()) into
   // `out`, widened to int64. Reads cross file boundaries, and a read that
   // passes the end continues at token 0: that is how a loader walks epochs.
-  void read(uint64_t offset, std::size_t count, int64_t* out) const;
+  void read(uint64_t offset, std::size_t count, int64_t* out) const override;
 
  private:
   std::vector<TokenFile> files_;

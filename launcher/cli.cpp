@@ -41,7 +41,13 @@ po::options_description train_options_description() {
   po::options_description run("Run");
   run.add_options()
       ("device", po::value<std::string>()->default_value("auto"), "auto, cuda, mps or cpu (auto: cuda > mps > cpu)")
-      ("threads", po::value<int64_t>()->default_value(0), "intra-op CPU threads; 0 means all cores")
+      ("threads", po::value<int64_t>()->default_value(0),
+       "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks")
+      ("bucket-mb", po::value<double>()->default_value(25.0), "DDP gradient bucket size in MiB")
+      ("ddp-overlap", po::value<bool>()->default_value(true),
+       "start each bucket's all-reduce during backward (false: all after backward)")
+      ("comm-timeout", po::value<double>()->default_value(600.0),
+       "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
       ("eval-every", po::value<int64_t>()->default_value(250), "validate every N steps; 0 disables")
       ("eval-steps", po::value<int64_t>()->default_value(20), "validation batches per evaluation")
       ("log-every", po::value<int64_t>()->default_value(10), "print a progress line every N steps")
@@ -123,6 +129,22 @@ std::string usage_text() {
       << train_options_description() << "\n"
       << generate_options_description() << "\n"
       << eval_options_description();
+  return out.str();
+}
+
+std::string options_fingerprint(const po::variables_map& values) {
+  std::ostringstream out;
+  out.precision(17);
+  for (const auto& [name, entry] : values) {  // std::map: sorted by name
+    const boost::any& v = entry.value();
+    out << name << '=';
+    if (const auto* s = boost::any_cast<std::string>(&v)) out << *s;
+    else if (const auto* i = boost::any_cast<int64_t>(&v)) out << *i;
+    else if (const auto* u = boost::any_cast<uint64_t>(&v)) out << *u;
+    else if (const auto* d = boost::any_cast<double>(&v)) out << *d;
+    else if (const auto* b = boost::any_cast<bool>(&v)) out << *b;
+    out << '\n';
+  }
   return out.str();
 }
 

@@ -27,6 +27,9 @@ ParsedCommand parse_command(const std::string& command, const std::vector<std::s
 // The top-level help: the commands and every option of each.
 std::string usage_text();
 
+// Every option's final value as "name=value" lines, sorted: what ranks compare at start.
+std::string options_fingerprint(const po::variables_map& values);
+
 // Accessors that reject non-positive / negative numbers with a message naming the flag.
 int64_t positive(const po::variables_map& values, const std::string& name);
 int64_t non_negative(const po::variables_map& values, const std::string& name);

@@ -3,12 +3,14 @@
 #include <c10/util/Exception.h>
 
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "launcher/cli.h"
 #include "launcher/commands.h"
+#include "launcher/mpi_world.h"
 
 namespace {
 
@@ -18,7 +20,7 @@ constexpr int kExitBadInput = 2;
 // LibTorch messages can span lines (and carry backtraces); the contract is one line.
 std::string first_line(const std::string& message) { return message.substr(0, message.find('\n')); }
 
-int dispatch(int argc, char** argv) {
+int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
   if (argc < 2) {
     std::cerr << "mygpt-ddp: missing command\n" << mygpt::usage_text() << "\n";
     return kExitBadInput;
@@ -37,27 +39,38 @@ int dispatch(int argc, char** argv) {
     std::cout << std::endl;
     return 0;
   }
-  if (command == "train") return mygpt::run_train(parsed.values);
+  if (command == "train") return mygpt::run_train(parsed.values, mpi);
+  if (mpi.world().world_size > 1) {
+    throw std::invalid_argument("'" + command + "' runs in one process: start it without mpirun");
+  }
   if (command == "generate") return mygpt::run_generate(parsed.values);
   return mygpt::run_eval(parsed.values);
+}
+
+// Reports an error in one line. In a job of several ranks the line names the rank, and the whole job
+// is brought down, so that no other rank waits forever in a collective for this one.
+int fail(const mygpt::MpiSession* mpi, int code, const std::string& message) {
+  const bool several_ranks = mpi != nullptr && mpi->world().world_size > 1;
+  std::cerr << (several_ranks ? "rank " + std::to_string(mpi->world().rank) + ": " : std::string())
+            << "mygpt-ddp: error: " << first_line(message) << std::endl;
+  if (several_ranks) mpi->abort_job(code);
+  return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::unique_ptr<mygpt::MpiSession> mpi;
   try {
-    return dispatch(argc, argv);
+    mpi = std::make_unique<mygpt::MpiSession>();
+    return dispatch(argc, argv, *mpi);
   } catch (const boost::program_options::error& e) {
-    std::cerr << "mygpt-ddp: error: " << first_line(e.what()) << std::endl;
-    return kExitBadInput;
+    return fail(mpi.get(), kExitBadInput, e.what());
   } catch (const std::invalid_argument& e) {
-    std::cerr << "mygpt-ddp: error: " << first_line(e.what()) << std::endl;
-    return kExitBadInput;
+    return fail(mpi.get(), kExitBadInput, e.what());
   } catch (const c10::Error& e) {
-    std::cerr << "mygpt-ddp: error: " << first_line(e.what_without_backtrace()) << std::endl;
-    return kExitFailure;
+    return fail(mpi.get(), kExitFailure, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    std::cerr << "mygpt-ddp: error: " << first_line(e.what()) << std::endl;
-    return kExitFailure;
+    return fail(mpi.get(), kExitFailure, e.what());
   }
 }

@@ -6,12 +6,15 @@
 #include <iterator>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
 #include "dataloader/char_tokenizer.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
+#include "launcher/job_communicators.h"
+#include "mygpt/build_config.h"
 #include "trainer/trainer.h"
 
 namespace mygpt {
@@ -67,6 +70,9 @@ TrainOptions train_options_from(const po::variables_map& v, const GptConfig& mod
   o.checkpoint_every = non_negative(v, "checkpoint-every");
   o.seed = v["seed"].as<uint64_t>();
   o.out_dir = v["out"].as<std::string>();
+  o.bucket_mb = v["bucket-mb"].as<double>();
+  if (!(o.bucket_mb > 0)) throw std::invalid_argument("--bucket-mb must be positive");
+  o.ddp_overlap = v["ddp-overlap"].as<bool>();
   return o;
 }
 
@@ -79,13 +85,22 @@ std::unique_ptr<BatchLoader> make_train_loader(const std::string& order, std::sh
 
 }  // namespace
 
-int run_train(const po::variables_map& v) {
-  LocalCommunicator comm;
-  const int rank = comm.rank(), world = comm.world_size();
-  const torch::Device device = pick_device(v["device"].as<std::string>());
-  if (const int64_t threads = non_negative(v, "threads"); threads > 0) torch::set_num_threads(static_cast<int>(threads));
+int run_train(const po::variables_map& v, const MpiSession& mpi) {
+  // Topology and device: cuda:<local rank> on GPUs; on CPU the node's cores are shared among its ranks.
+  const WorldInfo& w = mpi.world();
+  const int rank = w.rank, world = w.world_size;
+  const torch::Device device = pick_device(v["device"].as<std::string>(), w.local_rank, w.local_size);
+  int64_t threads = non_negative(v, "threads");
+  if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / w.local_size);
+  torch::set_num_threads(static_cast<int>(threads));
+  JobCommunicators comms(mpi, device, v["comm-timeout"].as<double>());
+  require_same_config_on_all_ranks(comms.host(), options_fingerprint(v) + "build=" + MYGPT_VERSION);
+  Communicator& comm = comms.device();
+
   RunOutput output = RunOutput::for_rank(rank, v["out"].as<std::string>());
   output.print("device: " + describe_device(device));
+  output.print(strprintf("world: %d rank(s) on %d node(s), %d per node | backend %s | %lld thread(s) per rank", world,
+                         w.node_count, w.local_size, comm.backend_name().c_str(), static_cast<long long>(threads)));
 
   // Data: the whole text is tokenized by characters; its last val-fraction is held out.
   const std::string data_spec = v["data"].as<std::string>();
@@ -109,6 +124,7 @@ int run_train(const po::variables_map& v) {
   seed_everything(options.seed);
   Gpt model(model_config);
   model->to(device);
+  broadcast_model_state(*model, comm);  // every rank starts from rank 0's weights
   AdamW optimizer(model->decay_parameters(), model->no_decay_parameters(),
                   AdamWOptions{options.lr, 0.9, 0.95, 1e-8, options.weight_decay});
 

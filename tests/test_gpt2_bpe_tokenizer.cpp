@@ -64,7 +64,7 @@ class RealGpt2Tokenizer : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(kGpt2Dir / "encoder.json") || !fs::exists(kGpt2Dir / "vocab.bpe")) {
-      GTEST_SKIP() << kGpt2Dir << "/{encoder.json,vocab.bpe} absent; see README";
+      GTEST_SKIP() << kGpt2Dir.string() << "/{encoder.json,vocab.bpe} absent; see README";
     }
     static const Gpt2BpeTokenizer shared = Gpt2BpeTokenizer::load(kGpt2Dir);  // loading takes ~0.1 s
     tokenizer = &shared;
@@ -74,7 +74,7 @@ class RealGpt2Tokenizer : public ::testing::Test {
 
 TEST_F(RealGpt2Tokenizer, MatchesEveryR50kBaseTestVector) {
   const fs::path vectors = kGpt2Dir / "test_vectors.gpt-tokenizer.txt";
-  if (!fs::exists(vectors)) GTEST_SKIP() << vectors << " absent; see README";
+  if (!fs::exists(vectors)) GTEST_SKIP() << vectors.string() << " absent; see README";
   std::istringstream lines(read_file(vectors));
   std::string name_line, sample_line, encoded_line, blank;
   int checked = 0;
@@ -143,7 +143,7 @@ TEST_F(RealGpt2Tokenizer, RoundTripsAnyBytes) {
 
 TEST_F(RealGpt2Tokenizer, TinyShakespeareRoundTripAndTokenCounts) {
   const fs::path path = kSharedData / "tinyshakespeare.txt";
-  if (!fs::exists(path)) GTEST_SKIP() << path << " absent; see README";
+  if (!fs::exists(path)) GTEST_SKIP() << path.string() << " absent; see README";
   const std::string text = read_file(path);
   const std::vector<int32_t> ids = tokenizer->encode(text);
   std::printf("[ info ] tinyshakespeare.txt: %zu bytes -> %zu tokens as one string\n", text.size(), ids.size());
@@ -168,7 +168,7 @@ TEST_F(RealGpt2Tokenizer, TinyShakespeareRoundTripAndTokenCounts) {
 
 TEST_F(RealGpt2Tokenizer, EncodingSpeedOnTinyShakespeare) {
   const fs::path path = kSharedData / "tinyshakespeare.txt";
-  if (!fs::exists(path)) GTEST_SKIP() << path << " absent; see README";
+  if (!fs::exists(path)) GTEST_SKIP() << path.string() << " absent; see README";
   const std::string text = read_file(path);
   // A tokenizer of its own, so that the first pass really starts with an empty word cache.
   const Gpt2BpeTokenizer fresh = Gpt2BpeTokenizer::load(kGpt2Dir);

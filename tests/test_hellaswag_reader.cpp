@@ -118,7 +118,7 @@ TEST(HellaSwagReader, RejectsBadFiles) {
 
 TEST(HellaSwagReader, ReadsTheSharedValidationFile) {
   const fs::path path = fs::path(MYGPT_SHARED_DATA_DIR) / "hellaswag" / "hellaswag_val_full.txt";
-  if (!fs::exists(path)) GTEST_SKIP() << path << " absent; see README";
+  if (!fs::exists(path)) GTEST_SKIP() << path.string() << " absent; see README";
   const auto examples = read_hellaswag(path);
   ASSERT_EQ(examples.size(), 10042u);
   EXPECT_EQ(examples.front().context, "Roof shingle removal: A man is sitting on a roof. he");

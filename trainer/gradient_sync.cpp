@@ -1,18 +1,132 @@
 #include "trainer/gradient_sync.h"
 
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
 namespace mygpt {
 
-GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm)
-    : params_(std::move(params)), comm_(comm) {}
+void broadcast_model_state(torch::nn::Module& model, Communicator& comm) {
+  if (comm.world_size() == 1) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> tensors = model.parameters();
+  for (const auto& b : model.buffers()) tensors.push_back(b);
+  std::vector<torch::Tensor> flat_views;
+  for (const auto& t : tensors) flat_views.push_back(t.reshape({-1}));
+  auto flat = torch::cat(flat_views);
+  comm.broadcast(flat, 0);
+  int64_t offset = 0;
+  for (auto& t : tensors) {
+    t.copy_(flat.slice(0, offset, offset + t.numel()).view_as(t));
+    offset += t.numel();
+  }
+}
+
+std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::Tensor>& params, size_t bucket_bytes) {
+  std::vector<std::vector<size_t>> buckets;
+  size_t bytes = 0;
+  for (size_t k = params.size(); k-- > 0;) {
+    if (buckets.empty() || bytes >= bucket_bytes) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(k);
+    bytes += static_cast<size_t>(params[k].numel()) * params[k].element_size();
+  }
+  return buckets;
+}
+
+GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm,
+                                           size_t bucket_bytes, bool overlap)
+    : params_(std::move(params)), comm_(comm), overlap_(overlap) {
+  if (comm_.world_size() == 1) return;  // nothing to synchronize, no hooks to pay for
+  bucket_of_param_.resize(params_.size());
+  for (auto& indices : plan_gradient_buckets(params_, bucket_bytes)) {
+    Bucket bucket;
+    int64_t size = 0;
+    for (size_t k : indices) {
+      bucket.offsets.push_back(size);
+      size += params_[k].numel();
+      bucket_of_param_[k] = buckets_.size();
+    }
+    bucket.flat = torch::empty({size}, params_[indices.front()].options().requires_grad(false));
+    bucket.params = std::move(indices);
+    buckets_.push_back(std::move(bucket));
+  }
+  stats_.buckets = static_cast<int64_t>(buckets_.size());
+  if (!overlap_) return;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    // The accumulator's post hook runs once the new gradient has been added into param.grad.
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
+    const uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient_ready(k);
+          return outputs;
+        }));
+    hooks_.emplace_back(std::move(accumulator), key);
+  }
+}
+
+GradientSynchronizer::~GradientSynchronizer() {
+  for (auto& [accumulator, key] : hooks_) accumulator->del_post_hook(key);
+}
+
+void GradientSynchronizer::begin_micro_step(bool last_micro_step) {
+  last_micro_step_ = last_micro_step;
+  if (last_micro_step) stats_.buckets_launched_in_backward = 0;
+}
+
+void GradientSynchronizer::on_gradient_ready(size_t param_index) {
+  if (!last_micro_step_) return;  // accumulate locally; communicate once per optimizer step
+  ++buckets_[bucket_of_param_[param_index]].ready;
+  const size_t launched_before = next_to_launch_;
+  launch_ready_buckets_in_order();
+  stats_.buckets_launched_in_backward += static_cast<int64_t>(next_to_launch_ - launched_before);
+}
+
+void GradientSynchronizer::launch_ready_buckets_in_order() {
+  while (next_to_launch_ < buckets_.size() &&
+         buckets_[next_to_launch_].ready == buckets_[next_to_launch_].params.size()) {
+    launch(buckets_[next_to_launch_++]);
+  }
+}
+
+void GradientSynchronizer::launch(Bucket& bucket) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < bucket.params.size(); ++i) {
+    const auto& p = params_[bucket.params[i]];
+    auto slot = bucket.flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel());
+    if (p.grad().defined()) {
+      slot.copy_(p.grad().reshape({-1}));
+    } else {
+      slot.zero_();  // a parameter the loss did not reach contributes zero, on every rank alike
+    }
+  }
+  bucket.pending = comm_.all_reduce_async(bucket.flat, ReduceOp::Average);
+}
 
 void GradientSynchronizer::finish() {
-  if (comm_.world_size() == 1) return;
-  std::vector<torch::Tensor> grads;
-  for (auto& p : params_) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // keep every rank's list aligned
-    grads.push_back(p.grad());
+  if (buckets_.empty()) return;
+  torch::NoGradGuard no_grad;
+  const auto start = std::chrono::steady_clock::now();
+  // Buckets whose hooks did not all fire (overlap off, or unused parameters) start now, still in order.
+  while (next_to_launch_ < buckets_.size()) launch(buckets_[next_to_launch_++]);
+  for (auto& bucket : buckets_) {
+    bucket.pending->wait();
+    bucket.pending.reset();
+    for (size_t i = 0; i < bucket.params.size(); ++i) {
+      auto& p = params_[bucket.params[i]];
+      auto averaged = bucket.flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(averaged);
+      } else {
+        p.mutable_grad() = averaged.clone();
+      }
+    }
   }
-  comm_.all_reduce(grads, ReduceOp::Average);
+  for (auto& bucket : buckets_) bucket.ready = 0;
+  next_to_launch_ = 0;
+  stats_.wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace mygpt

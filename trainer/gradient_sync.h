@@ -1,27 +1,72 @@
 #pragma once
-// DDP gradient synchronization: after the last micro-step of an optimizer step, every rank holds the
-// average of all ranks' gradients. Earlier micro-steps only accumulate locally (no communication).
+// DDP gradient synchronization (what PyTorch's DistributedDataParallel does, which LibTorch lacks).
+//
+// After the last micro-step of an optimizer step every rank holds the average of all ranks' gradients;
+// earlier micro-steps only accumulate locally, with no communication. Gradients are packed into
+// buckets of about bucket_bytes in reverse parameter order (the order backward produces them), and a
+// bucket's all-reduce starts as soon as its last gradient is accumulated, from an autograd hook, so
+// communication overlaps the rest of backward. Buckets start strictly in order, so every rank issues
+// the same collectives in the same sequence.
 #include <torch/torch.h>
 
+#include <chrono>
+#include <memory>
 #include <vector>
 
 #include "trainer/communicator.h"
 
 namespace mygpt {
 
+// Copies rank 0's parameters and buffers to every rank (one flat broadcast), so all ranks start from
+// identical weights whatever their own initialization did.
+void broadcast_model_state(torch::nn::Module& model, Communicator& comm);
+
+// Indices into params, grouped into buckets in reverse order, each closed once it reaches bucket_bytes.
+std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::Tensor>& params, size_t bucket_bytes);
+
+struct GradientSyncStats {
+  double wait_ms = 0;      // time finish() spent waiting for communication (the part not overlapped)
+  int64_t buckets_launched_in_backward = 0;
+  int64_t buckets = 0;
+};
+
 class GradientSynchronizer {
  public:
-  GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm);
+  // params in the model's registration order. overlap=false starts every bucket only in finish().
+  GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes = 25u << 20,
+                       bool overlap = true);
+  ~GradientSynchronizer();
+  GradientSynchronizer(const GradientSynchronizer&) = delete;
+  GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
-  // Call before each micro-step's backward; communication is only wanted on the last one.
-  void begin_micro_step(bool last_micro_step) { last_micro_step_ = last_micro_step; }
+  // Call before each micro-step's backward; communication happens only on the last one.
+  void begin_micro_step(bool last_micro_step);
   // Call after the last backward of a step: returns once every gradient holds the cross-rank average.
   void finish();
+  const GradientSyncStats& last_stats() const { return stats_; }
 
  private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // of each parameter inside flat
+    torch::Tensor flat;
+    size_t ready = 0;
+    std::unique_ptr<PendingCollective> pending;
+  };
+  void on_gradient_ready(size_t param_index);
+  void launch_ready_buckets_in_order();
+  void launch(Bucket& bucket);
+
   std::vector<torch::Tensor> params_;
   Communicator& comm_;
+  bool overlap_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_param_;
+  size_t next_to_launch_ = 0;
   bool last_micro_step_ = true;
+  GradientSyncStats stats_;
+  // Autograd's gradient accumulators hold our hooks; we keep them alive and remove the hooks on exit.
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
 };
 
 }  // namespace mygpt

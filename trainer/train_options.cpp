@@ -11,7 +11,7 @@ std::string TrainOptions::to_text() const {
       << "\ngrad_accum=" << grad_accum << "\nlr=" << lr << "\nmin_lr=" << min_lr << "\nwarmup_steps=" << warmup_steps
       << "\nweight_decay=" << weight_decay << "\ngrad_clip=" << grad_clip << "\neval_every=" << eval_every
       << "\neval_steps=" << eval_steps << "\nlog_every=" << log_every << "\ncheckpoint_every=" << checkpoint_every
-      << "\nseed=" << seed << "\nout_dir=" << out_dir << "\n";
+      << "\nseed=" << seed << "\nbucket_mb=" << bucket_mb << "\nddp_overlap=" << ddp_overlap << "\nout_dir=" << out_dir << "\n";
   return out.str();
 }
 

@@ -20,6 +20,8 @@ struct TrainOptions {
   int64_t log_every = 10;
   int64_t checkpoint_every = 0;   // 0: only at the end
   uint64_t seed = 1337;
+  double bucket_mb = 25;          // DDP gradient bucket size
+  bool ddp_overlap = true;        // start bucket all-reduces during backward
   std::string out_dir = "out";
 
   // One "key=value" per line in a fixed order: stored in checkpoints, hashed to compare ranks.

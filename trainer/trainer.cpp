@@ -17,7 +17,7 @@ Trainer::Trainer(Gpt model, AdamW& optimizer, BatchLoader& train_loader, Sharded
       device_(device),
       checkpoint_meta_(std::move(checkpoint_meta)),
       schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
-      grad_sync_(optimizer.parameters(), comm) {}
+      grad_sync_(model_->parameters(), comm, static_cast<size_t>(options.bucket_mb * (1 << 20)), options.ddp_overlap) {}
 
 StepResult Trainer::train_step(int64_t step) {
   model_->train();
@@ -97,7 +97,9 @@ TrainSummary Trainer::run(int64_t start_step) {
                               static_cast<int>(step), r.loss, r.lr, r.grad_norm, dt * 1000.0, tok_per_sec));
     }
     output_.metrics({{"step", step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-                     {"dt_ms", dt * 1000.0}, {"tok_per_sec", tok_per_sec}});
+                     {"dt_ms", dt * 1000.0}, {"tok_per_sec", tok_per_sec},
+                     {"sync_wait_ms", grad_sync_.last_stats().wait_ms},
+                     {"buckets_overlapped", grad_sync_.last_stats().buckets_launched_in_backward}});
     const int64_t steps_done = step + 1;
     if (options_.checkpoint_every > 0 && steps_done % options_.checkpoint_every == 0 && !last_step) {
       save_checkpoint_at(steps_done);

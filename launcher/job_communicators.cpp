@@ -1,0 +1,35 @@
+#include "launcher/job_communicators.h"
+
+#include <stdexcept>
+
+#include "launcher/mpi_communicator.h"
+#include "launcher/nccl_communicator.h"
+
+namespace mygpt {
+
+JobCommunicators::JobCommunicators(const MpiSession& mpi, const torch::Device& device, double timeout_seconds) {
+  if (mpi.world().world_size == 1) {
+    host_ = std::make_unique<LocalCommunicator>();
+    return;
+  }
+  host_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, mpi.thread_serialized());
+  if (device.is_cuda()) device_ = make_nccl_communicator(*host_, device.index(), timeout_seconds);
+}
+
+void require_same_config_on_all_ranks(Communicator& comm, const std::string& config_text) {
+  if (comm.world_size() == 1) return;
+  // FNV-1a: a stable hash (std::hash may differ between builds, and ranks may run different builds).
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : config_text) hash = (hash ^ c) * 1099511628211ULL;
+  auto mine = torch::tensor({static_cast<int64_t>(hash)}, torch::kLong);
+  auto rank0 = mine.clone();
+  comm.broadcast(rank0, 0);
+  auto differs = torch::tensor({static_cast<int64_t>(!torch::equal(mine, rank0))}, torch::kLong);
+  comm.all_reduce(differs, ReduceOp::Max);
+  if (differs.item<int64_t>() != 0) {
+    throw std::invalid_argument("the ranks were started with different configurations (options, data or build); "
+                                "every rank must run the same command");
+  }
+}
+
+}  // namespace mygpt

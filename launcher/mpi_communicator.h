@@ -1,0 +1,53 @@
+#pragma once
+// Communicator for CPU tensors over MPI (in-place MPI_Allreduce / MPI_Bcast).
+//
+// Every MPI call runs on one dedicated communication thread. Blocking calls hand their work to it and
+// wait; all_reduce_async returns at once, so a gradient bucket is reduced while backward goes on.
+// (Open MPI's non-blocking collectives only progress inside MPI calls, which the training thread does
+// not make during backward; a thread of our own gives real overlap.)
+#include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "trainer/communicator.h"
+
+namespace mygpt {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // comm is duplicated, so our traffic never mixes with other users of the same communicator.
+  // With use_thread false (MPI without MPI_THREAD_SERIALIZED), calls run synchronously on the caller.
+  MpiCommunicator(MPI_Comm comm, bool use_thread);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  std::string backend_name() const override { return "mpi"; }
+
+  void all_reduce(torch::Tensor& tensor, ReduceOp op) override;
+  std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor tensor, ReduceOp op) override;
+  void broadcast(torch::Tensor& tensor, int root) override;
+  void barrier() override;
+  using Communicator::all_reduce;
+
+ private:
+  std::future<void> submit(std::function<void()> work);
+  void run_worker();
+  void reduce_now(torch::Tensor& tensor, ReduceOp op);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  bool use_thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace mygpt

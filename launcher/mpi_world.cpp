@@ -1,0 +1,48 @@
+#include "launcher/mpi_world.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace mygpt {
+
+bool started_by_mpi_launcher() {
+  // Open MPI's mpirun, PMIx (Open MPI 5, srun --mpi=pmix), PMI/PMI2 (srun --mpi=pmi2, MPICH's hydra).
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+MpiSession::MpiSession() {
+  if (!started_by_mpi_launcher()) return;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    throw std::runtime_error("MPI_Init_thread failed");
+  }
+  thread_serialized_ = provided >= MPI_THREAD_SERIALIZED;
+  world_.uses_mpi = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_.world_size);
+  // Ranks that share memory share a node: this holds under any launcher, unlike launcher variables.
+  MPI_Comm node_comm;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_.rank, MPI_INFO_NULL, &node_comm);
+  MPI_Comm_rank(node_comm, &world_.local_rank);
+  MPI_Comm_size(node_comm, &world_.local_size);
+  MPI_Comm_free(&node_comm);
+  int node_leader = world_.local_rank == 0 ? 1 : 0;
+  MPI_Allreduce(&node_leader, &world_.node_count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+MpiSession::~MpiSession() {
+  if (!world_.uses_mpi) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void MpiSession::abort_job(int exit_code) const {
+  if (world_.uses_mpi && world_.world_size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
+
+}  // namespace mygpt

@@ -1,0 +1,12 @@
+// Chosen by CMake when the build has no NCCL (no CUDA LibTorch or no nccl.h).
+#include <stdexcept>
+
+#include "launcher/nccl_communicator.h"
+
+namespace mygpt {
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, int, double) {
+  throw std::invalid_argument("this build of mygpt-ddp has no NCCL backend, so several CUDA ranks cannot train together");
+}
+
+}  // namespace mygpt

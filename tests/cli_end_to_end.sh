@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# End-to-end tests of the mygpt-ddp binary: exit codes and one-line messages for bad input, help,
+# config files, a real training run whose loss must fall, and reproducible generation.
+#
+#   bash cli_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir>
+#
+# Prints one line per check and a final "N passed, M failed"; exits non-zero if any check failed.
+set -u
+
+BIN=${1:?usage: cli_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir>}
+DATA_DIR=${2:-}
+if [[ ! -x $BIN ]]; then
+  echo "FAIL: binary '$BIN' is not executable"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mygpt_e2e.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+
+passed=0
+failed=0
+pass() { echo "PASS: $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $1${2:+ -- $2}"; failed=$((failed + 1)); }
+
+# run NAME ARGS...: runs the binary; stdout in $WORK/NAME.out, stderr in $WORK/NAME.err, exit code in RC.
+run() {
+  local name=$1
+  shift
+  "$BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  RC=$?
+}
+
+# No ckpt_* file anywhere under DIR (a directory that does not exist holds none).
+no_checkpoint_in() { [[ -z $(find "$1" -name 'ckpt_*' 2>/dev/null) ]]; }
+
+# expect_bad_input NAME REGEX OUT_DIR ARGS...: exit code 2, exactly one line on stderr that matches
+# REGEX (case-insensitive), and no checkpoint under OUT_DIR (pass "" when the command writes none).
+expect_bad_input() {
+  local name=$1 pattern=$2 out=$3
+  shift 3
+  run "$name" "$@"
+  local err="$WORK/$name.err"
+  local lines
+  lines=$(wc -l <"$err")
+  if [[ $RC -ne 2 ]]; then
+    fail "$name" "exit code $RC, expected 2; stderr: $(head -c 300 "$err")"
+  elif [[ $lines -ne 1 ]]; then
+    fail "$name" "stderr has $lines lines, expected 1: $(head -c 300 "$err")"
+  elif ! grep -qiE -- "$pattern" "$err"; then
+    fail "$name" "message '$(cat "$err")' does not match /$pattern/"
+  elif [[ -n $out ]] && ! no_checkpoint_in "$out"; then
+    fail "$name" "a failed run left a checkpoint in $out"
+  else
+    pass "$name: exit 2, $(cat "$err")"
+  fi
+}
+
+# metric_values KEY FILE: the numbers of "KEY": in a metrics.jsonl, one per line.
+metric_values() { sed -n "s/.*\"$1\":\([-+0-9.eE]*\).*/\1/p" "$2"; }
+
+# Small settings that would finish in a second if a bad input were wrongly accepted.
+SMALL=(--preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --threads 1 --device cpu)
+
+HAVE_GPU=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then HAVE_GPU=1; fi
+
+# ------------------------------------------------------------------------------------------------
+echo "== bad input: exit code 2 and one line naming the problem"
+
+printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n' >"$WORK/short.txt"
+: >"$WORK/empty.txt"
+mkdir -p "$WORK/a_directory"
+
+expect_bad_input "train: missing data file" "missing_corpus\.txt.*(exist|found)" "$WORK/o_missing" \
+  train "$WORK/missing_corpus.txt" "${SMALL[@]}" --steps 2 --out "$WORK/o_missing"
+expect_bad_input "train: empty data file" "empty\.txt.*empty" "$WORK/o_empty" \
+  train "$WORK/empty.txt" "${SMALL[@]}" --steps 2 --out "$WORK/o_empty"
+expect_bad_input "train: directory as data" "a_directory.*directory" "$WORK/o_dir" \
+  train "$WORK/a_directory" "${SMALL[@]}" --steps 2 --out "$WORK/o_dir"
+expect_bad_input "train: corpus shorter than one batch" "fewer than one batch" "$WORK/o_short" \
+  train "$WORK/short.txt" --preset tiny --batch-size 16 --seq-len 16 --steps 2 --threads 1 --device cpu \
+  --out "$WORK/o_short"
+expect_bad_input "train: --n-head 3 with --n-embd 32" "n_head.*3.*n_embd.*32|n-head" "$WORK/o_heads" \
+  train builtin:sort "${SMALL[@]}" --n-head 3 --n-embd 32 --steps 2 --out "$WORK/o_heads"
+expect_bad_input "train: --steps 0" "--steps.*0" "$WORK/o_steps" \
+  train builtin:sort "${SMALL[@]}" --steps 0 --out "$WORK/o_steps"
+expect_bad_input "train: --batch-size -1" "--batch-size.*-1" "$WORK/o_batch" \
+  train builtin:sort --preset tiny --seq-len 16 --eval-every 0 --threads 1 --device cpu --steps 2 \
+  --batch-size -1 --out "$WORK/o_batch"
+expect_bad_input "train: --seq-len above the block size" "--seq-len.*64.*32" "$WORK/o_seqlen" \
+  train builtin:sort --preset tiny --batch-size 2 --eval-every 0 --threads 1 --device cpu --steps 2 \
+  --seq-len 64 --out "$WORK/o_seqlen"
+expect_bad_input "train: --preset nope" "preset.*nope" "$WORK/o_preset" \
+  train builtin:sort --batch-size 2 --seq-len 16 --eval-every 0 --threads 1 --device cpu --steps 2 \
+  --preset nope --out "$WORK/o_preset"
+expect_bad_input "train: --device nope" "device.*nope" "$WORK/o_device" \
+  train builtin:sort --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --threads 1 --steps 2 \
+  --device nope --out "$WORK/o_device"
+if [[ $HAVE_GPU -eq 0 ]]; then
+  expect_bad_input "train: --device cuda without a GPU" "cuda" "$WORK/o_cuda" \
+    train builtin:sort --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --threads 1 --steps 2 \
+    --device cuda --out "$WORK/o_cuda"
+else
+  echo "SKIP: train: --device cuda without a GPU (this machine has a GPU)"
+fi
+expect_bad_input "train: unknown flag" "no-such-flag" "$WORK/o_flag" \
+  train builtin:sort "${SMALL[@]}" --steps 2 --no-such-flag 3 --out "$WORK/o_flag"
+expect_bad_input "train: unknown builtin dataset" "builtin:nope" "$WORK/o_builtin" \
+  train builtin:nope "${SMALL[@]}" --steps 2 --out "$WORK/o_builtin"
+expect_bad_input "unknown command" "frobnicate" "" frobnicate --steps 2
+expect_bad_input "train: missing config file" "no_such_config\.cfg" "$WORK/o_cfgmissing" \
+  train builtin:sort "${SMALL[@]}" --steps 2 --config "$WORK/no_such_config.cfg" --out "$WORK/o_cfgmissing"
+
+# A real (tiny) checkpoint for the generate checks.
+run tiny_train train builtin:sort "${SMALL[@]}" --steps 2 --out "$WORK/tiny"
+TINY_CKPT="$WORK/tiny/ckpt_00000002.pt"
+if [[ $RC -eq 0 && -f $TINY_CKPT ]]; then
+  pass "train: a 2-step tiny run writes $(basename "$TINY_CKPT")"
+else
+  fail "train: a 2-step tiny run" "exit code $RC, $(ls "$WORK/tiny" 2>&1 | tr '\n' ' '); stderr: $(head -c 300 "$WORK/tiny_train.err")"
+fi
+size=$(wc -c <"$TINY_CKPT" 2>/dev/null || echo 0)
+head -c $((size / 2)) "$TINY_CKPT" >"$WORK/truncated.pt"
+head -c 4096 /dev/urandom >"$WORK/random_bytes.pt"
+mkdir -p "$WORK/empty_ckpt_dir"
+
+expect_bad_input "generate: missing checkpoint" "absent_ckpt\.pt" "" \
+  generate --checkpoint "$WORK/absent_ckpt.pt" --device cpu
+expect_bad_input "generate: truncated checkpoint" "truncated\.pt" "" \
+  generate --checkpoint "$WORK/truncated.pt" --device cpu
+expect_bad_input "generate: random bytes as checkpoint" "random_bytes\.pt" "" \
+  generate --checkpoint "$WORK/random_bytes.pt" --device cpu
+expect_bad_input "generate: directory without checkpoints" "empty_ckpt_dir.*checkpoint" "" \
+  generate --checkpoint "$WORK/empty_ckpt_dir" --device cpu
+expect_bad_input "generate: prompt character outside the vocabulary" "'x'.*vocabulary" "" \
+  generate --checkpoint "$TINY_CKPT" --device cpu --prompt "12x4=" --max-new-tokens 5
+expect_bad_input "generate: --checkpoint missing" "checkpoint" "" generate --device cpu
+expect_bad_input "eval: missing checkpoint" "absent_ckpt\.pt" "" eval --checkpoint "$WORK/absent_ckpt.pt" --device cpu
+
+# ------------------------------------------------------------------------------------------------
+echo "== help"
+
+check_help() {
+  local name=$1
+  shift 1
+  local patterns=()
+  while [[ $1 != -- ]]; do
+    patterns+=("$1")
+    shift
+  done
+  shift
+  run "$name" "$@"
+  if [[ $RC -ne 0 ]]; then
+    fail "$name" "exit code $RC"
+    return
+  fi
+  if [[ -s $WORK/$name.err ]]; then
+    fail "$name" "wrote to stderr: $(head -c 200 "$WORK/$name.err")"
+    return
+  fi
+  local p
+  for p in "${patterns[@]}"; do
+    if ! grep -qE -- "$p" "$WORK/$name.out"; then
+      fail "$name" "output lacks /$p/"
+      return
+    fi
+  done
+  pass "$name: exit 0, lists options with defaults"
+}
+
+check_help "--help" "train" "generate" "eval" "--steps arg \(=2000\)" "--temperature arg \(=0.8" -- --help
+check_help "train --help" "--batch-size arg \(=16\)" "--steps arg \(=2000\)" "--preset arg \(=small\)" \
+  "--device arg \(=auto\)" "--config" -- train --help
+check_help "generate --help" "--checkpoint" "--temperature arg \(=0.8" "--seed arg \(=1337\)" \
+  "--max-new-tokens arg \(=200\)" -- generate --help
+
+# ------------------------------------------------------------------------------------------------
+echo "== config file"
+
+cat >"$WORK/run.cfg" <<'EOF'
+# options as in the CLI, without the dashes
+preset = tiny
+steps = 5
+batch-size = 4
+seq-len = 16
+eval-every = 0
+threads = 1
+device = cpu
+EOF
+run config train builtin:sort --config "$WORK/run.cfg" --steps 3 --out "$WORK/cfg"
+if [[ $RC -ne 0 ]]; then
+  fail "--config FILE" "exit code $RC; stderr: $(head -c 300 "$WORK/config.err")"
+else
+  steps_logged=$(metric_values loss "$WORK/cfg/metrics.jsonl" | wc -l)
+  if grep -q "batch: 4 x 16 tokens" "$WORK/config.out" && grep -q "2 layers" "$WORK/config.out"; then
+    pass "--config FILE: batch size, sequence length and preset come from the file"
+  else
+    fail "--config FILE" "the file's values were not used: $(grep -E '^(model|batch):' "$WORK/config.out" | tr '\n' ' ')"
+  fi
+  if [[ $steps_logged -eq 3 && -f $WORK/cfg/ckpt_00000003.pt ]]; then
+    pass "--config FILE: --steps 3 on the command line overrides steps = 5 in the file"
+  else
+    fail "--config FILE override" "$steps_logged steps logged; files: $(ls "$WORK/cfg" | tr '\n' ' ')"
+  fi
+fi
+printf 'steps = 3\nbogus-option = 1\n' >"$WORK/bad.cfg"
+expect_bad_input "train: unknown option in a config file" "bogus-option" "$WORK/o_badcfg" \
+  train builtin:sort "${SMALL[@]}" --config "$WORK/bad.cfg" --out "$WORK/o_badcfg"
+
+# ------------------------------------------------------------------------------------------------
+echo "== training on real data, then generation"
+
+CORPUS="$DATA_DIR/tinyshakespeare.txt"
+PROMPT="ROMEO:"
+if [[ ! -f $CORPUS ]]; then
+  echo "SKIP: $CORPUS is absent; training on builtin:sort instead"
+  CORPUS="builtin:sort"
+  PROMPT="3141="
+fi
+OUT="$WORK/real"
+start=$(date +%s)
+run real_train train "$CORPUS" --preset small --seq-len 64 --batch-size 16 --threads 1 --device cpu \
+  --steps 300 --warmup-steps 30 --lr 2e-3 --eval-every 100 --eval-steps 5 --log-every 50 --seed 1337 --out "$OUT"
+seconds=$(($(date +%s) - start))
+if [[ $RC -ne 0 ]]; then
+  fail "train 300 steps on $CORPUS" "exit code $RC; stderr: $(head -c 300 "$WORK/real_train.err")"
+else
+  pass "train 300 steps on $(basename "$CORPUS") (${seconds}s)"
+  first_line=$(head -n 1 "$WORK/real_train.out")
+  if [[ $first_line == "device: cpu" ]]; then pass "first stdout line is 'device: cpu'"; else fail "first stdout line" "'$first_line'"; fi
+
+  METRICS="$OUT/metrics.jsonl"
+  mapfile -t losses < <(metric_values loss "$METRICS")
+  mapfile -t val_losses < <(metric_values val_loss "$METRICS")
+  train_records=$(grep -c '"loss":' "$METRICS")
+  complete_records=$(grep '"loss":' "$METRICS" | grep '"step":' | grep '"lr":' | grep '"grad_norm":' |
+    grep '"dt_ms":' | grep -c '"tok_per_sec":')
+  if [[ $train_records -eq 300 && $complete_records -eq 300 ]]; then
+    pass "metrics.jsonl: 300 records with step/loss/lr/grad_norm/dt_ms/tok_per_sec"
+  else
+    fail "metrics.jsonl records" "$train_records loss records, $complete_records complete"
+  fi
+  if [[ ${#val_losses[@]} -ge 3 ]]; then
+    pass "metrics.jsonl: ${#val_losses[@]} val_loss records (${val_losses[*]})"
+  else
+    fail "metrics.jsonl val_loss records" "found ${#val_losses[@]}"
+  fi
+  if [[ ${#losses[@]} -ge 20 ]]; then
+    # The first loss against the mean of the last 10 (single steps are noisy).
+    verdict=$(printf '%s\n' "${losses[@]}" | awk -v n="${#losses[@]}" '
+      NR == 1 { first = $1 }
+      NR > n - 10 { sum += $1 }
+      END { last = sum / 10; printf "%s %.3f -> %.3f", (last < first - 1.0) ? "ok" : "bad", first, last }')
+    if [[ $verdict == ok* ]]; then
+      pass "loss falls by more than 1.0: ${verdict#ok }"
+    else
+      fail "loss falls by more than 1.0" "${verdict#bad }"
+    fi
+    val_verdict=$(printf '%s\n' "${val_losses[@]}" | awk 'NR == 1 { first = $1 } { last = $1 }
+      END { printf "%s %.3f -> %.3f", (last < first - 0.5) ? "ok" : "bad", first, last }')
+    if [[ $val_verdict == ok* ]]; then
+      pass "validation loss falls: ${val_verdict#ok }"
+    else
+      fail "validation loss falls" "${val_verdict#bad }"
+    fi
+  else
+    fail "loss falls" "only ${#losses[@]} losses in $METRICS"
+  fi
+  if [[ -f $OUT/ckpt_00000300.pt ]]; then pass "checkpoint ckpt_00000300.pt written"; else fail "final checkpoint" "$(ls "$OUT" | tr '\n' ' ')"; fi
+  tmp_files=$(find "$OUT" -name '*.tmp')
+  if [[ -z $tmp_files ]]; then pass "no *.tmp file left"; else fail "no *.tmp file left" "$tmp_files"; fi
+
+  GEN=(generate --checkpoint "$OUT" --device cpu --prompt "$PROMPT" --max-new-tokens 120 --temperature 1.0)
+  run gen_a "${GEN[@]}" --seed 7
+  rc_a=$RC
+  run gen_b "${GEN[@]}" --seed 7
+  rc_b=$RC
+  run gen_c "${GEN[@]}" --seed 8
+  rc_c=$RC
+  if [[ $rc_a -ne 0 || $rc_b -ne 0 || $rc_c -ne 0 ]]; then
+    fail "generate" "exit codes $rc_a $rc_b $rc_c; stderr: $(head -c 300 "$WORK/gen_a.err")"
+  else
+    sample=$(sed -n '2p' "$WORK/gen_a.out")
+    if [[ $sample == "$PROMPT"* && $(wc -c <"$WORK/gen_a.out") -gt 120 ]]; then
+      pass "generate: the sample continues the prompt: $(printf '%s' "$sample" | head -c 60)"
+    else
+      fail "generate: the sample continues the prompt" "$(head -c 200 "$WORK/gen_a.out")"
+    fi
+    if cmp -s "$WORK/gen_a.out" "$WORK/gen_b.out"; then pass "generate: same seed, identical output"; else fail "generate: same seed, identical output"; fi
+    if ! cmp -s "$WORK/gen_a.out" "$WORK/gen_c.out"; then pass "generate: different seed, different output"; else fail "generate: different seed, different output"; fi
+  fi
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

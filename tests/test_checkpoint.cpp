@@ -1,0 +1,342 @@
+// Checkpoints: what a save/load round trip keeps, resuming a run exactly, rejecting bad files with a
+// message that names them, atomic writes and finding the newest checkpoint.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dataloader/batch_loader.h"
+#include "dataloader/token_source.h"
+#include "model/gpt.h"
+#include "trainer/adamw.h"
+#include "trainer/checkpoint.h"
+#include "trainer/communicator.h"
+#include "trainer/run_output.h"
+#include "trainer/trainer.h"
+
+namespace mygpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kVocab = 19;
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("mygpt_checkpoint_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+GptConfig tiny_config() {
+  GptConfig c;
+  c.vocab_size = kVocab;
+  c.block_size = 16;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 32;
+  return c;
+}
+
+Gpt tiny_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  return Gpt(tiny_config());
+}
+
+torch::Tensor random_tokens(int64_t b, int64_t t, uint64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(kVocab, {b, t}, torch::kLong);
+}
+
+AdamW make_optimizer(Gpt& model) {
+  return AdamW(model->decay_parameters(), model->no_decay_parameters(), AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1});
+}
+
+// One optimizer step on a fixed batch.
+void train_one_step(Gpt& model, AdamW& optimizer, uint64_t batch_seed) {
+  optimizer.zero_grad();
+  model->loss(random_tokens(4, 16, batch_seed), random_tokens(4, 16, batch_seed + 100)).backward();
+  optimizer.step();
+}
+
+CheckpointMeta sample_meta(int64_t step) {
+  return CheckpointMeta{tiny_config(), "char", "\n !abcé", step, "steps=10\nlr=0.001\n"};
+}
+
+template <typename F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "<no std::invalid_argument thrown>";
+}
+
+void write_file(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> file_names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(Checkpoint, RoundTripKeepsModelMetaAndExtraState) {
+  ScratchDir dir;
+  Gpt model = tiny_model(1);
+  AdamW optimizer = make_optimizer(model);
+  train_one_step(model, optimizer, 7);  // weights that differ from any fresh initialization
+  const std::map<std::string, torch::Tensor> extra = {{"train_loader", torch::tensor({42}, torch::kLong)},
+                                                      {"rng", torch::randn({5})}};
+  const fs::path path = checkpoint_path(dir.path(), 3);
+  save_checkpoint(path, model, &optimizer, sample_meta(3), extra);
+
+  LoadedCheckpoint loaded = load_checkpoint(path);
+  EXPECT_EQ(loaded.meta.model_config, tiny_config());
+  EXPECT_EQ(loaded.meta.tokenizer_kind, "char");
+  EXPECT_EQ(loaded.meta.tokenizer_data, "\n !abcé");
+  EXPECT_EQ(loaded.meta.step, 3);
+  EXPECT_EQ(loaded.meta.run_config, "steps=10\nlr=0.001\n");
+  ASSERT_EQ(loaded.extra.size(), extra.size());
+  for (const auto& [name, tensor] : extra) {
+    ASSERT_TRUE(loaded.extra.count(name)) << name;
+    EXPECT_TRUE(torch::equal(loaded.extra.at(name), tensor)) << name;
+  }
+
+  model->eval();
+  loaded.model->eval();
+  torch::NoGradGuard no_grad;
+  const auto idx = random_tokens(3, 16, 9);
+  EXPECT_TRUE(torch::equal(loaded.model->forward(idx), model->forward(idx)));
+  EXPECT_FALSE(torch::equal(tiny_model(1)->forward(idx), model->forward(idx)));  // the step changed something
+}
+
+TEST(Checkpoint, OptimizerStateRoundTrip) {
+  ScratchDir dir;
+  Gpt model = tiny_model(2);
+  AdamW optimizer = make_optimizer(model);
+  for (uint64_t s = 0; s < 3; ++s) train_one_step(model, optimizer, s);
+  const fs::path path = dir.path() / "ckpt.pt";
+  save_checkpoint(path, model, &optimizer, sample_meta(3));
+
+  LoadedCheckpoint loaded = load_checkpoint(path);
+  AdamW restored = make_optimizer(loaded.model);
+  load_optimizer_state(loaded, restored);
+  EXPECT_EQ(restored.steps_taken(), 3);
+
+  // Further steps from the restored state match the original exactly; a fresh optimizer does not.
+  Gpt fresh_copy = load_checkpoint(path).model;
+  AdamW fresh = make_optimizer(fresh_copy);
+  for (uint64_t s = 3; s < 5; ++s) {
+    train_one_step(model, optimizer, s);
+    train_one_step(loaded.model, restored, s);
+    train_one_step(fresh_copy, fresh, s);
+  }
+  const auto original = model->parameters(), resumed = loaded.model->parameters(), reset = fresh_copy->parameters();
+  bool fresh_differs = false;
+  for (size_t i = 0; i < original.size(); ++i) {
+    EXPECT_TRUE(torch::equal(original[i], resumed[i])) << "parameter " << i;
+    fresh_differs = fresh_differs || !torch::equal(original[i], reset[i]);
+  }
+  EXPECT_TRUE(fresh_differs);
+}
+
+TEST(Checkpoint, OptimizerStateMustMatchAndExist) {
+  ScratchDir dir;
+  Gpt model = tiny_model(2);
+  AdamW optimizer = make_optimizer(model);
+  train_one_step(model, optimizer, 0);
+  save_checkpoint(dir.path() / "with.pt", model, &optimizer, sample_meta(1));
+  save_checkpoint(dir.path() / "without.pt", model, nullptr, sample_meta(1));
+
+  LoadedCheckpoint without = load_checkpoint(dir.path() / "without.pt");
+  AdamW other = make_optimizer(without.model);
+  EXPECT_THROW(load_optimizer_state(without, other), std::invalid_argument);
+
+  GptConfig wider = tiny_config();
+  wider.n_embd = 64;
+  torch::manual_seed(0);
+  Gpt different(wider);
+  AdamW mismatched = make_optimizer(different);
+  LoadedCheckpoint with = load_checkpoint(dir.path() / "with.pt");
+  EXPECT_THROW(load_optimizer_state(with, mismatched), std::invalid_argument);
+}
+
+// Training k steps, saving, loading into fresh objects and training on gives the losses of an
+// uninterrupted run, bit for bit.
+struct ResumableRun {
+  ResumableRun(Gpt m, std::shared_ptr<const TokenSource> tokens, const TrainOptions& options)
+      : model(std::move(m)),
+        optimizer(make_optimizer(model)),
+        loader(tokens, options.batch_size, options.seq_len),
+        output(RunOutput::for_rank(0, options.out_dir)),
+        trainer(model, optimizer, loader, nullptr, comm, output, options, torch::Device(torch::kCPU), sample_meta(0)) {}
+  Gpt model;
+  AdamW optimizer;
+  ShardedBatchLoader loader;
+  LocalCommunicator comm;
+  RunOutput output;
+  Trainer trainer;
+};
+
+TEST(Checkpoint, ResumeGivesIdenticalLosses) {
+  ScratchDir dir;
+  TrainOptions options;
+  options.steps = 6;
+  options.batch_size = 4;
+  options.seq_len = 16;
+  options.warmup_steps = 2;
+  options.lr = 1e-2;
+  options.eval_every = 0;
+  options.out_dir = dir.path().string();
+  torch::manual_seed(5);
+  auto t = torch::randint(kVocab, {1500}, torch::kLong);
+  auto tokens = std::make_shared<InMemoryTokens>(std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()));
+
+  ResumableRun straight(tiny_model(4), tokens, options);
+  std::vector<double> expected;
+  for (int64_t step = 0; step < options.steps; ++step) expected.push_back(straight.trainer.train_step(step).loss);
+
+  {
+    ResumableRun first(tiny_model(4), tokens, options);
+    for (int64_t step = 0; step < 3; ++step) EXPECT_EQ(first.trainer.train_step(step).loss, expected[step]);
+    first.trainer.save_checkpoint_at(3);
+  }
+  LoadedCheckpoint ckpt = load_checkpoint(checkpoint_path(dir.path(), 3));
+  EXPECT_EQ(ckpt.meta.step, 3);
+  ASSERT_TRUE(ckpt.extra.count("train_loader"));
+  ResumableRun resumed(ckpt.model, tokens, options);
+  load_optimizer_state(ckpt, resumed.optimizer);
+  resumed.loader.load_state(ckpt.extra.at("train_loader"));
+  for (int64_t step = 3; step < options.steps; ++step) {
+    EXPECT_EQ(resumed.trainer.train_step(step).loss, expected[step]) << "step " << step;
+  }
+}
+
+TEST(Checkpoint, MissingFileIsNamed) {
+  ScratchDir dir;
+  const fs::path path = dir.path() / "nothing_here.pt";
+  const std::string message = invalid_argument_message([&] { load_checkpoint(path); });
+  EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+  const std::string dir_message = invalid_argument_message([&] { load_checkpoint(dir.path()); });
+  EXPECT_NE(dir_message.find(dir.path().string()), std::string::npos) << dir_message;
+}
+
+TEST(Checkpoint, TruncatedFileIsNamed) {
+  ScratchDir dir;
+  Gpt model = tiny_model(1);
+  const fs::path good = dir.path() / "good.pt";
+  save_checkpoint(good, model, nullptr, sample_meta(1));
+  const std::string bytes = read_file(good);
+  ASSERT_GT(bytes.size(), 1000u);
+  const fs::path truncated = dir.path() / "truncated.pt";
+  write_file(truncated, bytes.substr(0, bytes.size() / 2));
+  const std::string message = invalid_argument_message([&] { load_checkpoint(truncated); });
+  EXPECT_NE(message.find(truncated.string()), std::string::npos) << message;
+  EXPECT_NO_THROW(load_checkpoint(good));
+}
+
+TEST(Checkpoint, ForeignFilesAreNamed) {
+  ScratchDir dir;
+  std::mt19937 rng(1);
+  std::string noise(4096, '\0');
+  for (char& ch : noise) ch = static_cast<char>(rng() & 0xFF);
+  const fs::path random_bytes = dir.path() / "random.pt";
+  write_file(random_bytes, noise);
+
+  const fs::path empty = dir.path() / "empty.pt";
+  write_file(empty, "");
+
+  // Valid torch archives that are not ours: other keys, a pickled tensor, a foreign format tag.
+  const fs::path other_archive = dir.path() / "other_archive.pt";
+  {
+    torch::serialize::OutputArchive archive;
+    archive.write("weights", torch::ones({3, 3}));
+    archive.save_to(other_archive.string());
+  }
+  const fs::path pickled = dir.path() / "pickled.pt";
+  torch::save(torch::ones({4}), pickled.string());
+  const fs::path other_tag = dir.path() / "other_tag.pt";
+  {
+    torch::serialize::OutputArchive archive;
+    archive.write("format", c10::IValue(std::string("someone else's checkpoint")));
+    archive.save_to(other_tag.string());
+  }
+
+  for (const fs::path& path : {random_bytes, empty, other_archive, pickled, other_tag}) {
+    const std::string message = invalid_argument_message([&] { load_checkpoint(path); });
+    EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;  // one line for the CLI
+  }
+}
+
+TEST(Checkpoint, AtomicWriteLeavesNoTemporaryFile) {
+  ScratchDir dir;
+  Gpt model = tiny_model(1);
+  AdamW optimizer = make_optimizer(model);
+  const fs::path path = checkpoint_path(dir.path() / "nested" / "out", 10);  // directories are created
+  save_checkpoint(path, model, &optimizer, sample_meta(10));
+  EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.pt"});
+
+  // Overwriting replaces the file in one piece.
+  Gpt other = tiny_model(2);
+  save_checkpoint(path, other, nullptr, sample_meta(11));
+  EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.pt"});
+  EXPECT_EQ(load_checkpoint(path).meta.step, 11);
+}
+
+TEST(Checkpoint, LatestAndResolve) {
+  ScratchDir dir;
+  EXPECT_EQ(checkpoint_path(dir.path(), 1234).filename().string(), "ckpt_00001234.pt");
+  EXPECT_FALSE(latest_checkpoint(dir.path()).has_value());
+  EXPECT_FALSE(latest_checkpoint(dir.path() / "absent").has_value());
+  const std::string message = invalid_argument_message([&] { resolve_checkpoint(dir.path()); });
+  EXPECT_NE(message.find(dir.path().string()), std::string::npos) << message;
+
+  Gpt model = tiny_model(1);
+  for (int64_t step : {5, 100, 20}) save_checkpoint(checkpoint_path(dir.path(), step), model, nullptr, sample_meta(step));
+  // Things that are not checkpoints do not count.
+  write_file(dir.path() / "ckpt_00000999.pt.tmp", "partial");
+  write_file(dir.path() / "model_99999999.pt", "other");
+  write_file(dir.path() / "ckpt_00000500.txt", "notes");
+  fs::create_directories(dir.path() / "ckpt_00009999.pt");
+
+  EXPECT_EQ(latest_checkpoint(dir.path()).value_or("").string(), checkpoint_path(dir.path(), 100).string());
+  EXPECT_EQ(resolve_checkpoint(dir.path()).string(), checkpoint_path(dir.path(), 100).string());
+  EXPECT_EQ(load_checkpoint(resolve_checkpoint(dir.path())).meta.step, 100);
+  const fs::path file = checkpoint_path(dir.path(), 5);
+  EXPECT_EQ(resolve_checkpoint(file).string(), file.string());
+}
+
+}  // namespace
+}  // namespace mygpt

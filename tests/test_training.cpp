@@ -1,0 +1,374 @@
+// The single-process trainer: LR schedule, AdamW (fused, unfused, against LibTorch's), clipping,
+// gradient accumulation, determinism and the training loop's outputs.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "dataloader/batch_loader.h"
+#include "dataloader/token_source.h"
+#include "model/gpt.h"
+#include "trainer/adamw.h"
+#include "trainer/communicator.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/run_output.h"
+#include "trainer/train_options.h"
+#include "trainer/trainer.h"
+
+namespace mygpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kVocab = 23;
+constexpr int64_t kSeqLen = 16;
+
+// A fresh directory per test, removed afterwards.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("mygpt_training_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+GptConfig tiny_config() {
+  GptConfig c;
+  c.vocab_size = kVocab;
+  c.block_size = kSeqLen;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 32;
+  c.dropout = 0.0;
+  return c;
+}
+
+std::shared_ptr<InMemoryTokens> random_tokens(size_t n, uint64_t seed = 11) {
+  torch::manual_seed(seed);
+  auto t = torch::randint(kVocab, {static_cast<int64_t>(n)}, torch::kLong);
+  return std::make_shared<InMemoryTokens>(std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n));
+}
+
+// A stream with structure a model learns in a few steps.
+std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n) {
+  std::vector<int64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>((i * 5 + i / 7) % kVocab);
+  return std::make_shared<InMemoryTokens>(std::move(v));
+}
+
+TrainOptions small_options(const fs::path& out_dir) {
+  TrainOptions o;
+  o.steps = 10;
+  o.batch_size = 4;
+  o.seq_len = kSeqLen;
+  o.grad_accum = 1;
+  o.lr = 1e-3;
+  o.min_lr = 1e-4;
+  o.warmup_steps = 2;
+  o.weight_decay = 0.1;
+  o.grad_clip = 1.0;
+  o.eval_every = 0;
+  o.eval_steps = 2;
+  o.log_every = 1000;
+  o.checkpoint_every = 0;
+  o.out_dir = out_dir.string();
+  return o;
+}
+
+// Everything a Trainer refers to, owned in one place with stable addresses.
+struct TrainingRun {
+  TrainingRun(const TrainOptions& options, std::unique_ptr<BatchLoader> train_loader, uint64_t model_seed,
+              std::unique_ptr<ShardedBatchLoader> val = nullptr)
+      : model((torch::manual_seed(model_seed), Gpt(tiny_config()))),
+        optimizer(model->decay_parameters(), model->no_decay_parameters(),
+                  AdamWOptions{options.lr, 0.9, 0.95, 1e-8, options.weight_decay}),
+        loader(std::move(train_loader)),
+        val_loader(std::move(val)),
+        output(RunOutput::for_rank(0, options.out_dir)),
+        trainer(model, optimizer, *loader, val_loader.get(), comm, output, options, torch::Device(torch::kCPU),
+                CheckpointMeta{tiny_config(), "char", "", 0, options.to_text()}) {}
+
+  Gpt model;
+  AdamW optimizer;
+  std::unique_ptr<BatchLoader> loader;
+  std::unique_ptr<ShardedBatchLoader> val_loader;
+  LocalCommunicator comm;
+  RunOutput output;
+  Trainer trainer;
+};
+
+std::unique_ptr<TrainingRun> sequential_run(const TrainOptions& options, std::shared_ptr<const TokenSource> tokens,
+                                            uint64_t model_seed = 0) {
+  return std::make_unique<TrainingRun>(
+      options, std::make_unique<ShardedBatchLoader>(tokens, options.batch_size, options.seq_len), model_seed);
+}
+
+double grad_norm(const std::vector<torch::Tensor>& params) {
+  double sum = 0;
+  for (const auto& p : params) {
+    if (p.grad().defined()) sum += p.grad().pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum);
+}
+
+void expect_same_parameters(Gpt& a, Gpt& b, double tolerance) {
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& item : pa) {
+    const auto& other = pb[item.key()];
+    const double diff = (item.value() - other).abs().max().item<double>();
+    EXPECT_LE(diff, tolerance) << item.key();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LrSchedule
+
+TEST(LrSchedule, WarmupCosineAndFloor) {
+  const LrSchedule s{1e-3, 1e-4, 10, 110};
+  EXPECT_DOUBLE_EQ(s.at(0), 1e-3 / 10);  // the first step already trains
+  EXPECT_DOUBLE_EQ(s.at(4), 5e-4);
+  EXPECT_DOUBLE_EQ(s.at(9), 1e-3);
+  EXPECT_DOUBLE_EQ(s.at(10), 1e-3);  // warmup end: the peak
+  for (int64_t step = 1; step < 10; ++step) {
+    EXPECT_NEAR(s.at(step) - s.at(step - 1), 1e-4, 1e-15) << step;  // linear
+  }
+  EXPECT_NEAR(s.at(60), (1e-3 + 1e-4) / 2, 1e-15);  // cosine midpoint
+  for (int64_t step = 11; step <= 110; ++step) EXPECT_LT(s.at(step), s.at(step - 1)) << step;
+  EXPECT_NEAR(s.at(35), 1e-4 + 0.5 * (1 + std::cos(std::numbers::pi * 0.25)) * 9e-4, 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(110), 1e-4);
+  EXPECT_DOUBLE_EQ(s.at(111), 1e-4);
+  EXPECT_DOUBLE_EQ(s.at(100000), 1e-4);
+
+  const LrSchedule no_warmup{2e-3, 0.0, 0, 50};
+  EXPECT_DOUBLE_EQ(no_warmup.at(0), 2e-3);
+  EXPECT_NEAR(no_warmup.at(25), 1e-3, 1e-15);
+  EXPECT_DOUBLE_EQ(no_warmup.at(50), 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AdamW
+
+struct ParamSet {
+  std::vector<torch::Tensor> decay, no_decay;
+  std::vector<torch::Tensor> all() const {
+    auto out = decay;
+    out.insert(out.end(), no_decay.begin(), no_decay.end());
+    return out;
+  }
+};
+
+ParamSet make_params(uint64_t seed) {
+  torch::manual_seed(seed);
+  ParamSet s;
+  s.decay = {torch::randn({5, 7}).requires_grad_(), torch::randn({3, 4}).requires_grad_()};
+  s.no_decay = {torch::randn({7}).requires_grad_(), torch::randn({4}).requires_grad_()};
+  return s;
+}
+
+// The same pseudo-random gradients for every copy of the parameters, drawn per step.
+void set_gradients(const std::vector<std::vector<torch::Tensor>>& copies, int step) {
+  torch::manual_seed(1000 + step);
+  const size_t n = copies.front().size();
+  for (size_t i = 0; i < n; ++i) {
+    auto g = torch::randn(copies.front()[i].sizes()) * (0.1 * (step + 1));
+    for (const auto& params : copies) params[i].mutable_grad() = g.clone();
+  }
+}
+
+TEST(AdamW, FusedUnfusedAndLibTorchAgree) {
+  const AdamWOptions options{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  ParamSet fused_p = make_params(1), unfused_p = make_params(1), ref_p = make_params(1);
+  AdamW fused(fused_p.decay, fused_p.no_decay, options, /*use_fused=*/true);
+  AdamW unfused(unfused_p.decay, unfused_p.no_decay, options, /*use_fused=*/false);
+  // LibTorch's own AdamW, one optimizer per group.
+  torch::optim::AdamW ref_decay(ref_p.decay, torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1));
+  torch::optim::AdamW ref_no_decay(ref_p.no_decay,
+                                   torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0));
+  const auto initial = make_params(1).all();
+  for (int step = 0; step < 6; ++step) {
+    set_gradients({fused_p.all(), unfused_p.all(), ref_p.all()}, step);
+    fused.step();
+    unfused.step();
+    ref_decay.step();
+    ref_no_decay.step();
+  }
+  EXPECT_EQ(fused.steps_taken(), 6);
+  const auto f = fused_p.all(), u = unfused_p.all(), r = ref_p.all();
+  for (size_t i = 0; i < f.size(); ++i) {
+    EXPECT_GT((f[i] - initial[i]).abs().max().item<double>(), 1e-3) << i;  // the parameters did move
+    EXPECT_LE((f[i] - u[i]).abs().max().item<double>(), 1e-6) << "fused vs unfused, tensor " << i;
+    EXPECT_LE((f[i] - r[i]).abs().max().item<double>(), 1e-6) << "fused vs LibTorch, tensor " << i;
+  }
+}
+
+TEST(AdamW, WeightDecayOnlyTouchesTheDecayGroup) {
+  for (bool use_fused : {true, false}) {
+    auto decayed = torch::full({4, 3}, 2.0).requires_grad_();
+    auto undecayed = torch::full({3}, 2.0).requires_grad_();
+    auto untouched = torch::full({2, 2}, 2.0).requires_grad_();  // decay group, but no gradient
+    AdamW optimizer({decayed, untouched}, {undecayed}, AdamWOptions{0.1, 0.9, 0.95, 1e-8, 0.5}, use_fused);
+    decayed.mutable_grad() = torch::zeros_like(decayed);
+    undecayed.mutable_grad() = torch::zeros_like(undecayed);
+    optimizer.step();
+    // A zero gradient leaves Adam's update at zero; decoupled decay shrinks by lr * wd = 5%.
+    EXPECT_TRUE(torch::allclose(decayed, torch::full({4, 3}, 2.0 * 0.95), 0, 1e-6)) << "fused " << use_fused;
+    EXPECT_TRUE(torch::equal(undecayed, torch::full({3}, 2.0))) << "fused " << use_fused;
+    EXPECT_TRUE(torch::equal(untouched, torch::full({2, 2}, 2.0))) << "fused " << use_fused;
+
+    optimizer.set_lr(0.2);
+    EXPECT_DOUBLE_EQ(optimizer.lr(), 0.2);
+    optimizer.step();
+    EXPECT_TRUE(torch::allclose(decayed, torch::full({4, 3}, 2.0 * 0.95 * 0.9), 0, 1e-6)) << "fused " << use_fused;
+
+    optimizer.zero_grad();
+    EXPECT_FALSE(decayed.grad().defined());
+    EXPECT_FALSE(undecayed.grad().defined());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trainer
+
+TEST(Trainer, ReportsThePreClipNormAndClips) {
+  ScratchDir dir;
+  auto tokens = random_tokens(2000);
+  TrainOptions options = small_options(dir.path());
+  options.grad_clip = 0.05;
+  auto run = sequential_run(options, tokens, /*model_seed=*/3);
+
+  // The same model and first batch, by hand: the unclipped gradient norm.
+  torch::manual_seed(3);
+  Gpt reference(tiny_config());
+  ShardedBatchLoader loader(tokens, options.batch_size, options.seq_len);
+  Batch batch = loader.next(torch::kCPU);
+  reference->loss(batch.x, batch.y).backward();
+  const double expected_norm = grad_norm(reference->parameters());
+  ASSERT_GT(expected_norm, 2 * options.grad_clip) << "the test needs a gradient that gets clipped";
+
+  const StepResult r = run->trainer.train_step(0);
+  EXPECT_NEAR(r.grad_norm, expected_norm, 1e-4 * expected_norm);
+  EXPECT_LE(grad_norm(run->model->parameters()), options.grad_clip * (1 + 1e-5));
+  EXPECT_NEAR(grad_norm(run->model->parameters()), options.grad_clip, 1e-3 * options.grad_clip);
+  EXPECT_DOUBLE_EQ(r.lr, (LrSchedule{options.lr, options.min_lr, options.warmup_steps, options.steps}.at(0)));
+  EXPECT_NEAR(r.loss, reference->loss(batch.x, batch.y).item<double>(), 1e-6);
+}
+
+TEST(Trainer, ClippingDisabledKeepsTheGradient) {
+  ScratchDir dir;
+  TrainOptions options = small_options(dir.path());
+  options.grad_clip = 0;
+  auto run = sequential_run(options, random_tokens(2000));
+  const StepResult r = run->trainer.train_step(0);
+  EXPECT_GT(r.grad_norm, 0);
+  EXPECT_NEAR(grad_norm(run->model->parameters()), r.grad_norm, 1e-5 * r.grad_norm);
+}
+
+TEST(Trainer, AccumulationEqualsOneBigBatch) {
+  ScratchDir dir;
+  auto tokens = random_tokens(16 * kSeqLen * 6 + 1);
+  TrainOptions accumulated = small_options(dir.path());
+  accumulated.batch_size = 8;
+  accumulated.grad_accum = 2;
+  TrainOptions big = small_options(dir.path());
+  big.batch_size = 16;
+  big.grad_accum = 1;
+  auto a = sequential_run(accumulated, tokens);
+  auto b = sequential_run(big, tokens);
+  for (int64_t step = 0; step < 4; ++step) {
+    const StepResult ra = a->trainer.train_step(step);
+    const StepResult rb = b->trainer.train_step(step);
+    EXPECT_NEAR(ra.loss, rb.loss, 1e-5) << "step " << step;
+    EXPECT_NEAR(ra.grad_norm, rb.grad_norm, 1e-5 * rb.grad_norm) << "step " << step;
+    EXPECT_EQ(ra.lr, rb.lr);
+  }
+  expect_same_parameters(a->model, b->model, 1e-5);
+  // Both read the same tokens: two half chunks per step against one whole chunk.
+  EXPECT_EQ(static_cast<ShardedBatchLoader&>(*a->loader).position(), 8u);
+  EXPECT_EQ(static_cast<ShardedBatchLoader&>(*b->loader).position(), 4u);
+}
+
+std::vector<double> losses_of_run(uint64_t data_seed, const fs::path& out) {
+  TrainOptions options = small_options(out);
+  auto tokens = random_tokens(3000);
+  TrainingRun run(options, std::make_unique<RandomBatchSampler>(tokens, options.batch_size, options.seq_len, data_seed),
+                  /*model_seed=*/5);
+  std::vector<double> losses;
+  for (int64_t step = 0; step < 5; ++step) losses.push_back(run.trainer.train_step(step).loss);
+  // The parameters' sum as a last, exact fingerprint of the run.
+  double fingerprint = 0;
+  for (const auto& p : run.model->parameters()) fingerprint += p.sum().item<double>();
+  losses.push_back(fingerprint);
+  return losses;
+}
+
+TEST(Trainer, SameSeedSameLossesBitForBit) {
+  ScratchDir dir;
+  const auto first = losses_of_run(1337, dir.path());
+  const auto second = losses_of_run(1337, dir.path());
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i], second[i]) << "entry " << i;  // exact
+  EXPECT_NE(losses_of_run(1338, dir.path()), first);  // the data seed does matter
+}
+
+TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
+  ScratchDir dir;
+  TrainOptions options = small_options(dir.path() / "out");
+  options.steps = 6;
+  options.lr = 1e-2;
+  options.eval_every = 3;
+  options.checkpoint_every = 4;
+  auto tokens = pattern_tokens(4000);
+  auto run = std::make_unique<TrainingRun>(
+      options, std::make_unique<ShardedBatchLoader>(tokens, options.batch_size, options.seq_len), 0,
+      std::make_unique<ShardedBatchLoader>(pattern_tokens(500), options.batch_size, options.seq_len));
+  run->output.open_metrics(/*append=*/false);
+
+  const double val_before = run->trainer.evaluate();
+  EXPECT_EQ(run->trainer.evaluate(), val_before);  // the same validation batches each time
+  const TrainSummary summary = run->trainer.run(0);
+  EXPECT_EQ(summary.steps_run, 6);
+  EXPECT_LT(summary.last_loss, summary.first_loss);
+  EXPECT_GT(summary.last_val_loss, 0);
+  EXPECT_LT(summary.last_val_loss, val_before);
+
+  std::ifstream metrics(dir.path() / "out" / "metrics.jsonl");
+  int loss_records = 0, val_records = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.contains("val_loss")) {
+      ++val_records;
+    } else {
+      ++loss_records;
+      for (const char* key : {"step", "loss", "lr", "grad_norm", "dt_ms", "tok_per_sec"}) {
+        EXPECT_TRUE(record.contains(key)) << key << " in " << line;
+      }
+    }
+  }
+  EXPECT_EQ(loss_records, 6);
+  EXPECT_EQ(val_records, 3);  // steps 0, 3 and the last
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir.path() / "out", 4)));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir.path() / "out", 6)));
+  EXPECT_EQ(latest_checkpoint(dir.path() / "out").value_or("").string(), checkpoint_path(dir.path() / "out", 6).string());
+}
+
+}  // namespace
+}  // namespace mygpt
