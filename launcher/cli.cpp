@@ -12,47 +12,65 @@ po::options_description train_options_description() {
   po::options_description data("Data");
   data.add_options()
       ("data", po::value<std::string>()->default_value("builtin:sort"),
-       "training data: a UTF-8 text file (character tokenizer) or builtin:sort (generated, offline); "
-       "also accepted as the first positional argument")
+       "training data (also the first positional argument): builtin:sort (generated offline), a UTF-8 text "
+       "file, a token file (llm.c .bin, .npy uint16, raw uint16), a directory of shards or a glob")
+      ("val-data", po::value<std::string>(),
+       "validation token data; a shard directory's *val* files are used when this is not given")
+      ("tokenizer", po::value<std::string>()->default_value("char"), "tokenizer of text data: char or gpt2")
+      ("vocab", po::value<std::string>(), "directory with GPT-2's encoder.json and vocab.bpe")
+      ("vocab-size", po::value<int64_t>()->default_value(50304), "model vocabulary of token data (GPT-2's, padded)")
       ("val-fraction", po::value<double>()->default_value(0.1), "share of a text used for validation (its end)")
       ("data-order", po::value<std::string>()->default_value("sequential"),
        "sequential (consecutive chunks, sharded across ranks) or random (random offsets per rank)");
   po::options_description model("Model");
   model.add_options()
       ("preset", po::value<std::string>()->default_value("small"),
-       "model shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl, shakespeare-char, small, tiny")
+       "model shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl (these bring the GPT-2 recipe's defaults), "
+       "shakespeare-char, small, tiny")
       ("n-layer", po::value<int64_t>(), "transformer blocks (overrides the preset)")
       ("n-head", po::value<int64_t>(), "attention heads (overrides the preset)")
       ("n-embd", po::value<int64_t>(), "embedding width (overrides the preset)")
       ("block-size", po::value<int64_t>(), "longest context (overrides the preset)")
       ("dropout", po::value<double>(), "dropout probability (overrides the preset)");
-  po::options_description training("Training");
+  po::options_description training("Training (gpt2 presets: their recipe value in brackets)");
   training.add_options()
-      ("steps", po::value<int64_t>()->default_value(2000), "optimizer steps")
+      ("steps", po::value<int64_t>()->default_value(2000), "optimizer steps [19073]")
       ("batch-size", po::value<int64_t>()->default_value(16), "micro-batch rows per rank")
-      ("seq-len", po::value<int64_t>()->default_value(0), "tokens per row; 0 means the model's block size")
-      ("grad-accum", po::value<int64_t>()->default_value(1), "micro-batches accumulated per optimizer step")
-      ("lr", po::value<double>()->default_value(1e-3), "peak learning rate")
-      ("min-lr", po::value<double>()->default_value(1e-4), "learning rate at the end of the cosine decay")
-      ("warmup-steps", po::value<int64_t>()->default_value(100), "linear warmup steps")
+      ("seq-len", po::value<int64_t>()->default_value(0), "tokens per row; 0 means the model's block size [1024]")
+      ("grad-accum", po::value<int64_t>()->default_value(1), "micro-batches accumulated per optimizer step and rank")
+      ("total-batch-tokens", po::value<int64_t>()->default_value(0),
+       "tokens per optimizer step over all ranks; sets --grad-accum (must divide evenly) [524288]")
+      ("lr", po::value<double>()->default_value(1e-3), "peak learning rate [6e-4]")
+      ("min-lr", po::value<double>()->default_value(1e-4), "learning rate at the end of the cosine decay [6e-5]")
+      ("warmup-steps", po::value<int64_t>()->default_value(100), "linear warmup steps [715]")
       ("weight-decay", po::value<double>()->default_value(0.1), "AdamW weight decay on 2-D weights")
       ("grad-clip", po::value<double>()->default_value(1.0), "clip the global gradient norm; 0 disables")
+      ("precision", po::value<std::string>()->default_value("auto"),
+       "auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16; weights stay fp32")
       ("seed", po::value<uint64_t>()->default_value(1337), "seed of every random generator");
   po::options_description run("Run");
   run.add_options()
       ("device", po::value<std::string>()->default_value("auto"), "auto, cuda, mps or cpu (auto: cuda > mps > cpu)")
       ("threads", po::value<int64_t>()->default_value(0),
        "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks")
+      ("out", po::value<std::string>()->default_value("out"), "output directory: checkpoints, metrics.jsonl")
+      ("resume", po::value<std::string>()->default_value(""),
+       "auto (newest checkpoint in --out, if any) or a checkpoint path; empty starts afresh")
+      ("checkpoint-every", po::value<int64_t>()->default_value(0), "checkpoint every N steps; 0: only at the end [5000]")
+      ("keep-checkpoints", po::value<int64_t>()->default_value(0), "keep only the newest N checkpoints; 0 keeps all")
+      ("eval-every", po::value<int64_t>()->default_value(250), "validation loss every N steps; 0 disables")
+      ("eval-steps", po::value<int64_t>()->default_value(20), "validation batches per rank and evaluation")
+      ("hellaswag", po::value<std::string>(), "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab")
+      ("hellaswag-every", po::value<int64_t>()->default_value(250), "HellaSwag every N steps when --hellaswag is given")
+      ("hellaswag-examples", po::value<int64_t>()->default_value(0), "examples per HellaSwag evaluation; 0 means all")
+      ("log-every", po::value<int64_t>()->default_value(10), "print a progress line every N steps")
+      ("peak-tflops", po::value<double>()->default_value(0.0),
+       "the device's peak TFLOP/s for MFU; 0 looks the GPU up in a table (unknown: n/a)")
       ("bucket-mb", po::value<double>()->default_value(25.0), "DDP gradient bucket size in MiB")
       ("ddp-overlap", po::value<bool>()->default_value(true),
        "start each bucket's all-reduce during backward (false: all after backward)")
       ("comm-timeout", po::value<double>()->default_value(600.0),
        "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
-      ("eval-every", po::value<int64_t>()->default_value(250), "validate every N steps; 0 disables")
-      ("eval-steps", po::value<int64_t>()->default_value(20), "validation batches per evaluation")
-      ("log-every", po::value<int64_t>()->default_value(10), "print a progress line every N steps")
-      ("checkpoint-every", po::value<int64_t>()->default_value(0), "checkpoint every N steps; 0: only at the end")
-      ("out", po::value<std::string>()->default_value("out"), "output directory: checkpoints, metrics.jsonl")
       ("config", po::value<std::string>(), "read options from FILE (name = value lines); flags override it")
       ("help,h", "show this help");
   po::options_description all("train options");
@@ -71,20 +89,42 @@ po::options_description generate_options_description() {
       ("num-samples", po::value<int64_t>()->default_value(1), "independent samples")
       ("seed", po::value<uint64_t>()->default_value(1337), "seed of every random generator")
       ("device", po::value<std::string>()->default_value("auto"), "auto, cuda, mps or cpu")
+      ("vocab", po::value<std::string>(), "directory with GPT-2's encoder.json and vocab.bpe (for token-data models)")
       ("config", po::value<std::string>(), "read options from FILE; flags override it")
       ("help,h", "show this help");
   return desc;
 }
 
 po::options_description eval_options_description() {
-  po::options_description desc("eval options");
+  po::options_description desc("eval options (one of --val, --hellaswag, --task)");
   desc.add_options()
       ("checkpoint", po::value<std::string>()->required(), "checkpoint file, or a directory (its newest checkpoint)")
-      ("task", po::value<std::string>()->default_value("builtin:sort"),
-       "held-out accuracy on a built-in task (greedy decoding of each prompt)")
-      ("examples", po::value<int64_t>()->default_value(200), "held-out examples to score")
-      ("show", po::value<int64_t>()->default_value(5), "examples to print")
+      ("val", po::value<std::string>(), "validation loss on token data (file, shard directory or glob)")
+      ("hellaswag", po::value<std::string>(), "HellaSwag accuracy (official jsonl or llama.cpp's 6-line text)")
+      ("task", po::value<std::string>(), "held-out accuracy on a built-in task such as builtin:sort (greedy decoding)")
+      ("examples", po::value<int64_t>()->default_value(0), "examples to score; 0 means all (builtin task: 200)")
+      ("eval-steps", po::value<int64_t>()->default_value(20), "validation batches (--val)")
+      ("batch-size", po::value<int64_t>()->default_value(8), "validation batch rows (--val)")
+      ("seq-len", po::value<int64_t>()->default_value(0), "validation row length; 0 means the block size (--val)")
+      ("show", po::value<int64_t>()->default_value(5), "builtin task examples to print")
+      ("precision", po::value<std::string>()->default_value("auto"), "auto (bf16 on CUDA), fp32 or bf16")
+      ("vocab", po::value<std::string>(), "directory with GPT-2's encoder.json and vocab.bpe")
       ("device", po::value<std::string>()->default_value("auto"), "auto, cuda, mps or cpu")
+      ("config", po::value<std::string>(), "read options from FILE; flags override it")
+      ("help,h", "show this help");
+  return desc;
+}
+
+po::options_description prepare_options_description() {
+  po::options_description desc("prepare options");
+  desc.add_options()
+      ("input", po::value<std::vector<std::string>>()->multitoken()->required(),
+       "text files (each one document) or JSON-lines files (one document per line, field \"text\")")
+      ("out", po::value<std::string>()->required(), "output directory for train_*.bin / val_*.bin shards")
+      ("tokenizer", po::value<std::string>()->default_value("gpt2"), "gpt2 (needs --vocab) or char")
+      ("vocab", po::value<std::string>(), "directory with GPT-2's encoder.json and vocab.bpe")
+      ("shard-tokens", po::value<int64_t>()->default_value(100000000), "tokens per shard")
+      ("val-tokens", po::value<int64_t>()->default_value(1048576), "tokens for val shards, taken first; 0: train only")
       ("config", po::value<std::string>(), "read options from FILE; flags override it")
       ("help,h", "show this help");
   return desc;
@@ -100,8 +140,14 @@ ParsedCommand parse_command(const std::string& command, const std::vector<std::s
     desc.add(generate_options_description());
   } else if (command == "eval") {
     desc.add(eval_options_description());
+  } else if (command == "prepare") {
+    desc.add(prepare_options_description());
+    positional.add("input", -1);
+  } else if (command == "plan") {
+    desc.add(train_options_description());
+    positional.add("data", 1);
   } else {
-    throw std::invalid_argument("unknown command '" + command + "' (expected train, generate or eval)");
+    throw std::invalid_argument("unknown command '" + command + "' (expected train, generate, eval, prepare or plan)");
   }
   ParsedCommand parsed;
   po::store(po::command_line_parser(args).options(desc).positional(positional).run(), parsed.values);
@@ -124,11 +170,15 @@ std::string usage_text() {
          "commands:\n"
          "  train [DATA] [options]     train a GPT (mpirun -np N mygpt-ddp train ... for N ranks)\n"
          "  generate --checkpoint PATH sample text from a trained model\n"
-         "  eval --checkpoint PATH     held-out accuracy of a model on a built-in task\n\n"
+         "  eval --checkpoint PATH     validation loss, HellaSwag or built-in task accuracy of a model\n"
+         "  prepare --input FILE...    tokenize text into llm.c .bin shards\n"
+         "  plan [train options]       dry run: parameters, FLOPs and memory of a configuration\n\n"
          "`mygpt-ddp <command> --help` shows one command's options.\n\n"
       << train_options_description() << "\n"
       << generate_options_description() << "\n"
-      << eval_options_description();
+      << eval_options_description() << "\n"
+      << prepare_options_description() << "\n"
+      << "plan options: those of train\n";
   return out.str();
 }
 

@@ -18,6 +18,7 @@ struct ParsedCommand {
 po::options_description train_options_description();
 po::options_description generate_options_description();
 po::options_description eval_options_description();
+po::options_description prepare_options_description();
 
 // Parses args (without the program and command names). Command-line values win over those of
 // --config FILE, which uses Boost's "name = value" format with the same option names.

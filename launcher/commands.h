@@ -8,5 +8,7 @@ namespace mygpt {
 int run_train(const po::variables_map& values, const MpiSession& mpi);
 int run_generate(const po::variables_map& values);
 int run_eval(const po::variables_map& values);
+int run_prepare(const po::variables_map& values);
+int run_plan(const po::variables_map& values);
 
 }  // namespace mygpt

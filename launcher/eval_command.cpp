@@ -1,37 +1,85 @@
-// `mygpt-ddp eval`: held-out accuracy on a built-in task, decoding each prompt greedily.
+// `mygpt-ddp eval`: the evaluations of training, run on a checkpoint by themselves: validation loss on
+// token data, HellaSwag accuracy, or held-out accuracy on a built-in task.
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 
+#include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
+#include "dataloader/hellaswag_reader.h"
+#include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
+#include "launcher/device_probe.h"
 #include "launcher/inference_model.h"
 #include "model/sampling.h"
+#include "trainer/hellaswag_eval.h"
+#include "trainer/mixed_precision.h"
 #include "trainer/run_output.h"
 
 namespace mygpt {
+namespace {
 
-int run_eval(const po::variables_map& v) {
-  const torch::Device device = pick_device(v["device"].as<std::string>());
-  std::cout << "device: " << describe_device(device) << std::endl;
-  InferenceModel m = load_inference_model(v["checkpoint"].as<std::string>(), device);
-  const auto examples = builtin_heldout_examples(v["task"].as<std::string>(), static_cast<size_t>(positive(v, "examples")));
+int evaluate_val_loss(const po::variables_map& v, InferenceModel& m, const torch::Device& device, bool bf16) {
+  const GptConfig& config = m.model->config();
+  auto tokens = std::make_shared<TokenStream>(expand_token_paths(v["val"].as<std::string>()),
+                                              static_cast<uint32_t>(config.vocab_size));
+  int64_t seq_len = non_negative(v, "seq-len");
+  if (seq_len == 0) seq_len = config.block_size;
+  if (seq_len > config.block_size) throw std::invalid_argument("--seq-len exceeds the model's block size");
+  ShardedBatchLoader loader(tokens, positive(v, "batch-size"), seq_len);
+  const int64_t steps = positive(v, "eval-steps");
+  torch::NoGradGuard no_grad;
+  double sum = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    Batch batch = loader.next(device);
+    AutocastScope autocast(device, bf16);
+    sum += m.model->loss(batch.x, batch.y).item<double>();
+  }
+  std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(steps),
+                         static_cast<long long>(steps), static_cast<long long>(v["batch-size"].as<int64_t>()),
+                         static_cast<long long>(seq_len))
+            << std::endl;
+  return 0;
+}
+
+int evaluate_hellaswag_file(const po::variables_map& v, InferenceModel& m, const torch::Device& device, bool bf16) {
+  if (m.codec->kind() != "gpt2") throw std::invalid_argument("HellaSwag needs a GPT-2-tokenizer model (give --vocab DIR)");
+  std::vector<TokenizedHellaSwag> examples;
+  for (const HellaSwagExample& ex : read_hellaswag(v["hellaswag"].as<std::string>())) {
+    TokenizedHellaSwag t;
+    t.context = m.codec->encode(ex.context);
+    for (size_t k = 0; k < 4; ++k) t.endings[k] = m.codec->encode(" " + ex.endings[k]);
+    t.label = ex.label;
+    examples.push_back(std::move(t));
+  }
+  LocalCommunicator single;
+  const HellaSwagResult r = evaluate_hellaswag(m.model, examples, non_negative(v, "examples"), single, device, bf16);
+  std::cout << strprintf("hellaswag accuracy: %.4f (%lld/%lld examples, length-normalized)", r.accuracy(),
+                         static_cast<long long>(r.correct), static_cast<long long>(r.total))
+            << std::endl;
+  return 0;
+}
+
+int evaluate_builtin_task(const po::variables_map& v, InferenceModel& m, const torch::Device& device) {
+  int64_t count = non_negative(v, "examples");
+  if (count == 0) count = 200;
+  const auto examples = builtin_heldout_examples(v["task"].as<std::string>(), static_cast<size_t>(count));
   const int64_t show = non_negative(v, "show");
-
   int64_t correct = 0, shown = 0;
   SamplingOptions greedy{/*max_new_tokens=*/0, /*temperature=*/0.0, /*top_k=*/0};
   for (const TaskExample& e : examples) {
-    const auto prompt_ids = m.encode(e.prompt);
-    greedy.max_new_tokens = static_cast<int64_t>(m.encode(e.answer).size());
+    const auto prompt_ids = m.codec->encode(e.prompt);
+    greedy.max_new_tokens = static_cast<int64_t>(m.codec->encode(e.answer).size());
     auto out = generate(m.model, torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device), greedy);
     auto tail = out.squeeze(0).slice(0, static_cast<int64_t>(prompt_ids.size())).to(torch::kCPU);
-    const std::string answer = m.decode(std::vector<int64_t>(tail.data_ptr<int64_t>(), tail.data_ptr<int64_t>() + tail.numel()));
+    const std::string answer =
+        m.codec->decode(std::vector<int64_t>(tail.data_ptr<int64_t>(), tail.data_ptr<int64_t>() + tail.numel()));
     const bool ok = answer == e.answer;
     correct += ok ? 1 : 0;
-    if (shown < show) {
-      std::cout << "  " << e.prompt << answer.substr(0, answer.find('\n')) << (ok ? "   ok" : "   WRONG (expected " +
-                   e.answer.substr(0, e.answer.find('\n')) + ")") << "\n";
-      ++shown;
+    if (shown++ < show) {
+      std::cout << "  " << e.prompt << answer.substr(0, answer.find('\n'))
+                << (ok ? "   ok" : "   WRONG (expected " + e.answer.substr(0, e.answer.find('\n')) + ")") << "\n";
     }
   }
   std::cout << strprintf("held-out accuracy: %.1f%% (%lld/%zu unseen examples)",
@@ -39,6 +87,25 @@ int run_eval(const po::variables_map& v) {
                          static_cast<long long>(correct), examples.size())
             << std::endl;
   return 0;
+}
+
+}  // namespace
+
+int run_eval(const po::variables_map& v) {
+  const int modes = static_cast<int>(v.count("val") + v.count("hellaswag") + v.count("task"));
+  if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag or --task");
+  const torch::Device device = pick_device(v["device"].as<std::string>());
+  std::cout << "device: " << device_name(device) << std::endl;
+  const std::string precision = v["precision"].as<std::string>();
+  if (precision != "auto" && precision != "fp32" && precision != "bf16") {
+    throw std::invalid_argument("--precision must be auto, fp32 or bf16");
+  }
+  const bool bf16 = precision == "bf16" || (precision == "auto" && device.is_cuda());
+  InferenceModel m = load_inference_model(v["checkpoint"].as<std::string>(), device,
+                                          v.count("vocab") ? v["vocab"].as<std::string>() : "");
+  if (v.count("val")) return evaluate_val_loss(v, m, device, bf16);
+  if (v.count("hellaswag")) return evaluate_hellaswag_file(v, m, device, bf16);
+  return evaluate_builtin_task(v, m, device);
 }
 
 }  // namespace mygpt

@@ -2,10 +2,10 @@
 // A trained model with its tokenizer, loaded from a checkpoint onto a device for sampling or evaluation.
 #include <torch/torch.h>
 
-#include <functional>
+#include <memory>
 #include <string>
-#include <vector>
 
+#include "dataloader/text_codec.h"
 #include "model/gpt.h"
 #include "trainer/checkpoint.h"
 
@@ -14,11 +14,12 @@ namespace mygpt {
 struct InferenceModel {
   Gpt model{nullptr};
   CheckpointMeta meta;
-  std::function<std::vector<int64_t>(const std::string&)> encode;
-  std::function<std::string(const std::vector<int64_t>&)> decode;
+  std::unique_ptr<TextCodec> codec;
 };
 
 // path: a checkpoint file or a directory (its newest checkpoint). Reads onto the CPU, then moves.
-InferenceModel load_inference_model(const std::string& path, const torch::Device& device);
+// vocab_dir, when not empty, supplies GPT-2's vocabulary files (needed for checkpoints trained on
+// token data without --vocab, or when the files moved since training).
+InferenceModel load_inference_model(const std::string& path, const torch::Device& device, const std::string& vocab_dir = "");
 
 }  // namespace mygpt

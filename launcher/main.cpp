@@ -36,6 +36,8 @@ int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
     if (command == "train") std::cout << "usage: mygpt-ddp train [DATA] [options]\n\n" << mygpt::train_options_description();
     if (command == "generate") std::cout << "usage: mygpt-ddp generate --checkpoint PATH [options]\n\n" << mygpt::generate_options_description();
     if (command == "eval") std::cout << "usage: mygpt-ddp eval --checkpoint PATH [options]\n\n" << mygpt::eval_options_description();
+    if (command == "prepare") std::cout << "usage: mygpt-ddp prepare --input FILE... --out DIR [options]\n\n" << mygpt::prepare_options_description();
+    if (command == "plan") std::cout << "usage: mygpt-ddp plan [DATA] [train options]\n\n" << mygpt::train_options_description();
     std::cout << std::endl;
     return 0;
   }
@@ -44,6 +46,8 @@ int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
     throw std::invalid_argument("'" + command + "' runs in one process: start it without mpirun");
   }
   if (command == "generate") return mygpt::run_generate(parsed.values);
+  if (command == "prepare") return mygpt::run_prepare(parsed.values);
+  if (command == "plan") return mygpt::run_plan(parsed.values);
   return mygpt::run_eval(parsed.values);
 }
 
@@ -51,8 +55,10 @@ int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
 // is brought down, so that no other rank waits forever in a collective for this one.
 int fail(const mygpt::MpiSession* mpi, int code, const std::string& message) {
   const bool several_ranks = mpi != nullptr && mpi->world().world_size > 1;
-  std::cerr << (several_ranks ? "rank " + std::to_string(mpi->world().rank) + ": " : std::string())
-            << "mygpt-ddp: error: " << first_line(message) << std::endl;
+  // One write: std::cerr flushes after every <<, and pieces from several ranks would interleave.
+  std::cerr << (several_ranks ? "rank " + std::to_string(mpi->world().rank) + ": " : std::string()) +
+                   "mygpt-ddp: error: " + first_line(message) + "\n"
+            << std::flush;
   if (several_ranks) mpi->abort_job(code);
   return code;
 }

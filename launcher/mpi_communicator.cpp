@@ -99,7 +99,8 @@ void MpiCommunicator::reduce_now(torch::Tensor& tensor, ReduceOp op) {
   const MPI_Op mpi_op = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
   check(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), mpi_op, comm_),
         "MPI_Allreduce");
-  if (op == ReduceOp::Average) tensor.div_(size_);
+  // Integer tensors keep their type (as ncclAvg does): true division would need a float result.
+  if (op == ReduceOp::Average) tensor.is_floating_point() ? tensor.div_(size_) : tensor.div_(size_, "trunc");
 }
 
 void MpiCommunicator::all_reduce(torch::Tensor& tensor, ReduceOp op) {

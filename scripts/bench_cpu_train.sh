@@ -51,6 +51,10 @@ data="$(cd "$(dirname "$data")" && pwd)/$(basename "$data")"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/bench_cpu_train.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
+# A snapshot of the binary (its library path is absolute), so a rebuild while we run cannot swap or
+# remove it halfway through.
+cp "$binary" "$work/mygpt-ddp"
+binary="$work/mygpt-ddp"
 
 # Model and batch flags per config (the same flags go to both sides).
 config_flags() {
@@ -66,6 +70,9 @@ cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch $torch_version | $(nproc) CPUs ($cpu_model) | $mem | load average at start: $load"
+if awk -v n="$(nproc)" '{ exit !($1 > n) }' /proc/loadavg; then
+  echo "bench_cpu_train.sh: warning: the load average exceeds the CPU count; numbers will be noisy" >&2
+fi
 
 rows="$work/rows.jsonl"
 : >"$rows"
@@ -139,7 +146,7 @@ if [[ $append -eq 1 ]]; then
     echo
     echo "## CPU training throughput, C++ vs Python, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "- machine: $(nproc) CPUs, $cpu_model, $mem RAM; load average at start $load"
+    echo "- machine: $(nproc) CPUs, $cpu_model, $mem RAM; load average (1/5/15 min) at start $load, at end $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- torch $torch_version (the same build for both sides: .venv), single process, OMP_NUM_THREADS = --threads"
     echo "- command: \`$command_line\`"
     echo "- configs: $(for c in $configs; do printf '%s: `%s`; ' "$c" "$(config_flags "$c")"; done)$repeat runs per side alternating which goes first, seed 1337, --eval-every 0, median tok/s over the steps after the first $skip of each run"

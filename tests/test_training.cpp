@@ -30,6 +30,19 @@ namespace fs = std::filesystem;
 constexpr int64_t kVocab = 23;
 constexpr int64_t kSeqLen = 16;
 
+// std::filesystem::remove_all must not be called here: the PyPI libtorch exports its own copy of
+// libstdc++'s filesystem functions, which wins over libstdc++'s (libtorch.so comes first in the link)
+// and whose remove_all jumps to a null pointer on a non-empty directory. Remove the tree by hand.
+void remove_tree(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    std::vector<fs::path> children;
+    for (const auto& entry : fs::directory_iterator(path, ec)) children.push_back(entry.path());
+    for (const auto& child : children) remove_tree(child);
+  }
+  fs::remove(path, ec);
+}
+
 // A fresh directory per test, removed afterwards.
 class ScratchDir {
  public:
@@ -37,13 +50,12 @@ class ScratchDir {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = fs::temp_directory_path() /
             ("mygpt_training_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(path_);
+    remove_tree(path_);
     fs::create_directories(path_);
   }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
+  ~ScratchDir() { remove_tree(path_); }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
   const fs::path& path() const { return path_; }
 
  private:
@@ -103,8 +115,20 @@ struct TrainingRun {
         loader(std::move(train_loader)),
         val_loader(std::move(val)),
         output(RunOutput::for_rank(0, options.out_dir)),
-        trainer(model, optimizer, *loader, val_loader.get(), comm, output, options, torch::Device(torch::kCPU),
-                CheckpointMeta{tiny_config(), "char", "", 0, options.to_text()}) {}
+        trainer(parts(options), options) {}
+
+  TrainerParts parts(const TrainOptions& options) {
+    TrainerParts p;
+    p.model = model;
+    p.optimizer = &optimizer;
+    p.train_loader = loader.get();
+    p.val_loader = val_loader.get();
+    p.comm = &comm;
+    p.output = &output;
+    p.device = torch::Device(torch::kCPU);
+    p.checkpoint_meta = CheckpointMeta{tiny_config(), "char", "", 0, options.to_text()};
+    return p;
+  }
 
   Gpt model;
   AdamW optimizer;

@@ -29,6 +29,13 @@ double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   return t.item<double>();
 }
 
+torch::Tensor Communicator::gather_rows(const torch::Tensor& mine) {
+  auto rows = torch::zeros({world_size(), mine.numel()}, mine.options().dtype(torch::kLong));
+  rows[rank()].copy_(mine.reshape({-1}));
+  all_reduce(rows, ReduceOp::Sum);
+  return rows.to(mine.scalar_type());
+}
+
 std::unique_ptr<PendingCollective> LocalCommunicator::all_reduce_async(torch::Tensor, ReduceOp) {
   return std::make_unique<CompletedCollective>();
 }

@@ -36,6 +36,9 @@ class Communicator {
   // All-reduces a list of tensors by packing them into one flat buffer (one collective, not many).
   void all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
   double all_reduce_scalar(double value, ReduceOp op);
+  // Row r of the result is rank r's tensor, flattened (every rank passes the same numel). Built from
+  // one all-reduce of a zero-padded table, so no gather primitive is needed from the backends.
+  torch::Tensor gather_rows(const torch::Tensor& mine);
 };
 
 // World size 1: every collective is the identity.

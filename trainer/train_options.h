@@ -23,6 +23,12 @@ struct TrainOptions {
   double bucket_mb = 25;          // DDP gradient bucket size
   bool ddp_overlap = true;        // start bucket all-reduces during backward
   std::string out_dir = "out";
+  int64_t keep_checkpoints = 0;   // 0 keeps all
+  bool bf16 = false;              // autocast matmuls/attention to bf16 (fp32 master weights)
+  int64_t hellaswag_every = 0;    // 0 disables
+  int64_t hellaswag_limit = 0;    // examples per evaluation; 0 means all
+  double peak_tflops = 0;         // the device's peak for MFU; 0 means unknown
+  std::string data_order = "sequential";
 
   // One "key=value" per line in a fixed order: stored in checkpoints, hashed to compare ranks.
   std::string to_text() const;

@@ -3,17 +3,35 @@
 // micro-batches with gradient accumulation, gradient sync across ranks, clipping, LR schedule, AdamW.
 #include <torch/torch.h>
 
+#include <functional>
+#include <vector>
+
 #include "dataloader/batch_loader.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
 #include "trainer/communicator.h"
 #include "trainer/gradient_sync.h"
+#include "trainer/hellaswag_eval.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/run_output.h"
 #include "trainer/train_options.h"
 
 namespace mygpt {
+
+// What a Trainer works on; the launcher builds these.
+struct TrainerParts {
+  Gpt model{nullptr};
+  AdamW* optimizer = nullptr;
+  BatchLoader* train_loader = nullptr;
+  ShardedBatchLoader* val_loader = nullptr;                 // null: no validation loss
+  const std::vector<TokenizedHellaSwag>* hellaswag = nullptr;  // null: no HellaSwag
+  Communicator* comm = nullptr;
+  RunOutput* output = nullptr;
+  torch::Device device = torch::kCPU;
+  CheckpointMeta checkpoint_meta;
+  std::function<double()> peak_memory_mib;                  // CUDA allocator peak, or peak RSS on CPU
+};
 
 struct StepResult {
   double loss;       // mean over all micro-batches of all ranks
@@ -29,9 +47,7 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  Trainer(Gpt model, AdamW& optimizer, BatchLoader& train_loader, ShardedBatchLoader* val_loader,
-          Communicator& comm, RunOutput& output, const TrainOptions& options, torch::Device device,
-          CheckpointMeta checkpoint_meta);
+  Trainer(TrainerParts parts, const TrainOptions& options);
 
   // Trains from start_step (0, or the step a checkpoint was saved at) to options.steps.
   TrainSummary run(int64_t start_step);
@@ -39,17 +55,20 @@ class Trainer {
   // Mean validation loss over eval_steps batches per rank, averaged over ranks.
   double evaluate();
   void save_checkpoint_at(int64_t steps_done);
+  // Restores model, optimizer, data position and RNG states; returns the step to continue from.
+  // Throws std::invalid_argument when the checkpoint cannot continue this run.
+  int64_t restore(LoadedCheckpoint& checkpoint);
+
+  // Model FLOPs per trained token: 6 per weight (forward + backward) plus attention (PaLM appendix B).
+  double flops_per_token() const;
 
  private:
-  Gpt model_;
-  AdamW& optimizer_;
-  BatchLoader& train_loader_;
-  ShardedBatchLoader* val_loader_;
-  Communicator& comm_;
-  RunOutput& output_;
+  void log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt);
+  std::map<std::string, torch::Tensor> rank_states();
+  void prune_checkpoints();
+
+  TrainerParts p_;
   TrainOptions options_;
-  torch::Device device_;
-  CheckpointMeta checkpoint_meta_;
   LrSchedule schedule_;
   GradientSynchronizer grad_sync_;
 };

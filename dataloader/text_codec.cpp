@@ -1,0 +1,66 @@
+#include "dataloader/text_codec.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "dataloader/char_tokenizer.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
+
+namespace mygpt {
+namespace {
+
+class CharCodec final : public TextCodec {
+ public:
+  explicit CharCodec(CharTokenizer tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  std::vector<int64_t> encode(std::string_view text) const override { return tokenizer_.encode(text); }
+  std::string decode(const std::vector<int64_t>& ids) const override { return tokenizer_.decode(ids); }
+  int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
+  int64_t end_of_text() const override { return -1; }
+  std::string kind() const override { return "char"; }
+  std::string data() const override { return tokenizer_.vocabulary(); }
+
+ private:
+  CharTokenizer tokenizer_;
+};
+
+class Gpt2Codec final : public TextCodec {
+ public:
+  explicit Gpt2Codec(const std::string& dir)
+      : dir_(std::filesystem::absolute(dir).string()), tokenizer_(Gpt2BpeTokenizer::load(dir)) {}
+  std::vector<int64_t> encode(std::string_view text) const override {
+    // Prompts and prepared documents may name <|endoftext|> on purpose.
+    const auto ids = tokenizer_.encode(text, /*allow_special=*/true);
+    return {ids.begin(), ids.end()};
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::vector<int32_t> narrow;
+    narrow.reserve(ids.size());
+    for (int64_t id : ids) {
+      // Ids of the padded vocabulary (50257..50303) are never trained towards; show nothing for them.
+      if (id >= 0 && id < static_cast<int64_t>(tokenizer_.vocab_size())) narrow.push_back(static_cast<int32_t>(id));
+    }
+    return tokenizer_.decode(narrow);
+  }
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokenizer_.vocab_size()); }
+  int64_t end_of_text() const override { return tokenizer_.eot_token(); }
+  std::string kind() const override { return "gpt2"; }
+  std::string data() const override { return dir_; }
+
+ private:
+  std::string dir_;
+  Gpt2BpeTokenizer tokenizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<TextCodec> make_text_codec(const std::string& kind, const std::string& data) {
+  if (kind == "char") return std::make_unique<CharCodec>(CharTokenizer::from_vocabulary(data));
+  if (kind == "gpt2") return std::make_unique<Gpt2Codec>(data);
+  throw std::invalid_argument("unknown tokenizer '" + kind + "' (expected char or gpt2)");
+}
+
+std::unique_ptr<TextCodec> make_char_codec_for(std::string_view text) {
+  return std::make_unique<CharCodec>(CharTokenizer::from_text(text));
+}
+
+}  // namespace mygpt

@@ -1,0 +1,43 @@
+#include "launcher/device_probe.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace mygpt {
+
+std::string device_name(const torch::Device& device) {
+  if (device.is_cuda()) return cuda_device_name(device.index() < 0 ? 0 : device.index());
+  return device.str();
+}
+
+double peak_memory_mib(const torch::Device& device) {
+  if (device.is_cuda()) return cuda_peak_memory_mib(device.index() < 0 ? 0 : device.index());
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream fields(line.substr(6));
+      double kib = 0;
+      fields >> kib;
+      return kib / 1024.0;
+    }
+  }
+  return -1;  // not Linux
+}
+
+double known_peak_tflops(const std::string& name) {
+  // Dense (no sparsity) bf16 tensor-core peaks from the vendors' data sheets. Longer names first, so
+  // "H100 PCIe" is not taken for the SXM part.
+  static const std::vector<std::pair<std::string, double>> table = {
+      {"H200", 989.0}, {"H100 PCIe", 756.0}, {"H100 NVL", 835.0}, {"H100", 989.0}, {"GH200", 989.0},
+      {"B200", 2250.0}, {"A100", 312.0}, {"A10G", 125.0}, {"L40S", 362.0}, {"L4", 121.0},
+      {"RTX 4090", 165.0}, {"RTX 3090", 71.0}, {"V100", 125.0},
+  };
+  for (const auto& [key, tflops] : table) {
+    if (name.find(key) != std::string::npos) return tflops;
+  }
+  return 0;
+}
+
+}  // namespace mygpt

@@ -1,0 +1,19 @@
+#pragma once
+// What the log reports about the device: its name, peak memory, and its peak bf16 throughput (MFU).
+#include <torch/torch.h>
+
+#include <string>
+
+namespace mygpt {
+
+std::string device_name(const torch::Device& device);
+// CUDA: the caching allocator's peak; CPU: the process's peak resident set size (VmHWM).
+double peak_memory_mib(const torch::Device& device);
+// Dense bf16 tensor-core peak in TFLOP/s for known GPUs (by name); 0 when unknown.
+double known_peak_tflops(const std::string& device_name);
+
+// Implemented by cuda_probe.cpp in CUDA builds, by cuda_probe_unavailable.cpp elsewhere.
+std::string cuda_device_name(int index);
+double cuda_peak_memory_mib(int index);
+
+}  // namespace mygpt

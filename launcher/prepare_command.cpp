@@ -1,0 +1,134 @@
+// `mygpt-ddp prepare`: tokenizes text into llm.c .bin shards. Each document (a whole plain-text file,
+// or one line of a JSON-lines file) is preceded by <|endoftext|>, as llm.c does; the first
+// --val-tokens tokens go to val shards, the rest to train shards.
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+
+#include "dataloader/text_codec.h"
+#include "dataloader/token_shard_writer.h"
+#include "launcher/commands.h"
+#include "trainer/run_output.h"
+
+namespace mygpt {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("cannot read input file '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty()) throw std::invalid_argument("input file '" + path + "' is empty");
+  return text;
+}
+
+bool is_json_lines(const std::string& path, const std::string& text) {
+  const auto ext = std::filesystem::path(path).extension().string();
+  if (ext == ".jsonl" || ext == ".json") return true;
+  const auto first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text[first] == '{';
+}
+
+// Calls on_document for every document of the file.
+template <typename F>
+void for_each_document(const std::string& path, const std::string& text, F&& on_document) {
+  if (!is_json_lines(path, text)) {
+    on_document(std::string_view(text));
+    return;
+  }
+  size_t line_number = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    ++line_number;
+    const std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw std::invalid_argument("'" + path + "' line " + std::to_string(line_number) + " is not valid JSON");
+    }
+    if (!record.is_object() || !record.contains("text") || !record["text"].is_string()) {
+      throw std::invalid_argument("'" + path + "' line " + std::to_string(line_number) + " has no \"text\" string");
+    }
+    on_document(record["text"].get_ref<const std::string&>());
+  }
+}
+
+}  // namespace
+
+int run_prepare(const po::variables_map& v) {
+  const auto inputs = v["input"].as<std::vector<std::string>>();
+  const std::string out_dir = v["out"].as<std::string>();
+  const auto shard_tokens = static_cast<uint64_t>(positive(v, "shard-tokens"));
+  const auto val_tokens = static_cast<uint64_t>(non_negative(v, "val-tokens"));
+  const std::string kind = v["tokenizer"].as<std::string>();
+
+  std::vector<std::string> texts;
+  for (const auto& path : inputs) texts.push_back(read_file(path));
+  std::unique_ptr<TextCodec> codec;
+  if (kind == "gpt2") {
+    if (!v.count("vocab")) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
+    codec = make_text_codec("gpt2", v["vocab"].as<std::string>());
+  } else if (kind == "char") {
+    std::string all;
+    for (const auto& t : texts) all += t;
+    codec = make_char_codec_for(all);
+  } else {
+    throw std::invalid_argument("--tokenizer must be gpt2 or char, got '" + kind + "'");
+  }
+  if (codec->vocab_size() > 65536) throw std::invalid_argument("the vocabulary does not fit uint16 tokens");
+
+  std::filesystem::create_directories(out_dir);
+  std::optional<TokenShardWriter> val;
+  if (val_tokens > 0) val.emplace(out_dir, "val", shard_tokens);
+  TokenShardWriter train(out_dir, "train", shard_tokens);
+  uint64_t total = 0, bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto write = [&](std::vector<int32_t>& ids) {
+    std::span<const int32_t> rest(ids);
+    if (val && val->tokens_written() < val_tokens) {
+      const auto n = std::min<uint64_t>(rest.size(), val_tokens - val->tokens_written());
+      val->append(rest.first(n));
+      rest = rest.subspan(n);
+    }
+    train.append(rest);
+    total += ids.size();
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for_each_document(inputs[i], texts[i], [&](std::string_view doc) {
+      std::vector<int32_t> ids;
+      if (codec->end_of_text() >= 0) ids.push_back(static_cast<int32_t>(codec->end_of_text()));
+      for (int64_t id : codec->encode(doc)) ids.push_back(static_cast<int32_t>(id));
+      write(ids);
+      bytes += doc.size();
+    });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << strprintf("[%zu/%zu] %s: %llu tokens so far, %.1f MB/s", i + 1, inputs.size(), inputs[i].c_str(),
+                           static_cast<unsigned long long>(total), static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9))
+              << std::endl;
+  }
+  if (train.tokens_written() == 0) {
+    throw std::invalid_argument("all " + std::to_string(total) + " tokens went to validation: lower --val-tokens");
+  }
+  if (val) val->finish();
+  train.finish();
+  if (kind == "char") {
+    // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
+    const auto path = std::filesystem::path(out_dir) / "char_vocab.txt";
+    std::ofstream(path, std::ios::binary) << codec->data();
+  }
+  std::cout << strprintf("wrote %llu val and %llu train tokens in %zu shard(s) to %s",
+                         static_cast<unsigned long long>(val ? val->tokens_written() : 0),
+                         static_cast<unsigned long long>(train.tokens_written()),
+                         (val ? val->shard_paths().size() : 0) + train.shard_paths().size(), out_dir.c_str())
+            << std::endl;
+  return 0;
+}
+
+}  // namespace mygpt

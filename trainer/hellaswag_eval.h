@@ -1,0 +1,35 @@
+#pragma once
+// HellaSwag scored as build-nanogpt does: each of the four endings is appended to the context, and
+// the prediction is the ending with the lowest mean cross-entropy over its own tokens (the
+// length-normalized "acc_norm"). Examples are split across ranks and the counts summed.
+#include <torch/torch.h>
+
+#include <array>
+#include <vector>
+
+#include "model/gpt.h"
+#include "trainer/communicator.h"
+
+namespace mygpt {
+
+struct TokenizedHellaSwag {
+  std::vector<int64_t> context;
+  std::array<std::vector<int64_t>, 4> endings;  // each already starts with its leading space
+  int label = 0;
+};
+
+struct HellaSwagResult {
+  int64_t correct = 0;
+  int64_t total = 0;
+  double accuracy() const { return total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0; }
+};
+
+// Index of the ending with the lowest mean loss, given logits (4, T, V) of the four rows, the rows'
+// tokens (4, T) and a mask (4, T) that marks the ending tokens.
+int64_t pick_hellaswag_ending(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& mask);
+
+// Scores examples [0, limit) (all when limit <= 0); this rank takes every world_size-th one.
+HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
+                                   Communicator& comm, const torch::Device& device, bool bf16);
+
+}  // namespace mygpt
