@@ -7,7 +7,7 @@
 //                every bucket started, then finish() -- the copies into the buckets, the in-order
 //                all-reduces on the communication thread, the averaging and the copies back.
 //   flat         MpiCommunicator::all_reduce(Average) on one flat float tensor of the same bytes.
-//   raw-mpi      MPI_Allreduce(SUM) on the same bytes, called from this thread: the floor under both.
+//   raw          MPI_Allreduce(SUM) on the same bytes, called from this thread: the floor under both.
 // A repetition's time is the slowest rank's (ranks start together after a barrier); the table shows
 // the median. Algorithm bandwidth = bytes / time; bus bandwidth = algbw x 2(n-1)/n, the traffic per
 // link of a ring all-reduce (nccl-tests' convention), which compares across rank counts. GB = 1e9 B.
@@ -163,7 +163,7 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
   // (every call above has returned), which MPI_THREAD_SERIALIZED allows.
   MPI_Comm raw_comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw_comm);
-  timings.push_back({"raw-mpi", 1, 0, time_collective(comm, o, [&] {
+  timings.push_back({"raw", 1, 0, time_collective(comm, o, [&] {
                        if (MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(numel), MPI_FLOAT,
                                          MPI_SUM, raw_comm) != MPI_SUCCESS) {
                          throw std::runtime_error("MPI_Allreduce failed");
@@ -193,9 +193,11 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
     for (const auto& t : timings) {
       const double med = median(t.seconds);
       std::printf("RESULT {\"variant\": \"%s\", \"bucket_mb\": %g, \"buckets\": %lld, \"bytes\": %.0f, \"ranks\": %d, "
-                  "\"threads\": %d, \"reps\": %d, \"median_s\": %.6f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f}\n",
+                  "\"threads\": %d, \"reps\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
+                  "\"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f}\n",
                   t.variant.c_str(), t.bucket_mb, static_cast<long long>(t.buckets), bytes, world, threads, o.reps, med,
-                  bytes / med / 1e9, bytes / med / 1e9 * 2.0 * (world - 1) / world);
+                  *std::min_element(t.seconds.begin(), t.seconds.end()),
+                  *std::max_element(t.seconds.begin(), t.seconds.end()), bytes / med / 1e9, bytes / med / 1e9 * bus_factor);
     }
     std::fflush(stdout);
   }

@@ -88,16 +88,18 @@ int run_prepare(const po::variables_map& v) {
   std::optional<TokenShardWriter> val;
   if (val_tokens > 0) val.emplace(out_dir, "val", shard_tokens);
   TokenShardWriter train(out_dir, "train", shard_tokens);
-  uint64_t total = 0, bytes = 0;
+  uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0;
   const auto start = std::chrono::steady_clock::now();
   auto write = [&](std::vector<int32_t>& ids) {
     std::span<const int32_t> rest(ids);
-    if (val && val->tokens_written() < val_tokens) {
-      const auto n = std::min<uint64_t>(rest.size(), val_tokens - val->tokens_written());
+    if (val && to_val < val_tokens) {
+      const auto n = std::min<uint64_t>(rest.size(), val_tokens - to_val);
       val->append(rest.first(n));
       rest = rest.subspan(n);
+      to_val += n;
     }
     train.append(rest);
+    to_train += rest.size();
     total += ids.size();
   };
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -113,7 +115,7 @@ int run_prepare(const po::variables_map& v) {
                            static_cast<unsigned long long>(total), static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9))
               << std::endl;
   }
-  if (train.tokens_written() == 0) {
+  if (to_train == 0) {
     throw std::invalid_argument("all " + std::to_string(total) + " tokens went to validation: lower --val-tokens");
   }
   if (val) val->finish();
@@ -124,8 +126,7 @@ int run_prepare(const po::variables_map& v) {
     std::ofstream(path, std::ios::binary) << codec->data();
   }
   std::cout << strprintf("wrote %llu val and %llu train tokens in %zu shard(s) to %s",
-                         static_cast<unsigned long long>(val ? val->tokens_written() : 0),
-                         static_cast<unsigned long long>(train.tokens_written()),
+                         static_cast<unsigned long long>(to_val), static_cast<unsigned long long>(to_train),
                          (val ? val->shard_paths().size() : 0) + train.shard_paths().size(), out_dir.c_str())
             << std::endl;
   return 0;
