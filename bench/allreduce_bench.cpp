@@ -93,6 +93,16 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::string join(const std::vector<double>& values) {
+  std::string text;
+  char item[32];
+  for (double v : values) {
+    std::snprintf(item, sizeof item, "%s%.6f", text.empty() ? "" : ", ", v);
+    text += item;
+  }
+  return text;
+}
+
 // Times `call` on every rank, started together; returns the slowest rank's seconds per repetition.
 std::vector<double> time_collective(mygpt::MpiCommunicator& comm, const Options& o, const std::function<void()>& call) {
   std::vector<double> seconds;
@@ -194,10 +204,10 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
       const double med = median(t.seconds);
       std::printf("RESULT {\"variant\": \"%s\", \"bucket_mb\": %g, \"buckets\": %lld, \"bytes\": %.0f, \"ranks\": %d, "
                   "\"threads\": %d, \"reps\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
-                  "\"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f}\n",
+                  "\"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"seconds\": [%s]}\n",
                   t.variant.c_str(), t.bucket_mb, static_cast<long long>(t.buckets), bytes, world, threads, o.reps, med,
                   *std::min_element(t.seconds.begin(), t.seconds.end()),
-                  *std::max_element(t.seconds.begin(), t.seconds.end()), bytes / med / 1e9, bytes / med / 1e9 * bus_factor);
+                  *std::max_element(t.seconds.begin(), t.seconds.end()), bytes / med / 1e9, bytes / med / 1e9 * bus_factor, join(t.seconds).c_str());
     }
     std::fflush(stdout);
   }

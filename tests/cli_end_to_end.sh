@@ -137,7 +137,14 @@ expect_bad_input "generate: directory without checkpoints" "empty_ckpt_dir.*chec
 expect_bad_input "generate: prompt character outside the vocabulary" "'x'.*vocabulary" "" \
   generate --checkpoint "$TINY_CKPT" --device cpu --prompt "12x4=" --max-new-tokens 5
 expect_bad_input "generate: --checkpoint missing" "checkpoint" "" generate --device cpu
-expect_bad_input "eval: missing checkpoint" "absent_ckpt\.pt" "" eval --checkpoint "$WORK/absent_ckpt.pt" --device cpu
+expect_bad_input "eval: missing checkpoint" "absent_ckpt\.pt" "" \
+  eval --checkpoint "$WORK/absent_ckpt.pt" --task builtin:sort --device cpu
+run tiny_eval eval --checkpoint "$WORK/tiny" --task builtin:sort --examples 20 --device cpu
+if [[ $RC -eq 0 ]] && grep -q "held-out accuracy" "$WORK/tiny_eval.out"; then
+  pass "eval: builtin:sort accuracy of the tiny checkpoint: $(grep "held-out accuracy" "$WORK/tiny_eval.out")"
+else
+  fail "eval: builtin:sort accuracy of the tiny checkpoint" "exit code $RC; $(head -c 300 "$WORK/tiny_eval.err")"
+fi
 
 # ------------------------------------------------------------------------------------------------
 echo "== help"

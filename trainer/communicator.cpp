@@ -30,10 +30,11 @@ double Communicator::all_reduce_scalar(double value, ReduceOp op) {
 }
 
 torch::Tensor Communicator::gather_rows(const torch::Tensor& mine) {
-  auto rows = torch::zeros({world_size(), mine.numel()}, mine.options().dtype(torch::kLong));
+  // Every other row is zero, so the sum is exact in any dtype.
+  auto rows = torch::zeros({world_size(), mine.numel()}, mine.options());
   rows[rank()].copy_(mine.reshape({-1}));
   all_reduce(rows, ReduceOp::Sum);
-  return rows.to(mine.scalar_type());
+  return rows;
 }
 
 std::unique_ptr<PendingCollective> LocalCommunicator::all_reduce_async(torch::Tensor, ReduceOp) {

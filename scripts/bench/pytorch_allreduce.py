@@ -121,7 +121,7 @@ def main(argv=None):
                 "variant": variant, "bucket_mb": mb, "buckets": buckets, "bytes": nbytes, "ranks": world,
                 "threads": torch.get_num_threads(), "reps": args.reps, "median_s": med,
                 "min_s": min(seconds), "max_s": max(seconds), "algbw_gbs": nbytes / med / 1e9,
-                "busbw_gbs": nbytes / med / 1e9 * 2 * (world - 1) / world, "backend": args.backend,
+                "busbw_gbs": nbytes / med / 1e9 * 2 * (world - 1) / world, "seconds": seconds, "backend": args.backend,
                 "torch": torch.__version__}), flush=True)
     dist.destroy_process_group()
 

@@ -30,7 +30,7 @@ tiny=(--preset tiny --batch-size 4 --seq-len 32 --eval-every 0 --threads 1)
 # data file) resolve per rank. That shows who writes, and lets one rank alone miss a file.
 mkdir -p "$work/rank0" "$work/rank1"
 seq 1 3000 >"$work/rank0/data.txt"
-per_rank_dirs="cd $work/rank\$OMPI_COMM_WORLD_RANK && exec \"\$0\" \"\$@\""
+per_rank_dirs="cd '$work'/rank\$OMPI_COMM_WORLD_RANK && exec \"\$0\" \"\$@\""
 
 # --- (1) only rank 0 writes and prints ------------------------------------------------------------
 steps=10

@@ -244,7 +244,7 @@ SyncOutcome check_gradient_sync(size_t bucket_bytes, bool overlap, int micro_ste
     for (const auto& p : params) local.push_back(p.grad().clone());
     sync.finish();
 
-    double worst = 0, spread = 0;
+    double spread = 0;
     for (size_t k = 0; k < params.size(); ++k) {
       auto reference = local[k].clone();
       comm().all_reduce(reference, ReduceOp::Average);  // one tensor at a time: no buckets involved
@@ -254,7 +254,6 @@ SyncOutcome check_gradient_sync(size_t bucket_bytes, bool overlap, int micro_ste
       const double tolerance = world() == 2 ? 0.0 : 4e-7 * scale;
       const double diff = (params[k].grad() - reference).abs().max().item<double>();
       EXPECT_LE(diff, tolerance) << "parameter " << k << ", bucket_bytes " << bucket_bytes << ", overlap " << overlap;
-      worst = std::max(worst, diff);
       spread = std::max(spread, (local[k] - reference).abs().max().item<double>());
     }
     // The ranks really did differ before the sync, so the comparison above means something.
