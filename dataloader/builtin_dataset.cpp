@@ -43,12 +43,13 @@ std::string builtin_dataset_text(const std::string& data_spec, size_t lines, uin
   return text;
 }
 
-std::vector<TaskExample> builtin_heldout_examples(const std::string& data_spec, size_t count, uint64_t seed) {
+std::vector<TaskExample> builtin_heldout_examples(const std::string& data_spec, size_t count, size_t training_lines,
+                                                  uint64_t seed) {
   require_known(data_spec);
   std::unordered_set<std::string> seen;
   {
-    std::mt19937_64 rng(seed);
-    for (size_t i = 0; i < 40000; ++i) seen.insert(sort_example(rng).prompt);
+    std::mt19937_64 rng(seed);  // replays the training text's stream
+    for (size_t i = 0; i < training_lines; ++i) seen.insert(sort_example(rng).prompt);
   }
   std::mt19937_64 rng(seed ^ 0xA5A5A5A5DEADBEEFULL);  // a stream disjoint from training in practice
   std::vector<TaskExample> out;

@@ -18,8 +18,11 @@ std::vector<std::string> builtin_dataset_names();
 bool is_builtin_dataset(const std::string& data_spec);  // "builtin:<name>"
 
 // The training text: `lines` examples drawn from `seed`. Unknown names throw std::invalid_argument.
-std::string builtin_dataset_text(const std::string& data_spec, size_t lines = 40000, uint64_t seed = 1);
-// Held-out examples: drawn from a separate stream, none of their prompts occurs in the training text.
-std::vector<TaskExample> builtin_heldout_examples(const std::string& data_spec, size_t count, uint64_t seed = 1);
+constexpr size_t kBuiltinTrainingLines = 40000;
+std::string builtin_dataset_text(const std::string& data_spec, size_t lines = kBuiltinTrainingLines, uint64_t seed = 1);
+// Held-out examples: drawn from a separate stream, none of their prompts occurs in the training text
+// made from the same lines and seed.
+std::vector<TaskExample> builtin_heldout_examples(const std::string& data_spec, size_t count,
+                                                  size_t training_lines = kBuiltinTrainingLines, uint64_t seed = 1);
 
 }  // namespace mygpt

@@ -8,20 +8,24 @@ namespace mygpt {
 std::vector<char32_t> utf8_decode(std::string_view text) {
   std::vector<char32_t> out;
   out.reserve(text.size());
+  auto fail = [](size_t at) {
+    return std::invalid_argument("text is not valid UTF-8 (byte offset " + std::to_string(at) + ")");
+  };
   for (size_t i = 0; i < text.size();) {
     const auto lead = static_cast<unsigned char>(text[i]);
-    int extra = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xE ? 2 : (lead >> 3) == 0x1E ? 3 : -1;
-    if (extra < 0 || i + extra >= text.size()) {
-      throw std::invalid_argument("text is not valid UTF-8 (byte offset " + std::to_string(i) + ")");
-    }
+    // Leads C0/C1 only start overlong forms and F5..FF would exceed U+10FFFF: both are never valid.
+    const int extra = lead < 0x80 ? 0 : (lead >= 0xC2 && lead <= 0xDF) ? 1 : (lead >> 4) == 0xE ? 2
+                    : (lead >= 0xF0 && lead <= 0xF4) ? 3 : -1;
+    if (extra < 0 || i + extra >= text.size()) throw fail(i);
     char32_t cp = extra == 0 ? lead : lead & (0x3F >> extra);
     for (int k = 1; k <= extra; ++k) {
       const auto cont = static_cast<unsigned char>(text[i + k]);
-      if ((cont >> 6) != 0x2) {
-        throw std::invalid_argument("text is not valid UTF-8 (byte offset " + std::to_string(i) + ")");
-      }
+      if ((cont >> 6) != 0x2) throw fail(i);
       cp = (cp << 6) | (cont & 0x3F);
     }
+    // Shortest form only, no UTF-16 surrogates, nothing past U+10FFFF.
+    static constexpr char32_t kMinimum[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMinimum[extra] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) throw fail(i);
     out.push_back(cp);
     i += extra + 1;
   }

@@ -63,6 +63,9 @@ po::options_description train_options_description() {
       ("hellaswag", po::value<std::string>(), "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab")
       ("hellaswag-every", po::value<int64_t>()->default_value(250), "HellaSwag every N steps when --hellaswag is given")
       ("hellaswag-examples", po::value<int64_t>()->default_value(0), "examples per HellaSwag evaluation; 0 means all")
+      ("sample-every", po::value<int64_t>()->default_value(0), "rank 0 prints a sample every N steps; 0 disables")
+      ("sample-prompt", po::value<std::string>()->default_value("\n"), "prompt of those samples")
+      ("sample-tokens", po::value<int64_t>()->default_value(64), "tokens per sample")
       ("log-every", po::value<int64_t>()->default_value(10), "print a progress line every N steps")
       ("peak-tflops", po::value<double>()->default_value(0.0),
        "the device's peak TFLOP/s for MFU; 0 looks the GPU up in a table (unknown: n/a)")

@@ -45,8 +45,12 @@ int evaluate_val_loss(const po::variables_map& v, InferenceModel& m, const torch
 
 int evaluate_hellaswag_file(const po::variables_map& v, InferenceModel& m, const torch::Device& device, bool bf16) {
   if (m.codec->kind() != "gpt2") throw std::invalid_argument("HellaSwag needs a GPT-2-tokenizer model (give --vocab DIR)");
+  // Tokenizes only the examples that are scored: BPE over all 10k validation examples takes seconds.
+  std::vector<HellaSwagExample> read = read_hellaswag(v["hellaswag"].as<std::string>());
+  const int64_t limit = non_negative(v, "examples");
+  if (limit > 0 && static_cast<size_t>(limit) < read.size()) read.resize(static_cast<size_t>(limit));
   std::vector<TokenizedHellaSwag> examples;
-  for (const HellaSwagExample& ex : read_hellaswag(v["hellaswag"].as<std::string>())) {
+  for (const HellaSwagExample& ex : read) {
     TokenizedHellaSwag t;
     t.context = m.codec->encode(ex.context);
     for (size_t k = 0; k < 4; ++k) t.endings[k] = m.codec->encode(" " + ex.endings[k]);
@@ -54,7 +58,7 @@ int evaluate_hellaswag_file(const po::variables_map& v, InferenceModel& m, const
     examples.push_back(std::move(t));
   }
   LocalCommunicator single;
-  const HellaSwagResult r = evaluate_hellaswag(m.model, examples, non_negative(v, "examples"), single, device, bf16);
+  const HellaSwagResult r = evaluate_hellaswag(m.model, examples, limit, single, device, bf16);
   std::cout << strprintf("hellaswag accuracy: %.4f (%lld/%lld examples, length-normalized)", r.accuracy(),
                          static_cast<long long>(r.correct), static_cast<long long>(r.total))
             << std::endl;
@@ -101,9 +105,18 @@ int run_eval(const po::variables_map& v) {
     throw std::invalid_argument("--precision must be auto, fp32 or bf16");
   }
   const bool bf16 = precision == "bf16" || (precision == "auto" && device.is_cuda());
+  if (v.count("val")) {
+    // Token data needs no tokenizer, and a model trained on it without --vocab has none.
+    LoadedCheckpoint ckpt = load_checkpoint(resolve_checkpoint(v["checkpoint"].as<std::string>()));
+    InferenceModel m;
+    m.meta = ckpt.meta;
+    m.model = ckpt.model;
+    m.model->to(device);
+    m.model->eval();
+    return evaluate_val_loss(v, m, device, bf16);
+  }
   InferenceModel m = load_inference_model(v["checkpoint"].as<std::string>(), device,
                                           v.count("vocab") ? v["vocab"].as<std::string>() : "");
-  if (v.count("val")) return evaluate_val_loss(v, m, device, bf16);
   if (v.count("hellaswag")) return evaluate_hellaswag_file(v, m, device, bf16);
   return evaluate_builtin_task(v, m, device);
 }

@@ -22,7 +22,8 @@ std::string first_line(const std::string& message) { return message.substr(0, me
 
 int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
   if (argc < 2) {
-    std::cerr << "mygpt-ddp: missing command\n" << mygpt::usage_text() << "\n";
+    std::cerr << "mygpt-ddp: error: missing command (train, generate, eval, prepare, plan; see mygpt-ddp --help)"
+              << std::endl;
     return kExitBadInput;
   }
   const std::string command = argv[1];

@@ -102,24 +102,34 @@ int run_prepare(const po::variables_map& v) {
     to_train += rest.size();
     total += ids.size();
   };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    for_each_document(inputs[i], texts[i], [&](std::string_view doc) {
-      std::vector<int32_t> ids;
-      if (codec->end_of_text() >= 0) ids.push_back(static_cast<int32_t>(codec->end_of_text()));
-      for (int64_t id : codec->encode(doc)) ids.push_back(static_cast<int32_t>(id));
-      write(ids);
-      bytes += doc.size();
-    });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cout << strprintf("[%zu/%zu] %s: %llu tokens so far, %.1f MB/s", i + 1, inputs.size(), inputs[i].c_str(),
-                           static_cast<unsigned long long>(total), static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9))
-              << std::endl;
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      for_each_document(inputs[i], texts[i], [&](std::string_view doc) {
+        std::vector<int32_t> ids;
+        if (codec->end_of_text() >= 0) ids.push_back(static_cast<int32_t>(codec->end_of_text()));
+        for (int64_t id : codec->encode(doc)) ids.push_back(static_cast<int32_t>(id));
+        write(ids);
+        bytes += doc.size();
+      });
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cout << strprintf("[%zu/%zu] %s: %llu tokens so far, %.1f MB/s", i + 1, inputs.size(), inputs[i].c_str(),
+                             static_cast<unsigned long long>(total), static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9))
+                << std::endl;
+    }
+    if (to_train == 0) {
+      throw std::invalid_argument("all " + std::to_string(total) + " tokens went to validation: lower --val-tokens");
+    }
+    if (val) val->finish();
+    train.finish();
+  } catch (...) {
+    // A failed run publishes no shards: a training job must not take part of a corpus for all of it.
+    std::error_code ignored;
+    if (val) {
+      for (const auto& path : val->shard_paths()) std::filesystem::remove(path, ignored);
+    }
+    for (const auto& path : train.shard_paths()) std::filesystem::remove(path, ignored);
+    throw;
   }
-  if (to_train == 0) {
-    throw std::invalid_argument("all " + std::to_string(total) + " tokens went to validation: lower --val-tokens");
-  }
-  if (val) val->finish();
-  train.finish();
   if (kind == "char") {
     // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
     const auto path = std::filesystem::path(out_dir) / "char_vocab.txt";

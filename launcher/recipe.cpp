@@ -93,6 +93,7 @@ TrainOptions train_options_from(const po::variables_map& v, const GptConfig& mod
   o.bf16 = precision == "bf16" || (precision == "auto" && device.is_cuda());
   o.hellaswag_every = non_negative(v, "hellaswag-every");
   o.hellaswag_limit = non_negative(v, "hellaswag-examples");
+  o.sample_every = non_negative(v, "sample-every");
   o.peak_tflops = v["peak-tflops"].as<double>();
   if (o.peak_tflops < 0) throw std::invalid_argument("--peak-tflops must not be negative");
   return o;

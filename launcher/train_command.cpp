@@ -1,5 +1,6 @@
 // `mygpt-ddp train`: turns options into a model, data loaders, an optimizer and communicators, then
 // hands them to the Trainer.
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include "launcher/device_probe.h"
 #include "launcher/job_communicators.h"
 #include "launcher/recipe.h"
+#include "launcher/stop_signal.h"
+#include "model/sampling.h"
 #include "launcher/training_data.h"
 #include "mygpt/build_config.h"
 #include "trainer/trainer.h"
@@ -106,6 +109,22 @@ int run_train(const po::variables_map& v, const MpiSession& mpi) {
   parts.device = device;
   parts.checkpoint_meta = CheckpointMeta{model_config, data.tokenizer_kind, data.tokenizer_data, 0, options.to_text()};
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
+  parts.stop_requested = stop_requested;
+  install_stop_signal_handlers();
+  if (options.sample_every > 0 && data.tokenizer_kind != "none") {
+    // Samples draw from their own CPU generator, so printing them leaves training's random streams alone.
+    auto codec = std::shared_ptr<TextCodec>(make_text_codec(data.tokenizer_kind, data.tokenizer_data));
+    const auto prompt = codec->encode(v["sample-prompt"].as<std::string>());
+    if (prompt.empty()) throw std::invalid_argument("--sample-prompt must not be empty");
+    SamplingOptions sampling{positive(v, "sample-tokens"), 1.0, 50};
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+    parts.sample = [codec, prompt, sampling, generator, device](Gpt& m) mutable {
+      generator.set_current_seed(generator.current_seed());  // the same sample stream every time
+      auto out = generate(m, torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device), sampling, generator);
+      out = out.squeeze(0).to(torch::kCPU);
+      return codec->decode(std::vector<int64_t>(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel()));
+    };
+  }
   Trainer trainer(std::move(parts), options);
 
   int64_t start_step = 0;
@@ -127,7 +146,9 @@ int run_train(const po::variables_map& v, const MpiSession& mpi) {
   output.open_metrics(/*append=*/start_step > 0);
 
   const TrainSummary summary = trainer.run(start_step);
-  if (summary.steps_run > 0) {
+  if (summary.stopped_early) {
+    output.print("stopped early; continue with --resume auto");
+  } else if (summary.steps_run > 0) {
     output.print(strprintf("done: loss %.4f -> %.4f over %lld steps", summary.first_loss, summary.last_loss,
                            static_cast<long long>(summary.steps_run)));
   }

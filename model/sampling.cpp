@@ -4,7 +4,8 @@
 
 namespace mygpt {
 
-torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& options) {
+torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& options,
+                       std::optional<at::Generator> generator) {
   if (options.max_new_tokens < 0) throw std::invalid_argument("max new tokens must not be negative");
   if (options.temperature < 0) throw std::invalid_argument("temperature must not be negative");
   if (options.top_k < 0) throw std::invalid_argument("top-k must not be negative");
@@ -29,7 +30,13 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
         auto kth = std::get<0>(logits.topk(options.top_k, -1)).select(-1, -1).unsqueeze(-1);
         logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
       }
-      next = torch::multinomial(torch::softmax(logits, -1), 1);
+      auto probs = torch::softmax(logits, -1);
+      if (generator && generator->device() != probs.device()) {
+        // A generator of another device (a CPU one while training on a GPU): draw there, a small copy.
+        next = torch::multinomial(probs.to(generator->device()), 1, false, generator).to(probs.device());
+      } else {
+        next = torch::multinomial(probs, 1, /*replacement=*/false, generator);
+      }
     }
     tokens = torch::cat({tokens, next}, 1);
   }

@@ -44,17 +44,18 @@ twin="$repo/scripts/bench/pytorch_allreduce.py"
 [[ -x "$torchrun" ]] || { echo "bench_allreduce.sh: $torchrun is missing; run scripts/setup.sh first" >&2; exit 1; }
 [[ -d "$repo/build" ]] || { echo "bench_allreduce.sh: build/ is missing; run scripts/setup.sh first" >&2; exit 1; }
 
-# Build (a no-op when up to date). The target exists once the top-level CMakeLists.txt has add_subdirectory(bench).
+# Build when the benchmark is missing or older than its source (not on every call: rebuilding would
+# also recompile whatever else changed in the libraries). The target exists once the top-level
+# CMakeLists.txt has add_subdirectory(bench).
 built="$repo/build/bench/mygpt_allreduce_bench"
-jobs=$(( $(nproc) > 2 ? $(nproc) : 1 ))  # small machines: one compiler at a time
-if ! cmake --build "$repo/build" --target mygpt_allreduce_bench -j "$jobs" >"$repo/build/bench_allreduce.build.log" 2>&1; then
-  if [[ -x "$built" ]]; then
-    echo "bench_allreduce.sh: warning: rebuilding failed (see build/bench_allreduce.build.log); using the existing $built" >&2
-  else
+if [[ ! -x "$built" || "$repo/bench/allreduce_bench.cpp" -nt "$built" ]]; then
+  jobs=$(( $(nproc) > 2 ? $(nproc) : 1 ))  # small machines: one compiler at a time
+  echo "building mygpt_allreduce_bench (log: build/bench_allreduce.build.log)"
+  cmake --build "$repo/build" --target mygpt_allreduce_bench -j "$jobs" >"$repo/build/bench_allreduce.build.log" 2>&1 || {
     tail -n 20 "$repo/build/bench_allreduce.build.log" >&2
     echo "bench_allreduce.sh: cannot build mygpt_allreduce_bench (is add_subdirectory(bench) in CMakeLists.txt?)" >&2
     exit 1
-  fi
+  }
 fi
 
 # shellcheck source=mpi_env.sh
@@ -74,10 +75,12 @@ export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
 
 torch_version="$("$python" -c 'import torch; print(torch.__version__)')"
 mpi_version="$(mpirun --version 2>&1 | head -n 1)"
+# GNU nproc honours OMP_NUM_THREADS, which is set above: count the CPUs without it.
+cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
-echo "torch $torch_version | $mpi_version | $(nproc) CPUs ($cpu_model) | $mem | load average at start: $load"
+echo "torch $torch_version | $mpi_version | $cpus CPUs ($cpu_model) | $mem | load average at start: $load"
 
 args=(--preset "$preset" --bucket-mb "$bucket_mb" --reps "$reps" --warmup "$warmup" --threads "$threads")
 for ((rep = 1; rep <= repeat; rep++)); do
@@ -136,7 +139,7 @@ if [[ $append -eq 1 ]]; then
     echo
     echo "## Gradient all-reduce bandwidth, $np CPU ranks, C++ (MPI) vs PyTorch (gloo), $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "- machine: $(nproc) CPUs, $cpu_model, $mem RAM; load average at start $load"
+    echo "- machine: $cpus CPUs, $cpu_model, $mem RAM; load average at start $load"
     echo "- torch $torch_version (.venv, both sides); $mpi_version; $threads intra-op thread(s) per rank"
     echo "- command: \`$command_line\`"
     echo "- C++: \`mpirun --oversubscribe --bind-to none -np $np setsid -w build/bench/mygpt_allreduce_bench ${args[*]}\`;" \

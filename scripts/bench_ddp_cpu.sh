@@ -76,10 +76,12 @@ export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
 
 torch_version="$("$python" -c 'import torch; print(torch.__version__)')"
 mpi_version="$(mpirun --version 2>&1 | head -n 1)"
+# GNU nproc honours OMP_NUM_THREADS, which is set above: count the CPUs without it.
+cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
-echo "torch $torch_version | $mpi_version | $(nproc) CPUs ($cpu_model) | $mem | load average at start: $load"
+echo "torch $torch_version | $mpi_version | $cpus CPUs ($cpu_model) | $mem | load average at start: $load"
 echo "config: $flags | $np ranks x $threads thread(s) | buckets $bucket_mb MiB"
 
 variants=(cpp cpp-no-overlap py)
@@ -163,7 +165,7 @@ if [[ $append -eq 1 ]]; then
     echo
     echo "## Data-parallel CPU training, $np ranks, C++ (MPI) vs PyTorch DDP (gloo), $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "- machine: $(nproc) CPUs, $cpu_model, $mem RAM; load average at start $load"
+    echo "- machine: $cpus CPUs, $cpu_model, $mem RAM; load average at start $load"
     echo "- torch $torch_version (.venv, both sides); $mpi_version; $threads intra-op thread(s) per rank, OMP_NUM_THREADS=$threads"
     echo "- command: \`$command_line\`"
     echo "- C++: \`mpirun --oversubscribe --bind-to none -np $np setsid -w build/mygpt-ddp train tinyshakespeare.txt --device cpu --threads $threads --eval-every 0 --bucket-mb $bucket_mb --ddp-overlap true|false $flags\`"

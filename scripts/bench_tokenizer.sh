@@ -19,7 +19,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-command_line="scripts/bench_tokenizer.sh$(printf ' %q' "$@")"
+command_line="scripts/bench_tokenizer.sh"
+[[ $# -gt 0 ]] && command_line+="$(printf ' %q' "$@")"
 
 input="$repo/../shared/data/tinyshakespeare.txt"
 vocab="$repo/../shared/data/gpt2"
@@ -33,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --repeat) repeat="$2"; shift 2 ;;
     --core) core="$2"; shift 2 ;;
     --no-append) append=0; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_tokenizer.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -221,10 +221,12 @@ echo "== training on real data, then generation"
 
 CORPUS="$DATA_DIR/tinyshakespeare.txt"
 PROMPT="ROMEO:"
+MIN_DROP=1.0  # measured: 4.19 -> 2.45 (first loss -> mean of the last 10)
 if [[ ! -f $CORPUS ]]; then
   echo "SKIP: $CORPUS is absent; training on builtin:sort instead"
   CORPUS="builtin:sort"
   PROMPT="3141="
+  MIN_DROP=0.8  # measured: 2.49 -> 1.38; the random digits of each prompt put the floor near 1.0
 fi
 OUT="$WORK/real"
 start=$(date +%s)
@@ -256,14 +258,14 @@ else
   fi
   if [[ ${#losses[@]} -ge 20 ]]; then
     # The first loss against the mean of the last 10 (single steps are noisy).
-    verdict=$(printf '%s\n' "${losses[@]}" | awk -v n="${#losses[@]}" '
+    verdict=$(printf '%s\n' "${losses[@]}" | awk -v n="${#losses[@]}" -v drop="$MIN_DROP" '
       NR == 1 { first = $1 }
       NR > n - 10 { sum += $1 }
-      END { last = sum / 10; printf "%s %.3f -> %.3f", (last < first - 1.0) ? "ok" : "bad", first, last }')
+      END { last = sum / 10; printf "%s %.3f -> %.3f", (last < first - drop) ? "ok" : "bad", first, last }')
     if [[ $verdict == ok* ]]; then
-      pass "loss falls by more than 1.0: ${verdict#ok }"
+      pass "loss falls by more than $MIN_DROP: ${verdict#ok }"
     else
-      fail "loss falls by more than 1.0" "${verdict#bad }"
+      fail "loss falls by more than $MIN_DROP" "${verdict#bad }"
     fi
     val_verdict=$(printf '%s\n' "${val_losses[@]}" | awk 'NR == 1 { first = $1 } { last = $1 }
       END { printf "%s %.3f -> %.3f", (last < first - 0.5) ? "ok" : "bad", first, last }')

@@ -13,7 +13,7 @@ std::string TrainOptions::to_text() const {
       << "\neval_steps=" << eval_steps << "\nlog_every=" << log_every << "\ncheckpoint_every=" << checkpoint_every
       << "\nseed=" << seed << "\nbucket_mb=" << bucket_mb << "\nddp_overlap=" << ddp_overlap << "\nout_dir=" << out_dir << "\nkeep_checkpoints=" << keep_checkpoints
       << "\nbf16=" << bf16 << "\nhellaswag_every=" << hellaswag_every << "\nhellaswag_limit=" << hellaswag_limit
-      << "\npeak_tflops=" << peak_tflops << "\ndata_order=" << data_order << "\n";
+      << "\nsample_every=" << sample_every << "\npeak_tflops=" << peak_tflops << "\ndata_order=" << data_order << "\n";
   return out.str();
 }
 

@@ -27,6 +27,7 @@ struct TrainOptions {
   bool bf16 = false;              // autocast matmuls/attention to bf16 (fp32 master weights)
   int64_t hellaswag_every = 0;    // 0 disables
   int64_t hellaswag_limit = 0;    // examples per evaluation; 0 means all
+  int64_t sample_every = 0;       // print a sample every N steps; 0 disables
   double peak_tflops = 0;         // the device's peak for MFU; 0 means unknown
   std::string data_order = "sequential";
 

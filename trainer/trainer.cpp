@@ -145,6 +145,14 @@ int64_t Trainer::restore(LoadedCheckpoint& ckpt) {
   return ckpt.meta.step;
 }
 
+bool Trainer::any_rank_wants_to_stop() {
+  if (!p_.stop_requested) return false;
+  // Ranks may see the signal at different steps; they must stop at the same one.
+  auto flag = torch::tensor({p_.stop_requested() ? 1.0f : 0.0f}).to(p_.device);
+  p_.comm->all_reduce(flag, ReduceOp::Max);
+  return flag.item<float>() > 0;
+}
+
 void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt) {
   const double tokens = static_cast<double>(options_.batch_size * options_.seq_len * options_.grad_accum *
                                             p_.comm->world_size());
@@ -194,6 +202,10 @@ TrainSummary Trainer::run(int64_t start_step) {
       p_.output->metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
     }
 
+    if (p_.sample && due(options_.sample_every) && p_.output->writes()) {
+      p_.output->print(strprintf("step %lld | sample: ", static_cast<long long>(step)) + p_.sample(p_.model));
+    }
+
     const auto t0 = Clock::now();
     const StepResult r = train_step(step);  // .item() inside waits for the device, so dt is real
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -203,6 +215,13 @@ TrainSummary Trainer::run(int64_t start_step) {
     log_step(step, r, dt, smoothed_dt);
 
     const int64_t steps_done = step + 1;
+    if (!last_step && any_rank_wants_to_stop()) {
+      // Preemption (Slurm sends SIGTERM) or Ctrl-C: keep the work done so far and end cleanly.
+      p_.output->print("stop requested: saving a checkpoint at step " + std::to_string(steps_done));
+      save_checkpoint_at(steps_done);
+      summary.stopped_early = true;
+      return summary;
+    }
     if (options_.checkpoint_every > 0 && steps_done % options_.checkpoint_every == 0 && !last_step) {
       save_checkpoint_at(steps_done);
     }

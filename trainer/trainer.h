@@ -31,6 +31,8 @@ struct TrainerParts {
   torch::Device device = torch::kCPU;
   CheckpointMeta checkpoint_meta;
   std::function<double()> peak_memory_mib;                  // CUDA allocator peak, or peak RSS on CPU
+  std::function<std::string(Gpt&)> sample;                  // a text sample from the model (rank 0 prints it)
+  std::function<bool()> stop_requested;                     // SIGINT/SIGTERM seen by this process
 };
 
 struct StepResult {
@@ -43,6 +45,7 @@ struct TrainSummary {
   double first_loss = 0, last_loss = 0;
   double last_val_loss = -1;  // -1 when no validation ran
   int64_t steps_run = 0;
+  bool stopped_early = false;  // a stop signal ended the run after a checkpoint
 };
 
 class Trainer {
@@ -66,6 +69,7 @@ class Trainer {
   void log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt);
   std::map<std::string, torch::Tensor> rank_states();
   void prune_checkpoints();
+  bool any_rank_wants_to_stop();
 
   TrainerParts p_;
   TrainOptions options_;

@@ -1,0 +1,10 @@
+#pragma once
+// SIGINT and SIGTERM ask a training run to stop: it finishes the step, writes a checkpoint and exits
+// 0, so that `--resume auto` continues where it stopped (Slurm sends SIGTERM before preempting).
+// A second signal ends the process at once.
+namespace mygpt {
+
+void install_stop_signal_handlers();
+bool stop_requested();
+
+}  // namespace mygpt

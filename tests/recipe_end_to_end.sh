@@ -1,0 +1,381 @@
+#!/usr/bin/env bash
+# End-to-end tests of the GPT-2 recipe features of the mygpt-ddp binary: `plan`, `prepare` into llm.c
+# shards, training on every token-data format, bad token data, exact resume on 1 and 2 ranks (and
+# across world sizes), checkpoint pruning, and `eval` (validation loss, HellaSwag).
+#
+#   bash recipe_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir> [<mpirun>]
+#
+# Prints one line per check and a final "N passed, M failed"; exits non-zero if any check failed.
+# Parts that need the shared data (GPT-2 vocabulary, tinyshakespeare, HellaSwag) print SKIP when it
+# is absent; the 2-rank parts print SKIP when there is no mpirun.
+set -u
+
+BIN=${1:?usage: recipe_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir> [<mpirun>]}
+DATA_DIR=${2:-}
+MPIRUN_BIN=${3:-$(command -v mpirun || true)}
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [[ ! -x $BIN ]]; then
+  echo "FAIL: binary '$BIN' is not executable"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+BIN=$(realpath "$BIN")
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mygpt_recipe_e2e.XXXXXX")
+trap '[[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+source "$HERE/../scripts/mpi_env.sh"  # lets Open MPI run as root
+MPIRUN=()
+if [[ -n $MPIRUN_BIN ]] && command -v "$MPIRUN_BIN" >/dev/null 2>&1; then
+  MPIRUN=("$MPIRUN_BIN")
+  "$MPIRUN_BIN" --version 2>&1 | grep -q "Open MPI" && MPIRUN+=(--oversubscribe)
+fi
+PY=python3
+[[ -x $HERE/../.venv/bin/python ]] && PY=$HERE/../.venv/bin/python
+
+START=$SECONDS
+passed=0
+failed=0
+pass() { echo "PASS: $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $1${2:+ -- $2}"; failed=$((failed + 1)); }
+skip() { echo "SKIP: $1"; }
+finish() {
+  echo "$passed passed, $failed failed ($((SECONDS - START)) s)"
+  [[ $failed -eq 0 ]]
+  exit
+}
+
+# run NAME ARGS...: runs the binary; stdout in $WORK/NAME.out, stderr in $WORK/NAME.err, exit code in RC.
+run() {
+  local name=$1
+  shift
+  timeout 120 "$BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  RC=$?
+}
+# run_np N NAME ARGS...: the same under mpirun with N ranks (stdout and stderr of all ranks).
+run_np() {
+  local n=$1 name=$2
+  shift 2
+  timeout 120 "${MPIRUN[@]}" -np "$n" "$BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  RC=$?
+}
+# expect_ok NAME ARGS...: exit 0.
+expect_ok() {
+  local name=$1
+  shift
+  run "$name" "$@"
+  if [[ $RC -eq 0 ]]; then return 0; fi
+  fail "$name" "exit $RC: $(tail -c 300 "$WORK/$name.err")"
+  return 1
+}
+# expect_bad NAME REGEX ARGS...: exit 2 and exactly one stderr line that matches REGEX.
+expect_bad() {
+  local name=$1 pattern=$2
+  shift 2
+  run "$name" "$@"
+  local err="$WORK/$name.err" lines
+  lines=$(wc -l <"$err")
+  if [[ $RC -ne 2 ]]; then
+    fail "$name" "exit $RC, expected 2; stderr: $(head -c 300 "$err")"
+  elif [[ $lines -ne 1 ]]; then
+    fail "$name" "stderr has $lines lines, expected 1: $(head -c 300 "$err")"
+  elif ! grep -qE -- "$pattern" "$err"; then
+    fail "$name" "message '$(cat "$err")' does not match /$pattern/"
+  else
+    return 0
+  fi
+  return 1
+}
+
+# train_losses FILE: the "loss" numbers of the train records of a metrics.jsonl, as written (strings).
+train_losses() { grep -o '"loss":[^,}]*' "$1" | cut -d: -f2; }
+val_losses() { grep -o '"val_loss":[^,}]*' "$1" | cut -d: -f2; }
+# keep_train_records FILE N: truncates a metrics.jsonl after its N-th train record.
+keep_train_records() {
+  awk -v n="$2" '{ print } /"loss":/ { if (++seen == n) exit }' "$1" >"$1.tmp" && mv "$1.tmp" "$1"
+}
+ckpt_list() { (cd "$1" 2>/dev/null && ls ckpt_* 2>/dev/null | tr '\n' ' '); }
+
+# ------------------------------------------------------------------------------------------------
+echo "== plan"
+run plan plan --preset gpt2
+want="parameters: 124475904 (124354560 decayed in 50 tensors, 121344 not decayed in 98 tensors)"
+if [[ $RC -eq 0 ]] && grep -qxF "$want" "$WORK/plan.out"; then
+  pass "plan --preset gpt2: $want"
+else
+  fail "plan --preset gpt2" "exit $RC; $(grep parameters "$WORK/plan.out")$(head -c 200 "$WORK/plan.err")"
+fi
+# The recipe shows in the plan: 16 x 1024 x 32 = 524288 tokens, 19073 steps, lr 6e-4 -> 6e-5, warmup 715.
+if grep -qF "16 x 1024 tokens x 32 accumulation = 524288 tokens" "$WORK/plan.out" &&
+   grep -qF "schedule: 19073 steps, lr 0.0006 -> 6e-05, warmup 715" "$WORK/plan.out"; then
+  pass "plan --preset gpt2 shows the recipe (524288-token batch, 19073 steps, lr 6e-4 -> 6e-5, warmup 715)"
+else
+  fail "plan --preset gpt2 recipe" "$(grep -E 'per step|schedule' "$WORK/plan.out")"
+fi
+
+GPT2=$DATA_DIR/gpt2
+SHAKESPEARE=$DATA_DIR/tinyshakespeare.txt
+HELLASWAG=$DATA_DIR/hellaswag/hellaswag_val_full.txt
+if [[ -z $DATA_DIR || ! -f $GPT2/encoder.json || ! -f $GPT2/vocab.bpe || ! -f $SHAKESPEARE ]]; then
+  skip "prepare, token-data training, resume, eval: the shared data (gpt2/encoder.json, vocab.bpe, tinyshakespeare.txt) is not in '$DATA_DIR'"
+  finish
+fi
+
+# ------------------------------------------------------------------------------------------------
+echo "== prepare"
+SHARDS=$WORK/shards
+if expect_ok prepare prepare --vocab "$GPT2" --input "$SHAKESPEARE" --out "$SHARDS" --val-tokens 32768 --shard-tokens 100000; then
+  listing=$(cd "$SHARDS" && ls -A | tr '\n' ' ')
+  want="train_000000.bin train_000001.bin train_000002.bin train_000003.bin val_000000.bin "
+  if [[ $listing == "$want" ]]; then pass "prepare wrote $listing"; else fail "prepare shards" "got '$listing', want '$want'"; fi
+  # Every header: magic 20240520, version 1, the count that the file size holds; counts as routed.
+  headers=$("$PY" - "$SHARDS" <<'EOF'
+import os, struct, sys
+d = sys.argv[1]
+total, out = 0, []
+for name in sorted(os.listdir(d)):
+    data = open(os.path.join(d, name), "rb").read()
+    magic, version, count = struct.unpack("<3i", data[:12])
+    ok = magic == 20240520 and version == 1 and len(data) == 1024 + 2 * count
+    first = struct.unpack("<H", data[1024:1026])[0]
+    out.append(f"{name}:{count}:{'ok' if ok else 'BAD'}")
+    total += count
+    if name == "val_000000.bin": eot_first = first
+print(" ".join(out), total, eot_first)
+EOF
+)
+  want="train_000000.bin:100000:ok train_000001.bin:100000:ok train_000002.bin:100000:ok train_000003.bin:5258:ok val_000000.bin:32768:ok 338026 50256"
+  if [[ $headers == "$want" ]]; then
+    pass "llm.c headers (magic 20240520, version 1, sizes match) and counts 32768 val + 305258 train = 338026 (1 EOT + 338025), EOT first"
+  else
+    fail "prepare headers" "got '$headers', want '$want'"
+  fi
+  grep -qF "wrote 32768 val and 305258 train tokens in 5 shard(s)" "$WORK/prepare.out" &&
+    pass "prepare reports 32768 val and 305258 train tokens in 5 shards" ||
+    fail "prepare summary" "$(tail -1 "$WORK/prepare.out")"
+fi
+
+# JSON-lines input: each line's "text" is a document, preceded by <|endoftext|> (50256).
+printf '{"text": "Hello world"}\n\n{"id": 2, "text": "Second doc here."}\n' >"$WORK/docs.jsonl"
+if expect_ok prepare_jsonl prepare --vocab "$GPT2" --input "$WORK/docs.jsonl" --out "$WORK/jsonl" --val-tokens 0; then
+  tokens=$("$PY" -c "
+import struct,sys; d=open(sys.argv[1],'rb').read(); n=struct.unpack('<3i',d[:12])[2]
+print(n, *struct.unpack('<%dH' % n, d[1024:1024+2*n]))" "$WORK/jsonl/train_000000.bin")
+  want="8 50256 15496 995 50256 12211 2205 994 13"
+  [[ $tokens == "$want" ]] && pass "prepare of JSON lines: 2 documents, EOT before each ($tokens)" ||
+    fail "prepare of JSON lines" "tokens '$tokens', want '$want'"
+fi
+
+# Bad input: exit 2, one line, and no shard left in the (fresh) output directory.
+no_shards() { [[ -z $(find "$1" -name '*.bin' 2>/dev/null) ]]; }
+bad_prepare() {
+  local name=$1 pattern=$2 out=$3
+  shift 3
+  if expect_bad "$name" "$pattern" prepare "$@" --out "$out"; then
+    if no_shards "$out"; then pass "$name: exit 2, $(cat "$WORK/$name.err")"; else
+      fail "$name" "shards left behind: $(find "$out" -name '*.bin' | tr '\n' ' ')"
+    fi
+  fi
+}
+printf '{"text": "fine"}\n{"txt": "no text field"}\n' >"$WORK/notext.jsonl"
+bad_prepare "prepare: missing input" "missing\.txt" "$WORK/p_missing" --vocab "$GPT2" --input "$WORK/missing.txt"
+bad_prepare "prepare: JSON line without text" "notext\.jsonl.*line 2.*text" "$WORK/p_notext" \
+  --vocab "$GPT2" --input "$WORK/notext.jsonl" --val-tokens 0 --shard-tokens 1
+bad_prepare "prepare: gpt2 tokenizer without --vocab" "--vocab" "$WORK/p_novocab" --tokenizer gpt2 --input "$SHAKESPEARE"
+bad_prepare "prepare: --val-tokens beyond the corpus" "val-tokens" "$WORK/p_allval" \
+  --vocab "$GPT2" --input "$SHAKESPEARE" --val-tokens 400000 --shard-tokens 100000
+
+# ------------------------------------------------------------------------------------------------
+echo "== training on token data"
+TINY=(--preset tiny --seq-len 16 --batch-size 4 --threads 1 --device cpu --log-every 100)
+# train_ok NAME SPEC TOKENS: 3 steps on SPEC succeed and read TOKENS training tokens.
+train_ok() {
+  local name=$1 spec=$2 tokens=$3
+  if expect_ok "$name" train "$spec" "${TINY[@]}" --steps 3 --eval-every 0 --out "$WORK/o_$name"; then
+    if grep -qF "| train $tokens tokens" "$WORK/$name.out" && [[ -f $WORK/o_$name/ckpt_00000003.pt ]]; then
+      pass "train 3 steps on $name: $(grep '^data:' "$WORK/$name.out")"
+    else
+      fail "train on $name" "$(grep '^data:' "$WORK/$name.out"), want $tokens tokens and ckpt_00000003.pt"
+    fi
+  fi
+}
+tail -c +1025 "$SHARDS/train_000003.bin" >"$WORK/raw_tokens.bin"  # nanoGPT's train.bin: no header
+"$PY" -c "
+import numpy as np, sys
+np.save(sys.argv[2], np.fromfile(sys.argv[1], dtype=np.uint16, offset=1024))" "$SHARDS/train_000003.bin" "$WORK/tokens.npy" 2>/dev/null
+train_ok shard_dir "$SHARDS" 305258
+train_ok single_bin "$SHARDS/train_000001.bin" 100000
+train_ok glob "$SHARDS/train_00000[12].bin" 200000
+train_ok raw_uint16 "$WORK/raw_tokens.bin" 5258
+if [[ -f $WORK/tokens.npy ]]; then train_ok npy "$WORK/tokens.npy" 5258; else skip "train on .npy: no numpy in '$PY'"; fi
+# The shard directory's val shards are used for validation.
+if expect_ok shard_dir_val train "$SHARDS" "${TINY[@]}" --steps 1 --eval-steps 2 --out "$WORK/o_val"; then
+  grep -q "with validation shards" "$WORK/shard_dir_val.out" && grep -q '"val_loss"' "$WORK/o_val/metrics.jsonl" &&
+    pass "a shard directory's val_* shards give a validation loss" ||
+    fail "validation shards" "$(grep -E '^data:|val loss' "$WORK/shard_dir_val.out")"
+fi
+
+"$PY" - "$SHARDS/train_000003.bin" "$WORK" <<'EOF'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+header = list(struct.unpack("<256i", data[:1024]))
+def write(name, head, body):
+    open(f"{sys.argv[2]}/{name}", "wb").write(struct.pack("<256i", *head) + body)
+h = header[:]; h[2] += 7; write("count_too_big.bin", h, data[1024:])
+h = header[:]; h[2] -= 7; write("count_too_small.bin", h, data[1024:])
+h = header[:]; h[1] = 7; write("bad_version.bin", h, data[1024:])
+open(f"{sys.argv[2]}/short.bin", "wb").write(data[:600])   # llm.c magic, header cut short
+open(f"{sys.argv[2]}/odd.bin", "wb").write(data[1024:1125])  # raw, odd number of bytes
+EOF
+bad_train() {
+  local name=$1 pattern=$2
+  shift 2
+  if expect_bad "$name" "$pattern" train "$@" "${TINY[@]}" --steps 3 --out "$WORK/o_bad_$name"; then
+    if [[ -z $(ckpt_list "$WORK/o_bad_$name") ]]; then pass "$name: exit 2, $(cat "$WORK/$name.err")"; else
+      fail "$name" "a checkpoint was written"
+    fi
+  fi
+}
+bad_train count_too_big "count_too_big\.bin" "$WORK/count_too_big.bin"
+bad_train count_too_small "count_too_small\.bin" "$WORK/count_too_small.bin"
+bad_train bad_version "bad_version\.bin.*version" "$WORK/bad_version.bin"
+bad_train short_file "short\.bin" "$WORK/short.bin"
+bad_train odd_raw_file "odd\.bin" "$WORK/odd.bin"
+bad_train token_out_of_range "train_000000\.bin.*(vocab|range)" "$SHARDS" --vocab-size 100
+bad_train no_matching_shards "nothing_here" "$WORK/nothing_here_*.bin"
+
+# ------------------------------------------------------------------------------------------------
+echo "== exact resume"
+S=16
+K=6
+# resume_check ID LABEL NP ARGS...: S steps straight vs K steps, a stop, and a resume to S; the
+# per-step train losses (and validation losses) in metrics.jsonl must be equal as written, bit for bit.
+resume_check() {
+  local id=$1 label=$2 np=$3
+  shift 3
+  local straight=$WORK/straight_$id resumed=$WORK/resumed_$id
+  local runner=(run)
+  [[ $np -gt 1 ]] && runner=(run_np "$np")
+  local args=("$SHARDS" "${TINY[@]}" --steps $S --eval-every 5 --eval-steps 2 "$@")
+  "${runner[@]}" "straight_$id" train "${args[@]}" --out "$straight"
+  [[ $RC -eq 0 ]] || { fail "$label: straight run" "exit $RC: $(tail -c 300 "$WORK/straight_$id.err")"; return; }
+  "${runner[@]}" "first_$id" train "${args[@]}" --checkpoint-every $K --out "$resumed"
+  [[ $RC -eq 0 ]] || { fail "$label: checkpointed run" "exit $RC: $(tail -c 300 "$WORK/first_$id.err")"; return; }
+  # Stop after step K: later checkpoints and metrics never happened.
+  for f in "$resumed"/ckpt_*; do
+    [[ $(basename "$f") == "$(printf 'ckpt_%08d.pt' $K)" ]] || rm -f "$f"
+  done
+  keep_train_records "$resumed/metrics.jsonl" $K
+  "${runner[@]}" "resume_$id" train "${args[@]}" --checkpoint-every $K --resume auto --out "$resumed"
+  [[ $RC -eq 0 ]] || { fail "$label: resumed run" "exit $RC: $(tail -c 300 "$WORK/resume_$id.err")"; return; }
+  grep -qF "resumed from $resumed/$(printf 'ckpt_%08d.pt' $K) at step $K" "$WORK/resume_$id.out" ||
+    { fail "$label: resume message" "$(grep -i resum "$WORK/resume_$id.out")"; return; }
+  local a b n
+  a=$(train_losses "$straight/metrics.jsonl")
+  b=$(train_losses "$resumed/metrics.jsonl")
+  n=$(grep -c . <<<"$b")
+  if [[ $n -ne $S ]]; then
+    fail "$label: resumed metrics" "$n train records, want $S"
+  elif [[ $a != "$b" ]]; then
+    fail "$label: losses differ after resuming at step $K" "$(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
+  elif [[ $(val_losses "$straight/metrics.jsonl") != "$(val_losses "$resumed/metrics.jsonl")" ]]; then
+    fail "$label: validation losses differ after resuming"
+  elif [[ $(sed -n "$((K + 1))p" <<<"$a") == $(sed -n "$((K + 2))p" <<<"$a") ]]; then
+    fail "$label: the losses do not change from step to step ($(sed -n "$((K + 1))p" <<<"$a"))"
+  else
+    pass "$label: $S steps straight == $K steps + resume to $S (all $S losses bit-identical, e.g. step $K: $(sed -n "$((K + 1))p" <<<"$a"))"
+  fi
+}
+# Dropout and random order: the RNG states and the sampler's generator must come back exactly.
+resume_check np1 "1 rank, dropout 0.1, random order" 1 --dropout 0.1 --data-order random
+if [[ ${#MPIRUN[@]} -gt 0 ]]; then
+  resume_check np2 "2 ranks, sequential order" 2 --data-order sequential
+
+  # A 2-rank sequential checkpoint resumes on 1 rank: same data position (with accumulation 2 a rank
+  # reads what the two did), random streams re-seeded with a note.
+  two=$WORK/resumed_np2
+  mkdir -p "$WORK/cross_seq"
+  ck=$(printf 'ckpt_%08d.pt' $K)
+  if [[ -f "$two/$ck" ]]; then
+    cp "$two/$ck" "$WORK/cross_seq/"
+    if expect_ok cross_seq train "$SHARDS" "${TINY[@]}" --steps $S --eval-every 0 --data-order sequential --grad-accum 2 \
+         --resume auto --out "$WORK/cross_seq"; then
+      if ! grep -qF "note: resuming 2-rank checkpoint on 1 rank" "$WORK/cross_seq.out"; then
+        fail "2-rank sequential checkpoint on 1 rank" "no note: $(grep -i resum "$WORK/cross_seq.out")"
+      else
+        # Same data and weights: the losses equal the 2-rank run's to float tolerance.
+        verdict=$(paste -d' ' <(train_losses "$WORK/straight_np2/metrics.jsonl" | sed -n "$((K + 1)),\$p") \
+                                <(train_losses "$WORK/cross_seq/metrics.jsonl") |
+                  awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > max) max = d } END { printf "%d %.3g", n, max }')
+        read -r n maxdiff <<<"$verdict"
+        if [[ $n -eq $((S - K)) ]] && awk -v m="$maxdiff" 'BEGIN { exit !(m < 1e-4) }'; then
+          pass "2-rank sequential checkpoint resumes on 1 rank (note printed; with --grad-accum 2 the losses of steps $K..$((S - 1)) match the 2-rank run, max diff $maxdiff)"
+        else
+          fail "2-rank sequential checkpoint on 1 rank" "$n losses compared, max difference $maxdiff"
+        fi
+      fi
+    fi
+  else
+    fail "2-rank sequential checkpoint on 1 rank" "no 2-rank checkpoint $ck to resume"
+  fi
+
+  run_np 2 random_2 train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 --data-order random --out "$WORK/random_2"
+  if [[ $RC -ne 0 ]]; then
+    fail "2-rank random-order run" "exit $RC: $(tail -c 300 "$WORK/random_2.err")"
+  elif expect_bad cross_random "2 ranks.*random" train "$SHARDS" "${TINY[@]}" --steps 4 --eval-every 0 --data-order random \
+         --resume auto --out "$WORK/random_2"; then
+    if [[ $(ckpt_list "$WORK/random_2") == "ckpt_00000002.pt " ]]; then
+      pass "a 2-rank random-order checkpoint is refused on 1 rank: $(cat "$WORK/cross_random.err")"
+    else
+      fail "2-rank random checkpoint on 1 rank" "checkpoints after refusal: $(ckpt_list "$WORK/random_2")"
+    fi
+  fi
+else
+  skip "2-rank resume checks: no mpirun"
+fi
+
+# ------------------------------------------------------------------------------------------------
+echo "== checkpoint pruning"
+if expect_ok keep train "$SHARDS" "${TINY[@]}" --steps 8 --eval-every 0 --checkpoint-every 2 --keep-checkpoints 2 \
+     --out "$WORK/keep"; then
+  listing=$(ckpt_list "$WORK/keep")
+  [[ $listing == "ckpt_00000006.pt ckpt_00000008.pt " ]] &&
+    pass "--keep-checkpoints 2 --checkpoint-every 2 over 8 steps keeps the newest two: $listing" ||
+    fail "--keep-checkpoints 2" "left '$listing'"
+fi
+
+# ------------------------------------------------------------------------------------------------
+echo "== eval"
+# A checkpoint trained with --vocab carries the tokenizer; one without needs none for validation loss.
+CKPT=$WORK/eval_model
+if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 --vocab "$GPT2" --out "$CKPT"; then
+  if expect_ok eval_val eval --checkpoint "$CKPT" --val "$SHARDS/val_000000.bin" --eval-steps 2 --batch-size 2 --seq-len 16; then
+    grep -qE "^val loss: [0-9.]+ \(2 batches of 2 x 16 tokens\)" "$WORK/eval_val.out" &&
+      pass "eval --val: $(grep 'val loss' "$WORK/eval_val.out")" || fail "eval --val" "$(cat "$WORK/eval_val.out")"
+  fi
+  if expect_ok eval_val_no_vocab eval --checkpoint "$WORK/o_shard_dir" --val "$SHARDS/val_*" --eval-steps 2 \
+       --batch-size 2 --seq-len 16; then
+    grep -q "^val loss: " "$WORK/eval_val_no_vocab.out" &&
+      pass "eval --val on a checkpoint trained without --vocab: $(grep 'val loss' "$WORK/eval_val_no_vocab.out")" ||
+      fail "eval --val without tokenizer" "$(cat "$WORK/eval_val_no_vocab.out")"
+  fi
+  if [[ -f $HELLASWAG ]]; then
+    if expect_ok eval_hellaswag eval --checkpoint "$CKPT" --hellaswag "$HELLASWAG" --examples 20; then
+      line=$(grep "hellaswag accuracy:" "$WORK/eval_hellaswag.out")
+      if [[ $line =~ ^hellaswag\ accuracy:\ ([0-9.]+)\ \(([0-9]+)/20\ examples ]] &&
+         awk -v a="${BASH_REMATCH[1]}" -v k="${BASH_REMATCH[2]}" 'BEGIN { exit !(a * 20 > k - 0.01 && a * 20 < k + 0.01) }'; then
+        pass "eval --hellaswag --examples 20: $line"
+      else
+        fail "eval --hellaswag" "output: $(cat "$WORK/eval_hellaswag.out")"
+      fi
+    fi
+  else
+    skip "eval --hellaswag: no $HELLASWAG"
+  fi
+  expect_bad eval_no_mode "exactly one of" eval --checkpoint "$CKPT" &&
+    pass "eval without a mode: exit 2, $(cat "$WORK/eval_no_mode.err")"
+  expect_bad eval_two_modes "exactly one of" eval --checkpoint "$CKPT" --val "$SHARDS" --task builtin:sort &&
+    pass "eval with two modes: exit 2, $(cat "$WORK/eval_two_modes.err")"
+fi
+
+finish
