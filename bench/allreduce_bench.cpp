@@ -118,7 +118,8 @@ std::vector<double> time_collective(mygpt::MpiCommunicator& comm, const Options&
   return seconds;
 }
 
-// After an averaging all-reduce every rank must hold the same values: compare checksums with rank 0's.
+// After an averaging all-reduce every rank must hold the same values: the largest and the smallest
+// checksum over the ranks must be equal.
 void require_identical_across_ranks(mygpt::MpiCommunicator& comm, const std::vector<torch::Tensor>& tensors,
                                     const std::string& what) {
   double sum = 0;
@@ -141,7 +142,9 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
   mygpt::MpiCommunicator comm(MPI_COMM_WORLD, mpi.thread_serialized());
 
   // The model's parameters, with gradients of distinct random values per rank.
-  mygpt::Gpt model(mygpt::preset_config(o.preset));
+  mygpt::GptConfig config = mygpt::preset_config(o.preset);
+  if (config.vocab_size <= 0) config.vocab_size = 65;  // character presets take the data's: tinyshakespeare's
+  mygpt::Gpt model(config);
   std::vector<torch::Tensor> params = model->parameters();
   torch::manual_seed(1000 + rank);
   int64_t numel = 0;

@@ -13,7 +13,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-command_line="scripts/bench_allreduce.sh$(printf ' %q' "$@")"
+command_line="scripts/bench_allreduce.sh"
+(( $# )) && command_line+="$(printf ' %q' "$@")"
 
 np=2
 reps=10

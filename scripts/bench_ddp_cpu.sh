@@ -17,7 +17,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-command_line="scripts/bench_ddp_cpu.sh$(printf ' %q' "$@")"
+command_line="scripts/bench_ddp_cpu.sh"
+(( $# )) && command_line+="$(printf ' %q' "$@")"
 
 np=2
 steps=40

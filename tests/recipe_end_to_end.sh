@@ -28,7 +28,8 @@ source "$HERE/../scripts/mpi_env.sh"  # lets Open MPI run as root
 MPIRUN=()
 if [[ -n $MPIRUN_BIN ]] && command -v "$MPIRUN_BIN" >/dev/null 2>&1; then
   MPIRUN=("$MPIRUN_BIN")
-  "$MPIRUN_BIN" --version 2>&1 | grep -q "Open MPI" && MPIRUN+=(--oversubscribe)
+  # Open MPI (its mpiexec says "OpenRTE") refuses more ranks than cores unless told.
+  "$MPIRUN_BIN" --version 2>&1 | grep -qiE "open ?mpi|openrte" && MPIRUN+=(--oversubscribe)
 fi
 PY=python3
 [[ -x $HERE/../.venv/bin/python ]] && PY=$HERE/../.venv/bin/python
@@ -116,74 +117,106 @@ fi
 GPT2=$DATA_DIR/gpt2
 SHAKESPEARE=$DATA_DIR/tinyshakespeare.txt
 HELLASWAG=$DATA_DIR/hellaswag/hellaswag_val_full.txt
-if [[ -z $DATA_DIR || ! -f $GPT2/encoder.json || ! -f $GPT2/vocab.bpe || ! -f $SHAKESPEARE ]]; then
-  skip "prepare, token-data training, resume, eval: the shared data (gpt2/encoder.json, vocab.bpe, tinyshakespeare.txt) is not in '$DATA_DIR'"
-  finish
-fi
+HAVE_DATA=0
+[[ -n $DATA_DIR && -f $GPT2/encoder.json && -f $GPT2/vocab.bpe && -f $SHAKESPEARE ]] && HAVE_DATA=1
 
 # ------------------------------------------------------------------------------------------------
-echo "== prepare"
-SHARDS=$WORK/shards
-if expect_ok prepare prepare --vocab "$GPT2" --input "$SHAKESPEARE" --out "$SHARDS" --val-tokens 32768 --shard-tokens 100000; then
-  listing=$(cd "$SHARDS" && ls -A | tr '\n' ' ')
-  want="train_000000.bin train_000001.bin train_000002.bin train_000003.bin val_000000.bin "
-  if [[ $listing == "$want" ]]; then pass "prepare wrote $listing"; else fail "prepare shards" "got '$listing', want '$want'"; fi
-  # Every header: magic 20240520, version 1, the count that the file size holds; counts as routed.
-  headers=$("$PY" - "$SHARDS" <<'EOF'
+# shard_summary DIR: "name:count:ok|BAD ..." for every shard (magic 20240520, version 1, size = 1024 +
+# 2 x count), the total count, and the first token of val_000000.bin.
+shard_summary() {
+  "$PY" - "$1" <<'EOF_PY'
 import os, struct, sys
 d = sys.argv[1]
-total, out = 0, []
+total, out, first_val = 0, [], None
 for name in sorted(os.listdir(d)):
     data = open(os.path.join(d, name), "rb").read()
     magic, version, count = struct.unpack("<3i", data[:12])
     ok = magic == 20240520 and version == 1 and len(data) == 1024 + 2 * count
-    first = struct.unpack("<H", data[1024:1026])[0]
     out.append(f"{name}:{count}:{'ok' if ok else 'BAD'}")
     total += count
-    if name == "val_000000.bin": eot_first = first
-print(" ".join(out), total, eot_first)
-EOF
-)
-  want="train_000000.bin:100000:ok train_000001.bin:100000:ok train_000002.bin:100000:ok train_000003.bin:5258:ok val_000000.bin:32768:ok 338026 50256"
-  if [[ $headers == "$want" ]]; then
-    pass "llm.c headers (magic 20240520, version 1, sizes match) and counts 32768 val + 305258 train = 338026 (1 EOT + 338025), EOT first"
-  else
-    fail "prepare headers" "got '$headers', want '$want'"
-  fi
-  grep -qF "wrote 32768 val and 305258 train tokens in 5 shard(s)" "$WORK/prepare.out" &&
-    pass "prepare reports 32768 val and 305258 train tokens in 5 shards" ||
-    fail "prepare summary" "$(tail -1 "$WORK/prepare.out")"
-fi
+    if name == "val_000000.bin": first_val = struct.unpack("<H", data[1024:1026])[0]
+print(" ".join(out), total, first_val)
+EOF_PY
+}
+# shard_tokens FILE: the count and the tokens of one llm.c shard.
+shard_tokens() {
+  "$PY" -c "
+import struct, sys
+d = open(sys.argv[1], 'rb').read(); n = struct.unpack('<3i', d[:12])[2]
+print(n, *struct.unpack('<%dH' % n, d[1024:1024 + 2 * n]))" "$1"
+}
+# generate_shards DIR: shards of prepare's sizes below, of random GPT-2 token ids (no data needed).
+generate_shards() {
+  mkdir -p "$1"
+  "$PY" - "$1" <<'EOF_PY'
+import array, random, struct, sys
+rng = random.Random(1337)
+for name, n in [("val_000000", 32768), ("train_000000", 100000), ("train_000001", 100000),
+                ("train_000002", 100000), ("train_000003", 5258)]:
+    tokens = array.array("H", (rng.randrange(50257) for _ in range(n)))
+    with open(f"{sys.argv[1]}/{name}.bin", "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *[0] * 253) + tokens.tobytes())
+EOF_PY
+}
 
-# JSON-lines input: each line's "text" is a document, preceded by <|endoftext|> (50256).
-printf '{"text": "Hello world"}\n\n{"id": 2, "text": "Second doc here."}\n' >"$WORK/docs.jsonl"
-if expect_ok prepare_jsonl prepare --vocab "$GPT2" --input "$WORK/docs.jsonl" --out "$WORK/jsonl" --val-tokens 0; then
-  tokens=$("$PY" -c "
-import struct,sys; d=open(sys.argv[1],'rb').read(); n=struct.unpack('<3i',d[:12])[2]
-print(n, *struct.unpack('<%dH' % n, d[1024:1024+2*n]))" "$WORK/jsonl/train_000000.bin")
-  want="8 50256 15496 995 50256 12211 2205 994 13"
-  [[ $tokens == "$want" ]] && pass "prepare of JSON lines: 2 documents, EOT before each ($tokens)" ||
-    fail "prepare of JSON lines" "tokens '$tokens', want '$want'"
-fi
-
-# Bad input: exit 2, one line, and no shard left in the (fresh) output directory.
-no_shards() { [[ -z $(find "$1" -name '*.bin' 2>/dev/null) ]]; }
+# Bad input to prepare: exit 2, one line, and no shard left in the (fresh) output directory.
 bad_prepare() {
   local name=$1 pattern=$2 out=$3
   shift 3
   if expect_bad "$name" "$pattern" prepare "$@" --out "$out"; then
-    if no_shards "$out"; then pass "$name: exit 2, $(cat "$WORK/$name.err")"; else
+    if [[ -z $(find "$out" -name '*.bin' 2>/dev/null) ]]; then pass "$name: exit 2, $(cat "$WORK/$name.err")"; else
       fail "$name" "shards left behind: $(find "$out" -name '*.bin' | tr '\n' ' ')"
     fi
   fi
 }
-printf '{"text": "fine"}\n{"txt": "no text field"}\n' >"$WORK/notext.jsonl"
-bad_prepare "prepare: missing input" "missing\.txt" "$WORK/p_missing" --vocab "$GPT2" --input "$WORK/missing.txt"
-bad_prepare "prepare: JSON line without text" "notext\.jsonl.*line 2.*text" "$WORK/p_notext" \
-  --vocab "$GPT2" --input "$WORK/notext.jsonl" --val-tokens 0 --shard-tokens 1
-bad_prepare "prepare: gpt2 tokenizer without --vocab" "--vocab" "$WORK/p_novocab" --tokenizer gpt2 --input "$SHAKESPEARE"
-bad_prepare "prepare: --val-tokens beyond the corpus" "val-tokens" "$WORK/p_allval" \
-  --vocab "$GPT2" --input "$SHAKESPEARE" --val-tokens 400000 --shard-tokens 100000
+
+# tinyshakespeare into llm.c shards in $SHARDS (the data of the later parts).
+prepare_checks() {
+  local listing headers tokens want
+  if expect_ok prepare prepare --vocab "$GPT2" --input "$SHAKESPEARE" --out "$SHARDS" --val-tokens 32768 --shard-tokens 100000; then
+    listing=$(cd "$SHARDS" && ls -A | tr '\n' ' ')
+    want="train_000000.bin train_000001.bin train_000002.bin train_000003.bin val_000000.bin "
+    if [[ $listing == "$want" ]]; then pass "prepare wrote $listing"; else fail "prepare shards" "got '$listing', want '$want'"; fi
+    headers=$(shard_summary "$SHARDS")
+    want="train_000000.bin:100000:ok train_000001.bin:100000:ok train_000002.bin:100000:ok train_000003.bin:5258:ok val_000000.bin:32768:ok 338026 50256"
+    if [[ $headers == "$want" ]]; then
+      pass "llm.c headers (magic 20240520, version 1, sizes match); 32768 val + 305258 train = 338026 tokens (1 EOT + 338025), EOT first"
+    else
+      fail "prepare headers" "got '$headers', want '$want'"
+    fi
+    grep -qF "wrote 32768 val and 305258 train tokens in 5 shard(s)" "$WORK/prepare.out" &&
+      pass "prepare reports 32768 val and 305258 train tokens in 5 shards" ||
+      fail "prepare summary" "$(tail -1 "$WORK/prepare.out")"
+  fi
+
+  # JSON lines: each line's "text" is a document, preceded by <|endoftext|> (50256); blank lines skipped.
+  printf '{"text": "Hello world"}\n\n{"id": 2, "text": "Second doc here."}\n' >"$WORK/docs.jsonl"
+  if expect_ok prepare_jsonl prepare --vocab "$GPT2" --input "$WORK/docs.jsonl" --out "$WORK/jsonl" --val-tokens 0; then
+    tokens=$(shard_tokens "$WORK/jsonl/train_000000.bin")
+    want="8 50256 15496 995 50256 12211 2205 994 13"
+    [[ $tokens == "$want" ]] && pass "prepare of JSON lines: 2 documents, EOT before each ($tokens)" ||
+      fail "prepare of JSON lines" "tokens '$tokens', want '$want'"
+  fi
+
+  printf '{"text": "fine"}\n{"txt": "no text field"}\n' >"$WORK/notext.jsonl"
+  bad_prepare "prepare: missing input" "missing\.txt" "$WORK/p_missing" --vocab "$GPT2" --input "$WORK/missing.txt"
+  # --shard-tokens 1: line 1 completes shards before line 2 fails; they must go too.
+  bad_prepare "prepare: JSON line without text" "notext\.jsonl.*line 2.*text" "$WORK/p_notext" \
+    --vocab "$GPT2" --input "$WORK/notext.jsonl" --val-tokens 0 --shard-tokens 1
+  bad_prepare "prepare: gpt2 tokenizer without --vocab" "--vocab" "$WORK/p_novocab" --tokenizer gpt2 --input "$SHAKESPEARE"
+  # --shard-tokens 100000: three val shards are complete before the corpus runs out.
+  bad_prepare "prepare: --val-tokens beyond the corpus" "val-tokens" "$WORK/p_allval" \
+    --vocab "$GPT2" --input "$SHAKESPEARE" --val-tokens 400000 --shard-tokens 100000
+}
+
+echo "== prepare"
+SHARDS=$WORK/shards
+if [[ $HAVE_DATA -eq 1 ]]; then
+  prepare_checks
+else
+  skip "prepare: the shared data (gpt2/encoder.json, vocab.bpe, tinyshakespeare.txt) is not in '$DATA_DIR'; the parts below train on generated shards"
+  generate_shards "$SHARDS"
+fi
 
 # ------------------------------------------------------------------------------------------------
 echo "== training on token data"
@@ -348,7 +381,9 @@ fi
 echo "== eval"
 # A checkpoint trained with --vocab carries the tokenizer; one without needs none for validation loss.
 CKPT=$WORK/eval_model
-if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 --vocab "$GPT2" --out "$CKPT"; then
+VOCAB=()
+[[ $HAVE_DATA -eq 1 ]] && VOCAB=(--vocab "$GPT2")
+if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 "${VOCAB[@]}" --out "$CKPT"; then
   if expect_ok eval_val eval --checkpoint "$CKPT" --val "$SHARDS/val_000000.bin" --eval-steps 2 --batch-size 2 --seq-len 16; then
     grep -qE "^val loss: [0-9.]+ \(2 batches of 2 x 16 tokens\)" "$WORK/eval_val.out" &&
       pass "eval --val: $(grep 'val loss' "$WORK/eval_val.out")" || fail "eval --val" "$(cat "$WORK/eval_val.out")"
@@ -359,7 +394,7 @@ if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 --
       pass "eval --val on a checkpoint trained without --vocab: $(grep 'val loss' "$WORK/eval_val_no_vocab.out")" ||
       fail "eval --val without tokenizer" "$(cat "$WORK/eval_val_no_vocab.out")"
   fi
-  if [[ -f $HELLASWAG ]]; then
+  if [[ $HAVE_DATA -eq 1 && -f $HELLASWAG ]]; then
     if expect_ok eval_hellaswag eval --checkpoint "$CKPT" --hellaswag "$HELLASWAG" --examples 20; then
       line=$(grep "hellaswag accuracy:" "$WORK/eval_hellaswag.out")
       if [[ $line =~ ^hellaswag\ accuracy:\ ([0-9.]+)\ \(([0-9]+)/20\ examples ]] &&
@@ -370,7 +405,7 @@ if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 --
       fi
     fi
   else
-    skip "eval --hellaswag: no $HELLASWAG"
+    skip "eval --hellaswag: no GPT-2 vocabulary or no $HELLASWAG"
   fi
   expect_bad eval_no_mode "exactly one of" eval --checkpoint "$CKPT" &&
     pass "eval without a mode: exit 2, $(cat "$WORK/eval_no_mode.err")"

@@ -97,12 +97,13 @@ void GradientSynchronizer::launch(Bucket& bucket) {
     const auto& p = params_[bucket.params[i]];
     auto slot = bucket.flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel());
     if (p.grad().defined()) {
-      slot.copy_(p.grad().reshape({-1}));
+      // Scaling on the way in makes the all-reduce a plain sum: one pass over the bytes fewer.
+      torch::mul_out(slot, p.grad().reshape({-1}), 1.0 / comm_.world_size());
     } else {
       slot.zero_();  // a parameter the loss did not reach contributes zero, on every rank alike
     }
   }
-  bucket.pending = comm_.all_reduce_async(bucket.flat, ReduceOp::Average);
+  bucket.pending = comm_.all_reduce_async(bucket.flat, ReduceOp::Sum);
 }
 
 void GradientSynchronizer::finish() {
