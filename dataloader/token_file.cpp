@@ -298,6 +298,12 @@ TokenLayout parse_layout(const std::filesystem::path& path, std::span<const std:
   if (bytes.size() % 2 != 0) {
     fail(path, "odd size " + std::to_string(bytes.size()) + " bytes: not a raw uint16 token file");
   }
+  // An llm.c header whose magic alone is damaged (version 1, a count matching the size) would
+  // otherwise train silently on its header ints as tokens.
+  if (bytes.size() >= kLlmcHeaderBytes && read_le<int32_t>(bytes, 4) == 1 &&
+      static_cast<uint64_t>(read_le<int32_t>(bytes, 8)) * 2 + kLlmcHeaderBytes == bytes.size()) {
+    fail(path, "looks like an llm.c shard with a damaged magic number (expected 20240520)");
+  }
   return {TokenFileFormat::raw_uint16, 0, bytes.size() / 2};
 }
 

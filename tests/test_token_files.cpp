@@ -185,6 +185,10 @@ TEST_F(TokenFilesTest, RejectsCorruptLlmcFiles) {
   std::string llama = llmc_bytes(tokens);
   llama.replace(0, 4, int32_bytes({20240801}));
   expect_rejected("llama.bin", llama, "LLaMA-3");
+  // Only the magic damaged: the rest of the header still describes the file, so it is not raw tokens.
+  std::string damaged = llmc_bytes(tokens);
+  damaged.replace(0, 4, int32_bytes({20240521}));
+  expect_rejected("damaged_magic.bin", damaged, "damaged magic");
 }
 
 TEST_F(TokenFilesTest, RejectsCorruptNpyFiles) {

@@ -137,7 +137,7 @@ int64_t Trainer::restore(LoadedCheckpoint& ckpt) {
     p_.train_loader->load_state(ckpt.extra["loader"][0].clone());
     torch::manual_seed(options_.seed + static_cast<uint64_t>(ckpt.meta.step) * 1000003ULL + static_cast<uint64_t>(rank));
     p_.output->print("note: resuming " + std::to_string(saved_world) + "-rank checkpoint on " + std::to_string(world) +
-                     " ranks: data position kept, random streams re-seeded (not bit-identical)");
+                     " rank(s): data position kept, random streams re-seeded (not bit-identical)");
   } else {
     throw std::invalid_argument("the checkpoint was written by " + std::to_string(saved_world) +
                                 " ranks; with --data-order random it resumes only on the same number of ranks");
