@@ -22,6 +22,7 @@
 #include "trainer/communicator.h"
 #include "trainer/run_output.h"
 #include "trainer/trainer.h"
+#include "tests/scratch_dir.h"
 
 namespace mygpt {
 namespace {
@@ -29,38 +30,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kVocab = 19;
-
-// std::filesystem::remove_all must not be called here: the PyPI libtorch exports its own copy of
-// libstdc++'s filesystem functions, which wins over libstdc++'s (libtorch.so comes first in the link)
-// and whose remove_all jumps to a null pointer on a non-empty directory. Remove the tree by hand.
-void remove_tree(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(fs::symlink_status(path, ec))) {
-    std::vector<fs::path> children;
-    for (const auto& entry : fs::directory_iterator(path, ec)) children.push_back(entry.path());
-    for (const auto& child : children) remove_tree(child);
-  }
-  fs::remove(path, ec);
-}
-
-// A fresh directory per test, removed afterwards.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("mygpt_checkpoint_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    remove_tree(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() { remove_tree(path_); }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 GptConfig tiny_config() {
   GptConfig c;
