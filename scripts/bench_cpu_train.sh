@@ -16,7 +16,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-command_line="scripts/bench_cpu_train.sh$(printf ' %q' "$@")"
+command_line="scripts/bench_cpu_train.sh"
+[[ $# -gt 0 ]] && command_line+="$(printf ' %q' "$@")"
 
 threads_list="1 2"
 configs="small shakespeare-char"
@@ -36,7 +37,7 @@ while [[ $# -gt 0 ]]; do
     --skip) skip="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
     --no-append) append=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_cpu_train.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
