@@ -15,7 +15,10 @@
 # whole optimizer step: batch, forward, backward, gradient all-reduce, clip, AdamW, loss.item(); with
 # N ranks rank 0's clock). tok/s = B x T x ranks / median step time. Both sides draw the same initial
 # weights and read the same batches, so their losses must agree step by step (the table shows the
-# largest difference). The C++ all-reduce wait is the trainer's own sync_wait_ms (how long the step
+# largest difference). Each run goes through scripts/bench/step_cpu_monitor.py, which sums the CPU
+# time of the run's whole process tree (all ranks, their communication threads included) over the
+# same steps: on a machine other jobs share, CPU s per step is the steadier measure of the work, and
+# it exposes busy-waiting. The C++ all-reduce wait is the trainer's own sync_wait_ms (how long the step
 # waits for gradient buckets after backward; median). --model-flags (e.g. "--n-layer 2") shrinks the
 # model on both sides, for a quick check of the script itself.
 set -euo pipefail
@@ -51,11 +54,12 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench_gpt2_cpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-(( steps > skip )) || { echo "bench_gpt2_cpu.sh: --steps must exceed --skip" >&2; exit 2; }
+(( steps > skip && skip >= 1 )) || { echo "bench_gpt2_cpu.sh: need --steps > --skip >= 1" >&2; exit 2; }
 
 binary="$repo/build/mygpt-ddp"
 python="$repo/.venv/bin/python"
 twin="$repo/scripts/bench/pytorch_gpt2_cpu.py"
+monitor="$repo/scripts/bench/step_cpu_monitor.py"
 [[ -x "$binary" ]] || { echo "bench_gpt2_cpu.sh: $binary is missing; run scripts/setup.sh first" >&2; exit 1; }
 [[ -x "$python" ]] || { echo "bench_gpt2_cpu.sh: $python is missing; run scripts/setup.sh first" >&2; exit 1; }
 [[ -f "$text" ]] || { echo "bench_gpt2_cpu.sh: text file $text is missing" >&2; exit 1; }
@@ -106,6 +110,8 @@ run() {
     cmd+=(--data "$shards" --threads "$t" --skip-steps "$skip" --metrics "$work/$name.jsonl" "${common[@]}")
   fi
   echo "\$ OMP_NUM_THREADS=$t ${cmd[*]}" >"$work/$name.cmd"
+  # The CPU window: from the end of step skip-1 to the end of the last step, the steps the median covers.
+  cmd=("$python" "$monitor" --from-step "$((skip - 1))" --to-step "$((steps - 1))" -- "${cmd[@]}")
   OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" "${cmd[@]}" >"$work/$name.log" 2>&1 || {
     cat "$work/$name.log" >&2; echo "bench_gpt2_cpu.sh: the $side run on $world rank(s) failed" >&2; exit 1; }
   if [[ $side == cpp ]]; then
@@ -113,6 +119,7 @@ run() {
     rm -rf "${work:?}/$name"  # the final checkpoint: 1.5 GB for gpt2
   fi
   grep -E '^step +[0-9]+ \|' "$work/$name.log" | sed 's/ | mfu.*//' | tail -n "$steps"
+  grep '^CPU_WINDOW' "$work/$name.log" || true
 }
 
 start_s=$SECONDS
@@ -128,10 +135,13 @@ import json, statistics, sys
 work, skip, batch, seq, ranks, threads = sys.argv[1], *map(int, sys.argv[2:])
 def steps(name):
     return [r for r in map(json.loads, open(f"{work}/{name}.jsonl")) if "loss" in r]
+def cpu_window(name):
+    lines = [l for l in open(f"{work}/{name}.log") if l.startswith("CPU_WINDOW ")]
+    return json.loads(lines[-1][len("CPU_WINDOW "):]) if lines else None
 print("| ranks x threads | C++ step ms (median) | C++ tok/s | Python step ms (median) | Python tok/s "
-      "| C++/Python speed | C++ / Python step ms, fastest | C++ grad all-reduce wait ms | max abs loss diff "
-      "| loss step 0 -> last |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "| C++/Python speed | C++ / Python CPU s per step, all ranks | C++/Python speed by CPU time "
+      "| C++ / Python step ms, fastest | C++ grad all-reduce wait ms | max abs loss diff | loss step 0 -> last |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 rate = {}
 for tag, world, t in (("1", 1, threads), ("n", ranks, 1)):
     cpp, py = steps(f"cpp-{tag}"), steps(f"py-{tag}")
@@ -140,8 +150,14 @@ for tag, world, t in (("1", 1, threads), ("n", ranks, 1)):
     tokens = batch * seq * world
     rate[tag] = {k: tokens / (m / 1000) for k, m in med.items()}
     dloss = max(abs(a["loss"] - b["loss"]) for a, b in zip(cpp, py))
+    cw = {k: cpu_window(f"{k}-{tag}") for k in ("cpp", "py")}
+    if all(cw.values()):
+        cpu_cols = (f"{cw['cpp']['cpu_s_per_step']:.2f} / {cw['py']['cpu_s_per_step']:.2f} "
+                    f"| {cw['py']['cpu_s_per_step'] / cw['cpp']['cpu_s_per_step']:.2f}")
+    else:
+        cpu_cols = "n/a | n/a"
     print(f"| {world} x {t} | {med['cpp']:.0f} | {rate[tag]['cpp']:.1f} | {med['py']:.0f} | {rate[tag]['py']:.1f} "
-          f"| {med['py'] / med['cpp']:.2f} | {min(dt['cpp']):.0f} / {min(dt['py']):.0f} "
+          f"| {med['py'] / med['cpp']:.2f} | {cpu_cols} | {min(dt['cpp']):.0f} / {min(dt['py']):.0f} "
           f"| {statistics.median(r.get('sync_wait_ms', 0.0) for r in cpp[skip:]):.0f} | {dloss:.1e} "
           f"| {cpp[0]['loss']:.4f} -> {cpp[-1]['loss']:.4f} |")
 print(f"\n{ranks} ranks vs 1 rank, tok/s: C++ {rate['n']['cpp'] / rate['1']['cpp']:.2f}x, "
