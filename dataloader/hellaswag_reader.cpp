@@ -1,5 +1,7 @@
 #include "dataloader/hellaswag_reader.h"
 
+#include "dataloader/text_codec.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -135,6 +137,22 @@ std::vector<HellaSwagExample> read_hellaswag(const std::filesystem::path& path) 
   const std::string_view content = trim(text);
   if (content.empty()) throw std::invalid_argument(path.string() + ": HellaSwag file is empty");
   return content.front() == '{' ? read_jsonl(text, path) : read_six_line_tasks(text, path);
+}
+
+std::vector<TokenizedHellaSwag> read_tokenized_hellaswag(const std::filesystem::path& path, const TextCodec& codec,
+                                                         int64_t limit) {
+  std::vector<HellaSwagExample> examples = read_hellaswag(path);
+  if (limit > 0 && static_cast<size_t>(limit) < examples.size()) examples.resize(static_cast<size_t>(limit));
+  std::vector<TokenizedHellaSwag> out;
+  out.reserve(examples.size());
+  for (const HellaSwagExample& ex : examples) {
+    TokenizedHellaSwag t;
+    t.context = codec.encode(ex.context);
+    for (size_t k = 0; k < 4; ++k) t.endings[k] = codec.encode(" " + ex.endings[k]);
+    t.label = ex.label;
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 }  // namespace mygpt

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,5 +31,19 @@ struct HellaSwagExample {
 // file whose line count is not a multiple of 6) throws std::invalid_argument with a one-line
 // message naming the file and, where there is one, the line number.
 std::vector<HellaSwagExample> read_hellaswag(const std::filesystem::path& path);
+
+class TextCodec;
+
+// An example as the scorer takes it: token ids of the context and of " " + each ending.
+struct TokenizedHellaSwag {
+  std::vector<int64_t> context;
+  std::array<std::vector<int64_t>, 4> endings;
+  int label = 0;
+};
+
+// Reads path and tokenizes its first `limit` examples (all when limit is 0): only what is scored
+// is encoded, since BPE over all 10k validation examples takes seconds.
+std::vector<TokenizedHellaSwag> read_tokenized_hellaswag(const std::filesystem::path& path, const TextCodec& codec,
+                                                         int64_t limit);
 
 }  // namespace mygpt

@@ -45,18 +45,8 @@ int evaluate_val_loss(const po::variables_map& v, InferenceModel& m, const torch
 
 int evaluate_hellaswag_file(const po::variables_map& v, InferenceModel& m, const torch::Device& device, bool bf16) {
   if (m.codec->kind() != "gpt2") throw std::invalid_argument("HellaSwag needs a GPT-2-tokenizer model (give --vocab DIR)");
-  // Tokenizes only the examples that are scored: BPE over all 10k validation examples takes seconds.
-  std::vector<HellaSwagExample> read = read_hellaswag(v["hellaswag"].as<std::string>());
   const int64_t limit = non_negative(v, "examples");
-  if (limit > 0 && static_cast<size_t>(limit) < read.size()) read.resize(static_cast<size_t>(limit));
-  std::vector<TokenizedHellaSwag> examples;
-  for (const HellaSwagExample& ex : read) {
-    TokenizedHellaSwag t;
-    t.context = m.codec->encode(ex.context);
-    for (size_t k = 0; k < 4; ++k) t.endings[k] = m.codec->encode(" " + ex.endings[k]);
-    t.label = ex.label;
-    examples.push_back(std::move(t));
-  }
+  const auto examples = read_tokenized_hellaswag(v["hellaswag"].as<std::string>(), *m.codec, limit);
   LocalCommunicator single;
   const HellaSwagResult r = evaluate_hellaswag(m.model, examples, limit, single, device, bf16);
   std::cout << strprintf("hellaswag accuracy: %.4f (%lld/%lld examples, length-normalized)", r.accuracy(),

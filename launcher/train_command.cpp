@@ -38,19 +38,7 @@ std::vector<TokenizedHellaSwag> load_hellaswag(const po::variables_map& v, const
     throw std::invalid_argument("--hellaswag needs the GPT-2 tokenizer: give --vocab DIR (and GPT-2 token data)");
   }
   const auto codec = make_text_codec("gpt2", data.tokenizer_data);
-  std::vector<HellaSwagExample> examples = read_hellaswag(v["hellaswag"].as<std::string>());
-  // Only the examples that will be scored are tokenized (BPE over all 10k takes seconds).
-  const int64_t limit = non_negative(v, "hellaswag-examples");
-  if (limit > 0 && static_cast<size_t>(limit) < examples.size()) examples.resize(static_cast<size_t>(limit));
-  std::vector<TokenizedHellaSwag> out;
-  for (const HellaSwagExample& ex : examples) {
-    TokenizedHellaSwag t;
-    t.context = codec->encode(ex.context);
-    for (size_t k = 0; k < 4; ++k) t.endings[k] = codec->encode(" " + ex.endings[k]);
-    t.label = ex.label;
-    out.push_back(std::move(t));
-  }
-  return out;
+  return read_tokenized_hellaswag(v["hellaswag"].as<std::string>(), *codec, non_negative(v, "hellaswag-examples"));
 }
 
 // A fresh run, or the checkpoint --resume names: "auto" takes the newest in --out when there is one.

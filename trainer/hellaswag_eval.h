@@ -7,16 +7,11 @@
 #include <array>
 #include <vector>
 
+#include "dataloader/hellaswag_reader.h"
 #include "model/gpt.h"
 #include "trainer/communicator.h"
 
 namespace mygpt {
-
-struct TokenizedHellaSwag {
-  std::vector<int64_t> context;
-  std::array<std::vector<int64_t>, 4> endings;  // each already starts with its leading space
-  int label = 0;
-};
 
 struct HellaSwagResult {
   int64_t correct = 0;
