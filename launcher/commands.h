@@ -1,7 +1,7 @@
 #pragma once
 // The subcommands. Each returns the process exit code; bad input throws std::invalid_argument.
 #include "launcher/cli.h"
-#include "launcher/mpi_world.h"
+#include "distributed/mpi_world.h"
 
 namespace mygpt {
 

@@ -10,7 +10,7 @@
 
 #include "launcher/cli.h"
 #include "launcher/commands.h"
-#include "launcher/mpi_world.h"
+#include "distributed/mpi_world.h"
 
 namespace {
 

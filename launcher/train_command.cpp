@@ -14,7 +14,7 @@
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
-#include "launcher/job_communicators.h"
+#include "distributed/job_communicators.h"
 #include "launcher/recipe.h"
 #include "launcher/stop_signal.h"
 #include "model/sampling.h"

@@ -54,7 +54,7 @@ if [[ ! -x "$built" || "$repo/bench/allreduce_bench.cpp" -nt "$built" ]]; then
   echo "building mygpt_allreduce_bench (log: build/bench_allreduce.build.log)"
   cmake --build "$repo/build" --target mygpt_allreduce_bench -j "$jobs" >"$repo/build/bench_allreduce.build.log" 2>&1 || {
     tail -n 20 "$repo/build/bench_allreduce.build.log" >&2
-    echo "bench_allreduce.sh: cannot build mygpt_allreduce_bench (is add_subdirectory(bench) in CMakeLists.txt?)" >&2
+    echo "bench_allreduce.sh: cannot build mygpt_allreduce_bench (is add_subdirectory(scripts/bench) in CMakeLists.txt?)" >&2
     exit 1
   }
 fi

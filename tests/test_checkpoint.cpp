@@ -19,7 +19,7 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
-#include "trainer/communicator.h"
+#include "distributed/communicator.h"
 #include "trainer/run_output.h"
 #include "trainer/trainer.h"
 #include "tests/scratch_dir.h"

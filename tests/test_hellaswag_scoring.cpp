@@ -16,7 +16,7 @@
 #include "launcher/cli.h"
 #include "launcher/recipe.h"
 #include "model/gpt.h"
-#include "trainer/communicator.h"
+#include "distributed/communicator.h"
 #include "trainer/hellaswag_eval.h"
 
 namespace mygpt {

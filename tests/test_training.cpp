@@ -16,7 +16,7 @@
 #include "dataloader/token_source.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
-#include "trainer/communicator.h"
+#include "distributed/communicator.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/run_output.h"
 #include "trainer/train_options.h"

@@ -9,7 +9,7 @@
 
 #include "dataloader/hellaswag_reader.h"
 #include "model/gpt.h"
-#include "trainer/communicator.h"
+#include "distributed/communicator.h"
 
 namespace mygpt {
 

@@ -1,7 +1,5 @@
 #include "trainer/run_output.h"
 
-#include <cstdarg>
-#include <cstdio>
 #include <iostream>
 #include <stdexcept>
 
@@ -27,19 +25,6 @@ void RunOutput::metrics(const nlohmann::json& record) {
   if (!writes_ || !metrics_.is_open()) return;
   metrics_ << record.dump() << '\n';
   metrics_.flush();
-}
-
-std::string strprintf(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  va_list copy;
-  va_copy(copy, args);
-  const int n = std::vsnprintf(nullptr, 0, format, copy);
-  va_end(copy);
-  std::string out(static_cast<size_t>(n), '\0');
-  std::vsnprintf(out.data(), out.size() + 1, format, args);
-  va_end(args);
-  return out;
 }
 
 }  // namespace mygpt

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strprintf.h"
+
 namespace mygpt {
 
 class RunOutput {
@@ -28,8 +30,5 @@ class RunOutput {
   std::filesystem::path out_dir_;
   std::ofstream metrics_;
 };
-
-// printf-style formatting into a std::string (GCC 12 has no std::format).
-std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace mygpt

@@ -21,12 +21,12 @@
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/token_source.h"
-#include "launcher/job_communicators.h"
-#include "launcher/mpi_communicator.h"
-#include "launcher/mpi_world.h"
+#include "distributed/job_communicators.h"
+#include "distributed/mpi_communicator.h"
+#include "distributed/mpi_world.h"
 #include "model/gpt.h"
-#include "trainer/communicator.h"
-#include "trainer/gradient_sync.h"
+#include "distributed/communicator.h"
+#include "distributed/gradient_sync.h"
 
 namespace mygpt {
 namespace {

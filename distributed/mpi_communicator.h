@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "trainer/communicator.h"
+#include "distributed/communicator.h"
 
 namespace mygpt {
 

@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "launcher/mpi_world.h"
-#include "trainer/communicator.h"
+#include "distributed/mpi_world.h"
+#include "distributed/communicator.h"
 
 namespace mygpt {
 

@@ -1,4 +1,4 @@
-#include "trainer/gradient_sync.h"
+#include "distributed/gradient_sync.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>

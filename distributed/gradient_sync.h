@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "trainer/communicator.h"
+#include "distributed/communicator.h"
 
 namespace mygpt {
 

@@ -1,4 +1,4 @@
-#include "launcher/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 
 #include <stdexcept>
 

@@ -28,11 +28,11 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/mpi_communicator.h"
-#include "launcher/mpi_world.h"
+#include "distributed/mpi_communicator.h"
+#include "distributed/mpi_world.h"
 #include "model/gpt.h"
 #include "model/gpt_config.h"
-#include "trainer/gradient_sync.h"
+#include "distributed/gradient_sync.h"
 
 namespace {
 

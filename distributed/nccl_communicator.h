@@ -3,7 +3,7 @@
 // and nccl.h are found; elsewhere make_nccl_communicator throws (nccl_unavailable.cpp).
 #include <memory>
 
-#include "launcher/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 
 namespace mygpt {
 

@@ -1,4 +1,4 @@
-#include "launcher/mpi_world.h"
+#include "distributed/mpi_world.h"
 
 #include <cstdlib>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "trainer/communicator.h"
+#include "distributed/communicator.h"
 
 namespace mygpt {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // The one interface through which the trainer talks to other ranks. Backends (local, MPI, NCCL) live
-// in launcher/; the trainer never knows which one it holds.
+// beside it in distributed/; the trainer never knows which one it holds.
 #include <torch/torch.h>
 
 #include <memory>

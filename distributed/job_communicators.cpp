@@ -1,9 +1,9 @@
-#include "launcher/job_communicators.h"
+#include "distributed/job_communicators.h"
 
 #include <stdexcept>
 
-#include "launcher/mpi_communicator.h"
-#include "launcher/nccl_communicator.h"
+#include "distributed/mpi_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 namespace mygpt {
 

@@ -1,7 +1,7 @@
 // Chosen by CMake when the build has no NCCL (no CUDA LibTorch or no nccl.h).
 #include <stdexcept>
 
-#include "launcher/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 namespace mygpt {
 

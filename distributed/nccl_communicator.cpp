@@ -1,6 +1,6 @@
 // NCCL backend. Collectives run on LibTorch's current CUDA stream, except all_reduce_async, which
 // runs on a side stream so that gradient buckets are reduced while backward keeps computing.
-#include "launcher/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>

@@ -1,0 +1,152 @@
+#include "common/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace mygpt {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quoted(std::string_view what, const fs::path& path) { return std::string(what) + " '" + path.string() + "'"; }
+
+// Owns a file descriptor; closes it on every exit path.
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+[[noreturn]] void write_failed(const fs::path& target, const char* action, int error) {
+  throw OutputFileError("cannot write " + target.string() + ": " + action + ": " + std::strerror(error));
+}
+
+// ".<name>.tmp.<pid>": hidden, so folder listings (shard folders) pass over it.
+std::string temporary_name(const std::string& name) {
+  std::string temp(".");
+  temp += name;
+  temp += ".tmp.";
+  temp += std::to_string(::getpid());
+  return temp;
+}
+
+}  // namespace
+
+void require_regular_file(const fs::path& path, std::string_view what) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) throw std::invalid_argument(quoted(what, path) + " does not exist");
+  if (fs::is_directory(status)) throw std::invalid_argument(quoted(what, path) + " is a directory, not a file");
+  if (!fs::is_regular_file(status)) {
+    throw std::invalid_argument(quoted(what, path) + " is not a regular file (a pipe, socket or device)");
+  }
+}
+
+std::string read_whole_file(const fs::path& path, std::string_view what, std::size_t max_bytes) {
+  require_regular_file(path, what);
+  // O_NONBLOCK: should the path be swapped for a FIFO after the check above, open still returns.
+  const Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) throw std::invalid_argument("cannot read " + quoted(what, path) + ": " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw std::invalid_argument(quoted(what, path) + " is not a regular file");
+  }
+  if (static_cast<std::size_t>(info.st_size) > max_bytes) {
+    throw std::invalid_argument(quoted(what, path) + " is too large (" + std::to_string(info.st_size) + " bytes)");
+  }
+  std::string bytes(static_cast<std::size_t>(info.st_size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::invalid_argument("cannot read " + quoted(what, path) + ": " + std::strerror(errno));
+    if (n == 0) break;  // the file shrank while we read it
+    done += static_cast<std::size_t>(n);
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
+AtomicFileWriter::AtomicFileWriter(fs::path target) : target_(std::move(target)) {
+  const fs::path folder = target_.parent_path().empty() ? fs::path(".") : target_.parent_path();
+  temp_ = folder / temporary_name(target_.filename().string());
+  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) write_failed(target_, "cannot create a temporary file", errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_.c_str());
+}
+
+void AtomicFileWriter::write(const void* data, std::size_t size) {
+  const auto* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) write_failed(target_, "write failed", errno);
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+    written_ += static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  // The data must be on disk before the rename publishes it, or a power cut can leave the new name
+  // pointing at an empty file.
+  if (::fsync(fd_) != 0) write_failed(target_, "fsync failed", errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) write_failed(target_, "close failed", errno);
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) write_failed(target_, "rename failed", errno);
+  committed_ = true;
+  sync_directory(target_.parent_path().empty() ? fs::path(".") : target_.parent_path());
+}
+
+void write_file_atomically(const fs::path& target, std::string_view bytes) {
+  AtomicFileWriter writer(target);
+  writer.write(bytes);
+  writer.commit();
+}
+
+bool is_atomic_writer_temporary(const fs::path& path, std::string_view target_prefix) {
+  const std::string name = path.filename().string();
+  return name.size() > 1 && name[0] == '.' && name.compare(1, target_prefix.size(), target_prefix) == 0 &&
+         name.find(".tmp.") != std::string::npos;
+}
+
+void sync_directory(const fs::path& directory) {
+  const Descriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0) ::fsync(fd.get());
+}
+
+void create_output_directory(const fs::path& directory, std::string_view what) {
+  std::error_code ec;
+  const auto status = fs::status(directory, ec);
+  if (fs::exists(status) && !fs::is_directory(status)) {
+    throw std::invalid_argument(std::string(what) + " '" + directory.string() + "' exists and is not a directory");
+  }
+  fs::create_directories(directory, ec);
+  if (ec) {
+    throw std::invalid_argument(std::string(what) + " '" + directory.string() + "' cannot be created: " + ec.message());
+  }
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    throw std::invalid_argument(std::string(what) + " '" + directory.string() + "' is not writable: " +
+                                std::strerror(errno));
+  }
+}
+
+}  // namespace mygpt

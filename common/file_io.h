@@ -1,0 +1,68 @@
+#pragma once
+// Reading whole files and writing files that are never seen half-written. Every room uses these, so
+// that each input file is checked the same way and each output file is published the same way.
+#include <cstddef>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace mygpt {
+
+// A failure to write an output file (no space, no permission, read-only): bad input in the sense of
+// the exit codes, since the user chose where output goes, so it derives from std::invalid_argument.
+class OutputFileError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Throws std::invalid_argument "<what> '<path>' does not exist" (or "is a directory", "is not a regular
+// file") unless path names a regular file (following links). Checked before opening, because a FIFO
+// blocks an open forever and a device such as /dev/zero never ends.
+void require_regular_file(const std::filesystem::path& path, std::string_view what);
+
+// The file's bytes. what names the file's role in messages ("data file", "config file", ...).
+// Refuses non-regular files (above) and files larger than max_bytes.
+std::string read_whole_file(const std::filesystem::path& path, std::string_view what,
+                            std::size_t max_bytes = std::size_t{64} << 30);
+
+// Writes `target` so that no reader, crash or power cut ever sees a partial file under its name: the
+// bytes go to a hidden temporary file in the same folder (".<name>.tmp.<pid>"), which commit() flushes
+// to disk (fsync), renames over the target and makes durable by syncing the folder, the sequence
+// llm.c and Megatron use. Destroyed without commit(), the temporary file is removed. A write that
+// fails (a full disk, say) throws OutputFileError naming the target and the system's reason.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::filesystem::path target);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, std::size_t size);
+  void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
+  std::size_t bytes_written() const { return written_; }
+  void commit();
+
+  const std::filesystem::path& target() const { return target_; }
+
+ private:
+  std::filesystem::path target_, temp_;
+  int fd_ = -1;
+  std::size_t written_ = 0;
+  bool committed_ = false;
+};
+
+void write_file_atomically(const std::filesystem::path& target, std::string_view bytes);
+
+// The temporary name AtomicFileWriter uses for target's folder and name: ".<name>.tmp.<pid>".
+bool is_atomic_writer_temporary(const std::filesystem::path& path, std::string_view target_prefix);
+
+// Syncs a folder so that a rename or unlink inside it survives a power cut (best effort: some file
+// systems refuse fsync on folders).
+void sync_directory(const std::filesystem::path& directory);
+
+// Creates the folder (and its parents) where output goes; a path that names a file, or a folder that
+// cannot be created, is std::invalid_argument naming `what` (for example "--out").
+void create_output_directory(const std::filesystem::path& directory, std::string_view what);
+
+}  // namespace mygpt
