@@ -8,7 +8,7 @@ namespace mygpt {
 namespace {
 
 void require_enough_tokens(const TokenSource& source, int64_t batch_size, int64_t seq_len) {
-  if (batch_size <= 0 || seq_len <= 0) throw std::invalid_argument("batch size and sequence length must be positive");
+  if (batch_size <= 0 || seq_len <= 0) throw std::logic_error("batch size and sequence length must be positive");
   const uint64_t needed = static_cast<uint64_t>(batch_size * seq_len) + 1;
   if (source.size() < needed) {
     throw std::invalid_argument("data holds " + std::to_string(source.size()) + " tokens, fewer than one batch needs (" +
@@ -27,11 +27,18 @@ Batch to_device(const torch::Tensor& x, const torch::Tensor& y, const torch::Dev
 
 }  // namespace
 
+std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<const TokenSource> source,
+                                               int64_t batch_size, int64_t seq_len, uint64_t seed, int rank,
+                                               int world_size) {
+  if (order == DataOrder::random) return std::make_unique<RandomBatchSampler>(std::move(source), batch_size, seq_len, seed, rank);
+  return std::make_unique<ShardedBatchLoader>(std::move(source), batch_size, seq_len, rank, world_size);
+}
+
 ShardedBatchLoader::ShardedBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size,
                                        int64_t seq_len, int rank, int world_size)
     : source_(std::move(source)), batch_size_(batch_size), seq_len_(seq_len), rank_(rank), world_size_(world_size) {
   require_enough_tokens(*source_, batch_size, seq_len);
-  if (world_size <= 0 || rank < 0 || rank >= world_size) throw std::invalid_argument("bad rank/world size");
+  if (world_size <= 0 || rank < 0 || rank >= world_size) throw std::logic_error("bad rank/world size");
 }
 
 uint64_t ShardedBatchLoader::chunks_per_epoch() const {

@@ -28,7 +28,17 @@ class BatchLoader {
   // The loader's position as a tensor, for checkpoints; load_state restores it exactly.
   virtual torch::Tensor state() const = 0;
   virtual void load_state(const torch::Tensor& state) = 0;
+  // True when every rank holds the same state, which then also means the same on another number of
+  // ranks (the sequential position counts the chunks of all ranks); false for per-rank streams.
+  virtual bool state_shared_by_all_ranks() const = 0;
 };
+
+// How a training loader walks the data: consecutive chunks sharded across ranks, or random offsets.
+enum class DataOrder { sequential, random };
+
+std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<const TokenSource> source,
+                                               int64_t batch_size, int64_t seq_len, uint64_t seed, int rank,
+                                               int world_size);
 
 class ShardedBatchLoader final : public BatchLoader {
  public:
@@ -38,6 +48,7 @@ class ShardedBatchLoader final : public BatchLoader {
   Batch next(const torch::Device& device) override;
   torch::Tensor state() const override;
   void load_state(const torch::Tensor& state) override;
+  bool state_shared_by_all_ranks() const override { return true; }
 
   void reset() { position_ = 0; }
   uint64_t position() const { return position_; }
@@ -58,6 +69,7 @@ class RandomBatchSampler final : public BatchLoader {
   Batch next(const torch::Device& device) override;
   torch::Tensor state() const override;
   void load_state(const torch::Tensor& state) override;
+  bool state_shared_by_all_ranks() const override { return false; }
 
  private:
   std::shared_ptr<const TokenSource> source_;

@@ -1,4 +1,5 @@
 #include "dataloader/gpt2_bpe_tokenizer.h"
+#include "common/file_io.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -73,20 +74,6 @@ std::optional<std::string> bytes_of_alphabet_spelling(std::string_view spelling)
   return bytes;
 }
 
-std::string read_whole_file(const fs::path& path) {
-  std::error_code error;
-  if (!fs::is_regular_file(path, error)) {
-    throw std::invalid_argument(path.string() + ": file not found (or not a regular file)");
-  }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw std::invalid_argument(path.string() + ": cannot open for reading");
-  std::string text(static_cast<std::size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) throw std::invalid_argument(path.string() + ": read error");
-  return text;
-}
-
 struct TransparentStringHash {
   using is_transparent = void;
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
@@ -96,7 +83,7 @@ using StringMap = std::unordered_map<std::string, Value, TransparentStringHash, 
 
 // Reads encoder.json into id -> raw bytes; returns vocabulary string -> id for parsing the merges.
 StringMap<int32_t> read_encoder_json(const fs::path& path, std::vector<std::string>& token_bytes) {
-  const std::string text = read_whole_file(path);
+  const std::string text = read_whole_file(path, "GPT-2 vocabulary file");
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
@@ -199,7 +186,7 @@ class MergeTable {
 };
 
 MergeTable read_vocab_bpe(const fs::path& path, const StringMap<int32_t>& ids_by_spelling) {
-  const std::string text = read_whole_file(path);
+  const std::string text = read_whole_file(path, "GPT-2 vocabulary file");
   MergeTable merges(Gpt2BpeTokenizer::kMergeCount);
   std::size_t line_number = 0;
   for (std::size_t pos = 0; pos < text.size();) {

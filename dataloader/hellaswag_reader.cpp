@@ -1,4 +1,5 @@
 #include "dataloader/hellaswag_reader.h"
+#include "common/file_io.h"
 
 #include "dataloader/text_codec.h"
 
@@ -13,20 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::size_t kLinesPerTextTask = 6;  // context, label, 4 endings
-
-std::string read_whole_file(const fs::path& path) {
-  std::error_code error;
-  if (!fs::is_regular_file(path, error)) {
-    throw std::invalid_argument(path.string() + ": HellaSwag file not found (or not a regular file)");
-  }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw std::invalid_argument(path.string() + ": cannot open for reading");
-  std::string text(static_cast<std::size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) throw std::invalid_argument(path.string() + ": read error");
-  return text;
-}
 
 // The file's lines without their line ends; a final newline does not start another line.
 std::vector<std::string_view> split_lines(std::string_view text) {
@@ -131,7 +118,7 @@ std::vector<HellaSwagExample> read_six_line_tasks(std::string_view text, const f
 }  // namespace
 
 std::vector<HellaSwagExample> read_hellaswag(const std::filesystem::path& path) {
-  const std::string file = read_whole_file(path);
+  const std::string file = read_whole_file(path, "HellaSwag file");
   std::string_view text = file;
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte order mark
   const std::string_view content = trim(text);

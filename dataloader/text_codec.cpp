@@ -16,7 +16,7 @@ class CharCodec final : public TextCodec {
   std::string decode(const std::vector<int64_t>& ids) const override { return tokenizer_.decode(ids); }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
   int64_t end_of_text() const override { return -1; }
-  std::string kind() const override { return "char"; }
+  TokenizerKind kind() const override { return TokenizerKind::character; }
   std::string data() const override { return tokenizer_.vocabulary(); }
 
  private:
@@ -43,7 +43,7 @@ class Gpt2Codec final : public TextCodec {
   }
   int64_t vocab_size() const override { return static_cast<int64_t>(tokenizer_.vocab_size()); }
   int64_t end_of_text() const override { return tokenizer_.eot_token(); }
-  std::string kind() const override { return "gpt2"; }
+  TokenizerKind kind() const override { return TokenizerKind::gpt2; }
   std::string data() const override { return dir_; }
 
  private:
@@ -53,10 +53,29 @@ class Gpt2Codec final : public TextCodec {
 
 }  // namespace
 
-std::unique_ptr<TextCodec> make_text_codec(const std::string& kind, const std::string& data) {
-  if (kind == "char") return std::make_unique<CharCodec>(CharTokenizer::from_vocabulary(data));
-  if (kind == "gpt2") return std::make_unique<Gpt2Codec>(data);
-  throw std::invalid_argument("unknown tokenizer '" + kind + "' (expected char or gpt2)");
+std::string_view tokenizer_kind_name(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::none: return "none";
+    case TokenizerKind::character: return "char";
+    case TokenizerKind::gpt2: return "gpt2";
+  }
+  throw std::logic_error("unnamed tokenizer kind");
+}
+
+TokenizerKind parse_tokenizer_kind(std::string_view name) {
+  for (TokenizerKind kind : {TokenizerKind::none, TokenizerKind::character, TokenizerKind::gpt2}) {
+    if (tokenizer_kind_name(kind) == name) return kind;
+  }
+  throw std::invalid_argument("unknown tokenizer '" + std::string(name) + "' (expected char or gpt2)");
+}
+
+std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string& data) {
+  switch (kind) {
+    case TokenizerKind::character: return std::make_unique<CharCodec>(CharTokenizer::from_vocabulary(data));
+    case TokenizerKind::gpt2: return std::make_unique<Gpt2Codec>(data);
+    case TokenizerKind::none: break;
+  }
+  throw std::invalid_argument("a model trained on token data without --vocab has no tokenizer: give --vocab DIR");
 }
 
 std::unique_ptr<TextCodec> make_char_codec_for(std::string_view text) {

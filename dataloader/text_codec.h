@@ -1,6 +1,6 @@
 #pragma once
-// One face for both tokenizers, as commands and checkpoints need it: a kind ("char" or "gpt2") and
-// the data that rebuilds it (the character vocabulary, or the directory of GPT-2's vocabulary files).
+// One face for both tokenizers, as commands and checkpoints need it: a kind and the data that rebuilds
+// it (the character vocabulary, or the directory of GPT-2's vocabulary files).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,6 +9,15 @@
 
 namespace mygpt {
 
+// Which tokenizer a model's ids belong to: characters of a text (the vocabulary travels with the
+// model), GPT-2's BPE (OpenAI's files in a folder), or none (token data trained without --vocab).
+enum class TokenizerKind { none, character, gpt2 };
+
+// "none", "char" or "gpt2": the names in checkpoints and on the command line.
+std::string_view tokenizer_kind_name(TokenizerKind kind);
+// The inverse; an unknown name throws std::invalid_argument.
+TokenizerKind parse_tokenizer_kind(std::string_view name);
+
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
@@ -16,12 +25,12 @@ class TextCodec {
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;     // ids are below this (before padding)
   virtual int64_t end_of_text() const = 0;    // -1 when the tokenizer has none
-  virtual std::string kind() const = 0;       // "char" or "gpt2"
+  virtual TokenizerKind kind() const = 0;
   virtual std::string data() const = 0;       // what make_text_codec needs to rebuild it
 };
 
-// Throws std::invalid_argument for an unknown kind or unusable data (e.g. missing vocabulary files).
-std::unique_ptr<TextCodec> make_text_codec(const std::string& kind, const std::string& data);
+// Throws std::invalid_argument for unusable data (e.g. missing vocabulary files), and for kind none.
+std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string& data);
 // A character tokenizer over the characters of text.
 std::unique_ptr<TextCodec> make_char_codec_for(std::string_view text);
 

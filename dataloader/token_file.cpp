@@ -23,11 +23,9 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr int32_t kLlmcMagic = 20240520;
-constexpr int32_t kLlmcVersion = 1;
 // llm.c's LLaMA-3 shards hold uint32 tokens; recognised only to refuse them clearly.
 constexpr int32_t kLlmcLlama3Magic = 20240801;
-constexpr std::size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
+constexpr std::size_t kLlmcHeaderBytes = kLlmcHeaderInts * sizeof(int32_t);
 constexpr std::string_view kNpyMagic{"\x93NUMPY", 6};
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& problem) {
@@ -302,7 +300,7 @@ TokenLayout parse_layout(const std::filesystem::path& path, std::span<const std:
   // otherwise train silently on its header ints as tokens.
   if (bytes.size() >= kLlmcHeaderBytes && read_le<int32_t>(bytes, 4) == 1 &&
       static_cast<uint64_t>(read_le<int32_t>(bytes, 8)) * 2 + kLlmcHeaderBytes == bytes.size()) {
-    fail(path, "looks like an llm.c shard with a damaged magic number (expected 20240520)");
+    fail(path, "looks like an llm.c shard with a damaged magic number (expected " + std::to_string(kLlmcMagic) + ")");
   }
   return {TokenFileFormat::raw_uint16, 0, bytes.size() / 2};
 }
@@ -392,6 +390,19 @@ void TokenFile::read(uint64_t offset, std::size_t count, int64_t* out) const {
   }
   const uint16_t* source = tokens_.data() + offset;
   std::copy(source, source + count, out);
+}
+
+bool looks_like_token_file(const std::filesystem::path& path) {
+  const auto ext = path.extension().string();
+  if (ext == ".bin" || ext == ".npy") return true;
+  char head[8] = {};
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return false;
+  const ssize_t n = ::read(fd.get(), head, sizeof head);
+  if (n >= static_cast<ssize_t>(kNpyMagic.size()) && std::memcmp(head, kNpyMagic.data(), kNpyMagic.size()) == 0) return true;
+  int32_t magic = 0;
+  std::memcpy(&magic, head, sizeof magic);
+  return n >= 4 && magic == kLlmcMagic;
 }
 
 }  // namespace mygpt

@@ -39,6 +39,15 @@ class MappedFile {
 
 enum class TokenFileFormat { llmc_bin, npy, raw_uint16 };
 
+// llm.c's shard header: 256 little-endian int32, [0] the magic, [1] the version, [2] the token count.
+inline constexpr int32_t kLlmcMagic = 20240520;
+inline constexpr int32_t kLlmcVersion = 1;
+inline constexpr std::size_t kLlmcHeaderInts = 256;
+
+// Whether a file holds tokens rather than text: it starts with the llm.c or numpy magic, or it has the
+// .bin/.npy name that nanoGPT and build-nanogpt give their token files. Reads at most 8 bytes.
+bool looks_like_token_file(const std::filesystem::path& path);
+
 std::string_view format_name(TokenFileFormat format);
 
 class TokenFile {

@@ -1,5 +1,7 @@
 #include "dataloader/token_shard_writer.h"
 
+#include "dataloader/token_file.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,9 +21,6 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr int32_t kLlmcMagic = 20240520;
-constexpr int32_t kLlmcVersion = 1;
-constexpr std::size_t kLlmcHeaderInts = 256;
 // Tokens are gathered into writes of this many, so appending one token at a
 // time does not cost one system call per token.
 constexpr std::size_t kBufferTokens = std::size_t{1} << 19;

@@ -12,14 +12,14 @@ MPI_Datatype mpi_type(const torch::Tensor& t) {
     case torch::kLong: return MPI_INT64_T;
     case torch::kInt: return MPI_INT32_T;
     case torch::kByte: return MPI_UINT8_T;
-    default: throw std::invalid_argument(std::string("MPI backend cannot reduce tensors of type ") +
+    default: throw std::logic_error(std::string("MPI backend cannot reduce tensors of type ") +
                                          c10::toString(t.scalar_type()));
   }
 }
 
 void require_cpu_contiguous(const torch::Tensor& t) {
   if (!t.device().is_cpu() || !t.is_contiguous()) {
-    throw std::invalid_argument("MPI backend needs contiguous CPU tensors");
+    throw std::logic_error("MPI backend needs contiguous CPU tensors");
   }
 }
 
@@ -109,7 +109,7 @@ void MpiCommunicator::all_reduce(torch::Tensor& tensor, ReduceOp op) {
 
 std::unique_ptr<PendingCollective> MpiCommunicator::all_reduce_async(torch::Tensor tensor, ReduceOp op) {
   require_cpu_contiguous(tensor);
-  if (tensor.numel() > std::numeric_limits<int>::max()) throw std::invalid_argument("tensor too large for one MPI call");
+  if (tensor.numel() > std::numeric_limits<int>::max()) throw std::logic_error("tensor too large for one MPI call");
   return std::make_unique<FuturePending>(submit([this, tensor, op]() mutable { reduce_now(tensor, op); }));
 }
 

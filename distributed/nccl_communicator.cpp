@@ -29,7 +29,7 @@ ncclDataType_t nccl_type(const torch::Tensor& t) {
     case torch::kLong: return ncclInt64;
     case torch::kInt: return ncclInt32;
     case torch::kByte: return ncclUint8;
-    default: throw std::invalid_argument("NCCL backend cannot reduce this tensor type");
+    default: throw std::logic_error("NCCL backend cannot reduce this tensor type");
   }
 }
 
@@ -166,7 +166,7 @@ class NcclCommunicator final : public Communicator {
                              (detail.empty() ? "" : " (" + detail + ")"));
   }
   void require_cuda(const torch::Tensor& t) const {
-    if (!t.is_cuda() || !t.is_contiguous()) throw std::invalid_argument("NCCL backend needs contiguous CUDA tensors");
+    if (!t.is_cuda() || !t.is_contiguous()) throw std::logic_error("NCCL backend needs contiguous CUDA tensors");
   }
 
   int rank_, size_, device_index_;

@@ -1,14 +1,59 @@
 #pragma once
-// The subcommands. Each returns the process exit code; bad input throws std::invalid_argument.
-#include "launcher/cli.h"
+// The commands of mygpt-ddp. One table drives both dispatch and help: each command has a name, a usage
+// line, its options table and its run function. A run function returns the exit code; bad input throws
+// std::invalid_argument (exit 2).
+#include <functional>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "distributed/mpi_world.h"
+#include "launcher/option_table.h"
 
 namespace mygpt {
 
-int run_train(const po::variables_map& values, const MpiSession& mpi);
-int run_generate(const po::variables_map& values);
-int run_eval(const po::variables_map& values);
-int run_prepare(const po::variables_map& values);
-int run_plan(const po::variables_map& values);
+struct Command {
+  std::string name;
+  std::string usage;    // after "mygpt-ddp ": "train [DATA] [options]"
+  std::string summary;  // one line in the command list
+  std::function<po::options_description()> options;
+  std::function<int(const std::vector<std::string>& args, const MpiSession& mpi)> run;
+  // The value of every option a run with these arguments uses, as "name=value" lines.
+  std::function<std::string(const std::vector<std::string>& args)> option_values;
+};
+
+const std::vector<Command>& command_table();
+// Every command with every option: `mygpt-ddp --help`.
+std::string usage_text();
+
+// A Command from an options table and a function of the parsed options. Commands that are not
+// multi_rank refuse to run in a world of several ranks.
+template <typename Config>
+Command make_command(std::string name, std::string usage, std::string summary, bool multi_rank,
+                     const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const MpiSession&)) {
+  Command c{name, usage, std::move(summary), nullptr, nullptr, nullptr};
+  c.options = [name, table] { return table().description(name + " options"); };
+  c.option_values = [table](const std::vector<std::string>& args) { return table().to_text(table().parse(args).config); };
+  c.run = [name, usage, multi_rank, table, run](const std::vector<std::string>& args, const MpiSession& mpi) {
+    const Parsed<Config> parsed = table().parse(args);
+    if (parsed.help) {
+      std::cout << "usage: mygpt-ddp " << usage << "\n\n" << table().description(name + " options") << std::endl;
+      return 0;
+    }
+    if (!multi_rank && mpi.world().world_size > 1) {
+      throw std::invalid_argument("'" + name + "' runs in one process: start it without mpirun");
+    }
+    return run(parsed, mpi);
+  };
+  return c;
+}
+
+// Each command's Command, defined beside its run function.
+Command train_command();
+Command plan_command();
+Command generate_command();
+Command eval_command();
+Command prepare_command();
 
 }  // namespace mygpt

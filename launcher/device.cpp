@@ -35,6 +35,4 @@ void seed_everything(uint64_t seed) {
   torch::manual_seed(seed);
 }
 
-std::string describe_device(const torch::Device& device) { return device.str(); }
-
 }  // namespace mygpt

@@ -14,7 +14,4 @@ torch::Device pick_device(const std::string& spec, int local_rank = 0, int local
 // Seeds the CPU generator and, where present, every CUDA device and MPS.
 void seed_everything(uint64_t seed);
 
-// Human-readable device name for the "device: ..." line.
-std::string describe_device(const torch::Device& device);
-
 }  // namespace mygpt

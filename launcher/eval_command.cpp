@@ -2,8 +2,10 @@
 // token data, HellaSwag accuracy, or held-out accuracy on a built-in task.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
+#include "common/strprintf.h"
 #include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
 #include "dataloader/hellaswag_reader.h"
@@ -12,54 +14,85 @@
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
 #include "launcher/inference_model.h"
+#include "launcher/shared_flags.h"
 #include "model/sampling.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/mixed_precision.h"
-#include "trainer/run_output.h"
 
 namespace mygpt {
 namespace {
 
-int evaluate_val_loss(const po::variables_map& v, InferenceModel& m, const torch::Device& device, bool bf16) {
+struct EvalFlags {
+  std::optional<std::string> checkpoint;
+  std::optional<std::string> val, hellaswag, task;
+  int64_t examples{};
+  int64_t eval_steps{};
+  int64_t batch_size{};
+  int64_t seq_len{};
+  int64_t show{};
+  Precision precision{};
+  std::optional<std::string> vocab;
+  std::string device;
+};
+
+const OptionTable<EvalFlags>& eval_flag_table() {
+  static const OptionTable<EvalFlags> table = [] {
+    using E = EvalFlags;
+    OptionTable<E> t;
+    t.group("What to evaluate (one of --val, --hellaswag, --task)");
+    checkpoint_flag(t, &E::checkpoint);
+    t.add("val", &E::val, "validation loss on token data (file, shard folder or glob)");
+    t.add("hellaswag", &E::hellaswag, "HellaSwag accuracy (official jsonl or llama.cpp's 6-line text)");
+    t.add("task", &E::task, "held-out accuracy on a built-in task such as builtin:sort (greedy decoding)");
+    t.add("examples", &E::examples, "examples to score; 0 means all (builtin task: 200)").init(0).check(non_negative);
+    t.add("eval-steps", &E::eval_steps, "validation batches (--val)").init(20).check(positive);
+    t.add("batch-size", &E::batch_size, "validation batch rows (--val)").init(8).check(positive);
+    t.add("seq-len", &E::seq_len, "validation row length; 0 means the block size (--val)").init(0).check(non_negative);
+    t.add("show", &E::show, "builtin task examples to print").init(5).check(non_negative);
+    precision_flag(t, &E::precision);
+    vocab_flag(t, &E::vocab);
+    device_flag(t, &E::device);
+    return t;
+  }();
+  return table;
+}
+
+int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device& device, bool bf16) {
   const GptConfig& config = m.model->config();
-  auto tokens = std::make_shared<TokenStream>(expand_token_paths(v["val"].as<std::string>()),
-                                              static_cast<uint32_t>(config.vocab_size));
-  int64_t seq_len = non_negative(v, "seq-len");
-  if (seq_len == 0) seq_len = config.block_size;
+  auto tokens = std::make_shared<TokenStream>(expand_token_paths(*f.val), static_cast<uint32_t>(config.vocab_size));
+  const int64_t seq_len = f.seq_len == 0 ? config.block_size : f.seq_len;
   if (seq_len > config.block_size) throw std::invalid_argument("--seq-len exceeds the model's block size");
-  ShardedBatchLoader loader(tokens, positive(v, "batch-size"), seq_len);
-  const int64_t steps = positive(v, "eval-steps");
+  ShardedBatchLoader loader(tokens, f.batch_size, seq_len);
   torch::NoGradGuard no_grad;
   double sum = 0;
-  for (int64_t i = 0; i < steps; ++i) {
+  for (int64_t i = 0; i < f.eval_steps; ++i) {
     Batch batch = loader.next(device);
     AutocastScope autocast(device, bf16);
     sum += m.model->loss(batch.x, batch.y).item<double>();
   }
-  std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(steps),
-                         static_cast<long long>(steps), static_cast<long long>(v["batch-size"].as<int64_t>()),
+  std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(f.eval_steps),
+                         static_cast<long long>(f.eval_steps), static_cast<long long>(f.batch_size),
                          static_cast<long long>(seq_len))
             << std::endl;
   return 0;
 }
 
-int evaluate_hellaswag_file(const po::variables_map& v, InferenceModel& m, const torch::Device& device, bool bf16) {
-  if (m.codec->kind() != "gpt2") throw std::invalid_argument("HellaSwag needs a GPT-2-tokenizer model (give --vocab DIR)");
-  const int64_t limit = non_negative(v, "examples");
-  const auto examples = read_tokenized_hellaswag(v["hellaswag"].as<std::string>(), *m.codec, limit);
+int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::Device& device, bool bf16) {
+  if (m.codec->kind() != TokenizerKind::gpt2) {
+    throw std::invalid_argument("HellaSwag needs a GPT-2-tokenizer model (give --vocab DIR)");
+  }
+  const auto examples = read_tokenized_hellaswag(*f.hellaswag, *m.codec, f.examples);
   LocalCommunicator single;
-  const HellaSwagResult r = evaluate_hellaswag(m.model, examples, limit, single, device, bf16);
+  const HellaSwagResult r = evaluate_hellaswag(m.model, examples, f.examples, single, device, bf16);
   std::cout << strprintf("hellaswag accuracy: %.4f (%lld/%lld examples, length-normalized)", r.accuracy(),
                          static_cast<long long>(r.correct), static_cast<long long>(r.total))
             << std::endl;
   return 0;
 }
 
-int evaluate_builtin_task(const po::variables_map& v, InferenceModel& m, const torch::Device& device) {
-  int64_t count = non_negative(v, "examples");
-  if (count == 0) count = 200;
-  const auto examples = builtin_heldout_examples(v["task"].as<std::string>(), static_cast<size_t>(count));
-  const int64_t show = non_negative(v, "show");
+int evaluate_builtin_task(const EvalFlags& f, InferenceModel& m, const torch::Device& device) {
+  const int64_t count = f.examples == 0 ? 200 : f.examples;
+  const auto examples = builtin_heldout_examples(*f.task, static_cast<size_t>(count));
   int64_t correct = 0, shown = 0;
   SamplingOptions greedy{/*max_new_tokens=*/0, /*temperature=*/0.0, /*top_k=*/0};
   for (const TaskExample& e : examples) {
@@ -71,7 +104,7 @@ int evaluate_builtin_task(const po::variables_map& v, InferenceModel& m, const t
         m.codec->decode(std::vector<int64_t>(tail.data_ptr<int64_t>(), tail.data_ptr<int64_t>() + tail.numel()));
     const bool ok = answer == e.answer;
     correct += ok ? 1 : 0;
-    if (shown++ < show) {
+    if (shown++ < f.show) {
       std::cout << "  " << e.prompt << answer.substr(0, answer.find('\n'))
                 << (ok ? "   ok" : "   WRONG (expected " + e.answer.substr(0, e.answer.find('\n')) + ")") << "\n";
     }
@@ -83,32 +116,35 @@ int evaluate_builtin_task(const po::variables_map& v, InferenceModel& m, const t
   return 0;
 }
 
-}  // namespace
-
-int run_eval(const po::variables_map& v) {
-  const int modes = static_cast<int>(v.count("val") + v.count("hellaswag") + v.count("task"));
+int run_eval(const Parsed<EvalFlags>& flags, const MpiSession&) {
+  const EvalFlags& f = flags.config;
+  const int modes = static_cast<int>(f.val.has_value()) + static_cast<int>(f.hellaswag.has_value()) +
+                    static_cast<int>(f.task.has_value());
   if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag or --task");
-  const torch::Device device = pick_device(v["device"].as<std::string>());
+  const torch::Device device = pick_device(f.device);
   std::cout << "device: " << device_name(device) << std::endl;
-  const std::string precision = v["precision"].as<std::string>();
-  if (precision != "auto" && precision != "fp32" && precision != "bf16") {
-    throw std::invalid_argument("--precision must be auto, fp32 or bf16");
-  }
-  const bool bf16 = precision == "bf16" || (precision == "auto" && device.is_cuda());
-  if (v.count("val")) {
+  const bool bf16 = resolve_precision(f.precision, device) == Precision::bf16;
+  if (f.val) {
     // Token data needs no tokenizer, and a model trained on it without --vocab has none.
-    LoadedCheckpoint ckpt = load_checkpoint(resolve_checkpoint(v["checkpoint"].as<std::string>()));
+    const Checkpoint ckpt = load_checkpoint(resolve_checkpoint(*f.checkpoint));
     InferenceModel m;
     m.meta = ckpt.meta;
-    m.model = ckpt.model;
+    m.model = model_from_checkpoint(ckpt);
     m.model->to(device);
     m.model->eval();
-    return evaluate_val_loss(v, m, device, bf16);
+    return evaluate_val_loss(f, m, device, bf16);
   }
-  InferenceModel m = load_inference_model(v["checkpoint"].as<std::string>(), device,
-                                          v.count("vocab") ? v["vocab"].as<std::string>() : "");
-  if (v.count("hellaswag")) return evaluate_hellaswag_file(v, m, device, bf16);
-  return evaluate_builtin_task(v, m, device);
+  InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
+  if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, bf16);
+  return evaluate_builtin_task(f, m, device);
+}
+
+}  // namespace
+
+Command eval_command() {
+  return make_command<EvalFlags>("eval", "eval --checkpoint PATH (--val DATA | --hellaswag FILE | --task NAME) [options]",
+                                 "validation loss, HellaSwag or built-in task accuracy of a model",
+                                 /*multi_rank=*/false, &eval_flag_table, &run_eval);
 }
 
 }  // namespace mygpt

@@ -1,40 +1,74 @@
 // `mygpt-ddp generate`: samples from a checkpoint. Same seed and device give the same text.
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
 #include "launcher/inference_model.h"
+#include "launcher/shared_flags.h"
 #include "model/sampling.h"
 
 namespace mygpt {
+namespace {
 
-int run_generate(const po::variables_map& v) {
-  const torch::Device device = pick_device(v["device"].as<std::string>());
+struct GenerateFlags {
+  std::optional<std::string> checkpoint;
+  std::string prompt;
+  int64_t max_new_tokens{};
+  double temperature{};
+  int64_t top_k{};
+  int64_t num_samples{};
+  uint64_t seed{};
+  std::string device;
+  std::optional<std::string> vocab;
+};
+
+const OptionTable<GenerateFlags>& generate_flag_table() {
+  static const OptionTable<GenerateFlags> table = [] {
+    using G = GenerateFlags;
+    OptionTable<G> t;
+    t.group("Sampling");
+    checkpoint_flag(t, &G::checkpoint);
+    t.add("prompt", &G::prompt, "text the samples continue").init("\n").check(not_empty);
+    t.add("max-new-tokens", &G::max_new_tokens, "tokens to generate per sample").init(200).check(non_negative);
+    t.add("temperature", &G::temperature, "softmax temperature; 0 is greedy").init(0.8).check(non_negative);
+    t.add("top-k", &G::top_k, "sample among the k most likely tokens; 0 keeps all").init(0).check(non_negative);
+    t.add("num-samples", &G::num_samples, "independent samples").init(1).check(positive);
+    seed_flag(t, &G::seed);
+    device_flag(t, &G::device);
+    vocab_flag(t, &G::vocab);
+    return t;
+  }();
+  return table;
+}
+
+int run_generate(const Parsed<GenerateFlags>& flags, const MpiSession&) {
+  const GenerateFlags& f = flags.config;
+  const torch::Device device = pick_device(f.device);
   std::cout << "device: " << device_name(device) << std::endl;
-  SamplingOptions sampling;
-  sampling.max_new_tokens = non_negative(v, "max-new-tokens");
-  sampling.temperature = v["temperature"].as<double>();
-  sampling.top_k = non_negative(v, "top-k");
-  if (sampling.temperature < 0) throw std::invalid_argument("--temperature must not be negative");
-  const int64_t num_samples = positive(v, "num-samples");
+  const SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k};
+  InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
+  const std::vector<int64_t> prompt_ids = m.codec->encode(f.prompt);
 
-  InferenceModel m = load_inference_model(v["checkpoint"].as<std::string>(), device,
-                                          v.count("vocab") ? v["vocab"].as<std::string>() : "");
-  const std::string prompt = v["prompt"].as<std::string>();
-  if (prompt.empty()) throw std::invalid_argument("--prompt must not be empty");
-  const std::vector<int64_t> prompt_ids = m.codec->encode(prompt);
-
-  seed_everything(v["seed"].as<uint64_t>());
+  seed_everything(f.seed);
   auto prompt_tensor = torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device);
-  for (int64_t i = 0; i < num_samples; ++i) {
+  for (int64_t i = 0; i < f.num_samples; ++i) {
     auto out = generate(m.model, prompt_tensor, sampling).squeeze(0).to(torch::kCPU);
     std::vector<int64_t> ids(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel());
-    if (num_samples > 1) std::cout << "--- sample " << i + 1 << " ---\n";
+    if (f.num_samples > 1) std::cout << "--- sample " << i + 1 << " ---\n";
     std::cout << m.codec->decode(ids) << std::endl;
   }
   return 0;
+}
+
+}  // namespace
+
+Command generate_command() {
+  return make_command<GenerateFlags>("generate", "generate --checkpoint PATH [options]",
+                                     "sample text from a trained model", /*multi_rank=*/false, &generate_flag_table,
+                                     &run_generate);
 }
 
 }  // namespace mygpt

@@ -8,49 +8,35 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli.h"
-#include "launcher/commands.h"
 #include "distributed/mpi_world.h"
+#include "launcher/commands.h"
 
 namespace {
 
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
-// LibTorch messages can span lines (and carry backtraces); the contract is one line.
-std::string first_line(const std::string& message) { return message.substr(0, message.find('\n')); }
+std::string command_names() {
+  std::string names;
+  for (const auto& c : mygpt::command_table()) names += (names.empty() ? "" : ", ") + c.name;
+  return names;
+}
 
 int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
-  if (argc < 2) {
-    std::cerr << "mygpt-ddp: error: missing command (train, generate, eval, prepare, plan; see mygpt-ddp --help)"
-              << std::endl;
-    return kExitBadInput;
-  }
-  const std::string command = argv[1];
-  if (command == "--help" || command == "-h" || command == "help") {
-    std::cout << mygpt::usage_text() << "\n";
+  if (argc < 2) throw std::invalid_argument("missing command (" + command_names() + "; see mygpt-ddp --help)");
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    std::cout << mygpt::usage_text() << std::endl;
     return 0;
   }
-  const std::vector<std::string> args(argv + 2, argv + argc);
-  const mygpt::ParsedCommand parsed = mygpt::parse_command(command, args);
-  if (parsed.help) {
-    if (command == "train") std::cout << "usage: mygpt-ddp train [DATA] [options]\n\n" << mygpt::train_options_description();
-    if (command == "generate") std::cout << "usage: mygpt-ddp generate --checkpoint PATH [options]\n\n" << mygpt::generate_options_description();
-    if (command == "eval") std::cout << "usage: mygpt-ddp eval --checkpoint PATH [options]\n\n" << mygpt::eval_options_description();
-    if (command == "prepare") std::cout << "usage: mygpt-ddp prepare --input FILE... --out DIR [options]\n\n" << mygpt::prepare_options_description();
-    if (command == "plan") std::cout << "usage: mygpt-ddp plan [DATA] [train options]\n\n" << mygpt::train_options_description();
-    std::cout << std::endl;
-    return 0;
+  for (const auto& command : mygpt::command_table()) {
+    if (command.name == name) return command.run(std::vector<std::string>(argv + 2, argv + argc), mpi);
   }
-  if (command == "train") return mygpt::run_train(parsed.values, mpi);
-  if (mpi.world().world_size > 1) {
-    throw std::invalid_argument("'" + command + "' runs in one process: start it without mpirun");
-  }
-  if (command == "generate") return mygpt::run_generate(parsed.values);
-  if (command == "prepare") return mygpt::run_prepare(parsed.values);
-  if (command == "plan") return mygpt::run_plan(parsed.values);
-  return mygpt::run_eval(parsed.values);
+  throw std::invalid_argument("unknown command '" + name + "' (expected " + command_names() + ")");
 }
+
+// LibTorch messages can span lines (and carry backtraces); the contract is one line.
+std::string first_line(const std::string& message) { return message.substr(0, message.find('\n')); }
 
 // Reports an error in one line. In a job of several ranks the line names the rank, and the whole job
 // is brought down, so that no other rank waits forever in a collective for this one.

@@ -2,17 +2,19 @@
 // training) and prints its size, the work per step and an estimate of the memory one rank needs.
 #include <iostream>
 
+#include "common/strprintf.h"
 #include "launcher/commands.h"
-#include "launcher/recipe.h"
+#include "launcher/train_flags.h"
 #include "model/gpt.h"
-#include "trainer/run_output.h"
 
 namespace mygpt {
+namespace {
 
-int run_plan(const po::variables_map& v) {
-  const GptConfig config = model_config_from(v, positive(v, "vocab-size"));
-  const torch::Device device(v["device"].as<std::string>() == "cuda" ? torch::kCUDA : torch::kCPU);
-  const TrainOptions o = train_options_from(v, config, device, /*world_size=*/1);
+int run_plan(const Parsed<TrainFlags>& flags, const MpiSession&) {
+  const GptConfig config = flags.config.model.resolve(flags.config.data.vocab_size.value_or(50304));
+  const torch::Device device(flags.config.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  const TrainOptions o = resolve_train_options(flags, config, device, /*world_size=*/1);
+  const bool bf16 = o.precision == Precision::bf16;
   torch::NoGradGuard no_grad;
   Gpt model(config);
   int64_t decay = 0, no_decay = 0;
@@ -24,7 +26,7 @@ int run_plan(const po::variables_map& v) {
   const double tokens_per_step = static_cast<double>(o.batch_size * o.seq_len * o.grad_accum);
   // Activations kept for backward, per layer and micro-batch: about 34 bytes x B x T x C in 16-bit
   // with a fused attention kernel (Korthikanti et al. 2022), twice that in fp32; plus the logits.
-  const double act_bytes_per_value = o.bf16 ? 1.0 : 2.0;
+  const double act_bytes_per_value = bf16 ? 1.0 : 2.0;
   const double btc = static_cast<double>(o.batch_size * o.seq_len * config.n_embd);
   const double activations = 34.0 * btc * act_bytes_per_value * static_cast<double>(config.n_layer) +
                              10.0 * static_cast<double>(o.batch_size * o.seq_len * config.vocab_size);
@@ -43,12 +45,20 @@ int run_plan(const po::variables_map& v) {
                          flops_per_token)
             << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld | precision %s\n",
                          static_cast<long long>(o.steps), o.lr, o.min_lr, static_cast<long long>(o.warmup_steps),
-                         o.bf16 ? "bf16 autocast" : "fp32")
+                         bf16 ? "bf16 autocast" : "fp32")
             << strprintf("memory per rank (estimate): weights %.2f GiB + gradients %.2f GiB + AdamW %.2f GiB + "
                          "DDP buckets %.2f GiB + activations %.2f GiB = %.2f GiB\n",
                          4 * params / gib, 4 * params / gib, 8 * params / gib, 4 * params / gib, activations / gib,
                          (20 * params + activations) / gib);
   return 0;
+}
+
+}  // namespace
+
+Command plan_command() {
+  return make_command<TrainFlags>("plan", "plan [DATA] [train options]",
+                                  "dry run: parameters, FLOPs and memory of a configuration", /*multi_rank=*/false,
+                                  &train_flag_table, &run_plan);
 }
 
 }  // namespace mygpt

@@ -9,18 +9,49 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/file_io.h"
+#include "common/strprintf.h"
 #include "dataloader/text_codec.h"
 #include "dataloader/token_shard_writer.h"
 #include "launcher/commands.h"
-#include "trainer/run_output.h"
+#include "launcher/shared_flags.h"
 
 namespace mygpt {
 namespace {
 
+struct PrepareFlags {
+  std::vector<std::string> input;
+  std::optional<std::string> out;
+  TokenizerKind tokenizer{};
+  std::optional<std::string> vocab;
+  int64_t shard_tokens{};
+  int64_t val_tokens{};
+};
+
+const OptionTable<PrepareFlags>& prepare_flag_table() {
+  static const OptionTable<PrepareFlags> table = [] {
+    using P = PrepareFlags;
+    OptionTable<P> t;
+    t.group("Input and output");
+    t.add("input", &P::input,
+          "text files (each one document) or JSON-lines files (one document per line, field \"text\"); also the "
+          "positional arguments")
+        .required();
+    t.positional("input", -1);
+    t.add("out", &P::out, "output folder for train_*.bin / val_*.bin shards").required();
+    t.add("tokenizer", &P::tokenizer, "tokenizer of the shards (gpt2 needs --vocab)")
+        .names({{"gpt2", TokenizerKind::gpt2}, {"char", TokenizerKind::character}})
+        .init(TokenizerKind::gpt2);
+    vocab_flag(t, &P::vocab);
+    t.add("shard-tokens", &P::shard_tokens, "tokens per shard").init(100000000).check(positive);
+    t.add("val-tokens", &P::val_tokens, "tokens for val shards, taken first; 0: train only").init(1048576).check(non_negative);
+    return t;
+  }();
+  return table;
+}
+
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("cannot read input file '" + path + "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_whole_file(path, "input file");
   if (text.empty()) throw std::invalid_argument("input file '" + path + "' is empty");
   return text;
 }
@@ -60,27 +91,24 @@ void for_each_document(const std::string& path, const std::string& text, F&& on_
   }
 }
 
-}  // namespace
-
-int run_prepare(const po::variables_map& v) {
-  const auto inputs = v["input"].as<std::vector<std::string>>();
-  const std::string out_dir = v["out"].as<std::string>();
-  const auto shard_tokens = static_cast<uint64_t>(positive(v, "shard-tokens"));
-  const auto val_tokens = static_cast<uint64_t>(non_negative(v, "val-tokens"));
-  const std::string kind = v["tokenizer"].as<std::string>();
+int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
+  const PrepareFlags& f = flags.config;
+  const auto& inputs = f.input;
+  const std::string& out_dir = *f.out;
+  const auto shard_tokens = static_cast<uint64_t>(f.shard_tokens);
+  const auto val_tokens = static_cast<uint64_t>(f.val_tokens);
+  const TokenizerKind kind = f.tokenizer;
 
   std::vector<std::string> texts;
   for (const auto& path : inputs) texts.push_back(read_file(path));
   std::unique_ptr<TextCodec> codec;
-  if (kind == "gpt2") {
-    if (!v.count("vocab")) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
-    codec = make_text_codec("gpt2", v["vocab"].as<std::string>());
-  } else if (kind == "char") {
+  if (kind == TokenizerKind::gpt2) {
+    if (!f.vocab) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
+    codec = make_text_codec(TokenizerKind::gpt2, *f.vocab);
+  } else {
     std::string all;
     for (const auto& t : texts) all += t;
     codec = make_char_codec_for(all);
-  } else {
-    throw std::invalid_argument("--tokenizer must be gpt2 or char, got '" + kind + "'");
   }
   if (codec->vocab_size() > 65536) throw std::invalid_argument("the vocabulary does not fit uint16 tokens");
 
@@ -130,7 +158,7 @@ int run_prepare(const po::variables_map& v) {
     for (const auto& path : train.shard_paths()) std::filesystem::remove(path, ignored);
     throw;
   }
-  if (kind == "char") {
+  if (kind == TokenizerKind::character) {
     // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
     const auto path = std::filesystem::path(out_dir) / "char_vocab.txt";
     std::ofstream(path, std::ios::binary) << codec->data();
@@ -140,6 +168,14 @@ int run_prepare(const po::variables_map& v) {
                          (val ? val->shard_paths().size() : 0) + train.shard_paths().size(), out_dir.c_str())
             << std::endl;
   return 0;
+}
+
+}  // namespace
+
+Command prepare_command() {
+  return make_command<PrepareFlags>("prepare", "prepare --input FILE... --out DIR [options]",
+                                    "tokenize text into llm.c .bin shards", /*multi_rank=*/false, &prepare_flag_table,
+                                    &run_prepare);
 }
 
 }  // namespace mygpt

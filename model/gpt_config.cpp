@@ -115,6 +115,20 @@ std::vector<std::string> preset_names() {
   return names;
 }
 
+bool is_gpt2_preset(const std::string& name) { return name.rfind("gpt2", 0) == 0; }
+
+GptConfig ModelShapeOptions::resolve(int64_t vocab_size) const {
+  GptConfig config = preset_config(preset);
+  if (n_layer) config.n_layer = *n_layer;
+  if (n_head) config.n_head = *n_head;
+  if (n_embd) config.n_embd = *n_embd;
+  if (block_size) config.block_size = *block_size;
+  if (dropout) config.dropout = *dropout;
+  config.vocab_size = vocab_size;  // the data decides: character vocabulary, or the (padded) BPE one
+  config.validate();
+  return config;
+}
+
 int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple) {
   return (vocab_size + multiple - 1) / multiple * multiple;
 }

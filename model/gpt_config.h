@@ -1,6 +1,7 @@
 #pragma once
 // GPT model hyperparameters, the named presets, and their text form (stored inside checkpoints).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,19 @@ struct GptConfig {
 // "small" and "tiny". Unknown names throw std::invalid_argument listing the known ones.
 GptConfig preset_config(const std::string& name);
 std::vector<std::string> preset_names();
+
+// True for the GPT-2 family of presets, which also bring the GPT-2 training recipe.
+bool is_gpt2_preset(const std::string& name);
+
+// A model shape as a command line gives it: a preset, and the fields that override it.
+struct ModelShapeOptions {
+  std::string preset;
+  std::optional<int64_t> n_layer, n_head, n_embd, block_size;
+  std::optional<double> dropout;
+
+  // The preset with the overrides and the data's vocabulary; validated (std::invalid_argument).
+  GptConfig resolve(int64_t vocab_size) const;
+};
 
 // Rounds a vocabulary size up to a multiple (GPU kernels favour sizes with many powers of two).
 int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple = 64);

@@ -262,9 +262,9 @@ TEST(ShardedBatchLoader, RejectsTooShortSourcesAndBadRanks) {
   EXPECT_THROW(RandomBatchSampler(tokens, 4, 8, 1), std::invalid_argument);
   EXPECT_NO_THROW(ShardedBatchLoader(numbered_tokens(33), 4, 8));
   EXPECT_NO_THROW(RandomBatchSampler(numbered_tokens(33), 4, 8, 1));
-  EXPECT_THROW(ShardedBatchLoader(numbered_tokens(100), 0, 8), std::invalid_argument);
-  EXPECT_THROW(ShardedBatchLoader(numbered_tokens(100), 2, 8, 2, 2), std::invalid_argument);
-  EXPECT_THROW(ShardedBatchLoader(numbered_tokens(100), 2, 8, -1, 2), std::invalid_argument);
+  EXPECT_THROW(ShardedBatchLoader(numbered_tokens(100), 0, 8), std::logic_error);
+  EXPECT_THROW(ShardedBatchLoader(numbered_tokens(100), 2, 8, 2, 2), std::logic_error);
+  EXPECT_THROW(ShardedBatchLoader(numbered_tokens(100), 2, 8, -1, 2), std::logic_error);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@
 #include "trainer/run_output.h"
 #include "trainer/trainer.h"
 #include "tests/scratch_dir.h"
+#include "tests/training_fixture.h"
+#include "trainer/stateful_parts.h"
 
 namespace mygpt {
 namespace {
@@ -63,7 +65,19 @@ void train_one_step(Gpt& model, AdamW& optimizer, uint64_t batch_seed) {
 }
 
 CheckpointMeta sample_meta(int64_t step) {
-  return CheckpointMeta{tiny_config(), "char", "\n !abcé", step, "steps=10\nlr=0.001\n"};
+  return CheckpointMeta{tiny_config(), TokenizerKind::character, "\n !abcé", step, "steps=10\nlr=0.001\n"};
+}
+
+// What a checkpoint of a model (and an optimizer, when given) and some extra state holds.
+StateDict model_state(Gpt& model, const AdamW* optimizer = nullptr, const StateDict& extra = {}) {
+  StateDict tensors = extra;
+  add_part_state(tensors, "model", ModelState(model).state_dict());
+  if (optimizer != nullptr) add_part_state(tensors, "optimizer", optimizer->state_dict());
+  return tensors;
+}
+
+void save(const fs::path& path, Gpt& model, const AdamW* optimizer, const CheckpointMeta& meta, const StateDict& extra = {}) {
+  save_checkpoint(path, meta, model_state(model, optimizer, extra));
 }
 
 template <typename F>
@@ -108,25 +122,27 @@ TEST(Checkpoint, RoundTripKeepsModelMetaAndExtraState) {
   const std::map<std::string, torch::Tensor> extra = {{"train_loader", torch::tensor({42}, torch::kLong)},
                                                       {"rng", torch::randn({5})}};
   const fs::path path = checkpoint_path(dir.path(), 3);
-  save_checkpoint(path, model, &optimizer, sample_meta(3), extra);
+  save(path, model, &optimizer, sample_meta(3), extra);
 
-  LoadedCheckpoint loaded = load_checkpoint(path);
+  const Checkpoint loaded = load_checkpoint(path);
   EXPECT_EQ(loaded.meta.model_config, tiny_config());
-  EXPECT_EQ(loaded.meta.tokenizer_kind, "char");
+  EXPECT_EQ(loaded.meta.tokenizer_kind, TokenizerKind::character);
   EXPECT_EQ(loaded.meta.tokenizer_data, "\n !abcé");
   EXPECT_EQ(loaded.meta.step, 3);
   EXPECT_EQ(loaded.meta.run_config, "steps=10\nlr=0.001\n");
-  ASSERT_EQ(loaded.extra.size(), extra.size());
-  for (const auto& [name, tensor] : extra) {
-    ASSERT_TRUE(loaded.extra.count(name)) << name;
-    EXPECT_TRUE(torch::equal(loaded.extra.at(name), tensor)) << name;
+  const StateDict saved = model_state(model, &optimizer, extra);
+  ASSERT_EQ(loaded.tensors.size(), saved.size());
+  for (const auto& [name, tensor] : saved) {
+    ASSERT_TRUE(loaded.tensors.count(name)) << name;
+    EXPECT_TRUE(torch::equal(loaded.tensors.at(name), tensor)) << name;
   }
 
+  Gpt loaded_model = model_from_checkpoint(loaded);
   model->eval();
-  loaded.model->eval();
+  loaded_model->eval();
   torch::NoGradGuard no_grad;
   const auto idx = random_tokens(3, 16, 9);
-  EXPECT_TRUE(torch::equal(loaded.model->forward(idx), model->forward(idx)));
+  EXPECT_TRUE(torch::equal(loaded_model->forward(idx), model->forward(idx)));
   EXPECT_FALSE(torch::equal(tiny_model(1)->forward(idx), model->forward(idx)));  // the step changed something
 }
 
@@ -136,22 +152,23 @@ TEST(Checkpoint, OptimizerStateRoundTrip) {
   AdamW optimizer = make_optimizer(model);
   for (uint64_t s = 0; s < 3; ++s) train_one_step(model, optimizer, s);
   const fs::path path = dir.path() / "ckpt.pt";
-  save_checkpoint(path, model, &optimizer, sample_meta(3));
+  save(path, model, &optimizer, sample_meta(3));
 
-  LoadedCheckpoint loaded = load_checkpoint(path);
-  AdamW restored = make_optimizer(loaded.model);
-  load_optimizer_state(loaded, restored);
+  const Checkpoint loaded = load_checkpoint(path);
+  Gpt loaded_model = model_from_checkpoint(loaded);
+  AdamW restored = make_optimizer(loaded_model);
+  restored.load_state_dict(part_state(loaded.tensors, "optimizer"));
   EXPECT_EQ(restored.steps_taken(), 3);
 
   // Further steps from the restored state match the original exactly; a fresh optimizer does not.
-  Gpt fresh_copy = load_checkpoint(path).model;
+  Gpt fresh_copy = model_from_checkpoint(load_checkpoint(path));
   AdamW fresh = make_optimizer(fresh_copy);
   for (uint64_t s = 3; s < 5; ++s) {
     train_one_step(model, optimizer, s);
-    train_one_step(loaded.model, restored, s);
+    train_one_step(loaded_model, restored, s);
     train_one_step(fresh_copy, fresh, s);
   }
-  const auto original = model->parameters(), resumed = loaded.model->parameters(), reset = fresh_copy->parameters();
+  const auto original = model->parameters(), resumed = loaded_model->parameters(), reset = fresh_copy->parameters();
   bool fresh_differs = false;
   for (size_t i = 0; i < original.size(); ++i) {
     EXPECT_TRUE(torch::equal(original[i], resumed[i])) << "parameter " << i;
@@ -165,87 +182,55 @@ TEST(Checkpoint, OptimizerStateMustMatchAndExist) {
   Gpt model = tiny_model(2);
   AdamW optimizer = make_optimizer(model);
   train_one_step(model, optimizer, 0);
-  save_checkpoint(dir.path() / "with.pt", model, &optimizer, sample_meta(1));
-  save_checkpoint(dir.path() / "without.pt", model, nullptr, sample_meta(1));
+  save(dir.path() / "with.pt", model, &optimizer, sample_meta(1));
+  save(dir.path() / "without.pt", model, nullptr, sample_meta(1));
 
-  LoadedCheckpoint without = load_checkpoint(dir.path() / "without.pt");
-  AdamW other = make_optimizer(without.model);
-  EXPECT_THROW(load_optimizer_state(without, other), std::invalid_argument);
+  const Checkpoint without = load_checkpoint(dir.path() / "without.pt");
+  Gpt without_model = model_from_checkpoint(without);
+  AdamW other = make_optimizer(without_model);
+  EXPECT_THROW(other.load_state_dict(part_state(without.tensors, "optimizer")), std::invalid_argument);
 
   GptConfig wider = tiny_config();
   wider.n_embd = 64;
   torch::manual_seed(0);
   Gpt different(wider);
   AdamW mismatched = make_optimizer(different);
-  LoadedCheckpoint with = load_checkpoint(dir.path() / "with.pt");
-  EXPECT_THROW(load_optimizer_state(with, mismatched), std::invalid_argument);
+  const Checkpoint with = load_checkpoint(dir.path() / "with.pt");
+  EXPECT_THROW(mismatched.load_state_dict(part_state(with.tensors, "optimizer")), std::invalid_argument);
 }
 
-// Training k steps, saving, restoring into fresh objects and training on gives the losses of an
+// Training k steps, saving, restoring into a freshly built run and training on gives the losses of an
 // uninterrupted run, bit for bit.
-struct ResumableRun {
-  ResumableRun(Gpt m, std::shared_ptr<const TokenSource> tokens, const TrainOptions& options)
-      : model(std::move(m)),
-        optimizer(make_optimizer(model)),
-        loader(tokens, options.batch_size, options.seq_len),
-        output(RunOutput::for_rank(0, options.out_dir)),
-        trainer(parts(), options) {}
-
-  TrainerParts parts() {
-    TrainerParts p;
-    p.model = model;
-    p.optimizer = &optimizer;
-    p.train_loader = &loader;
-    p.comm = &comm;
-    p.output = &output;
-    p.device = torch::Device(torch::kCPU);
-    p.checkpoint_meta = sample_meta(0);
-    return p;
-  }
-
-  Gpt model;
-  AdamW optimizer;
-  ShardedBatchLoader loader;
-  LocalCommunicator comm;
-  RunOutput output;
-  Trainer trainer;
-};
-
 TEST(Checkpoint, ResumeGivesIdenticalLosses) {
   ScratchDir dir;
-  TrainOptions options;
-  options.steps = 6;
-  options.batch_size = 4;
-  options.seq_len = 16;
-  options.warmup_steps = 2;
-  options.lr = 1e-2;
-  options.eval_every = 0;
-  options.out_dir = dir.path().string();
-  torch::manual_seed(5);
-  auto t = torch::randint(kVocab, {1500}, torch::kLong);
-  auto tokens = std::make_shared<InMemoryTokens>(std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()));
+  auto args = [&](const std::string& seed) {
+    return std::vector<std::string>{"--preset", "tiny", "--block-size", "16", "--steps", "6", "--batch-size", "4",
+                                    "--seq-len", "16", "--warmup-steps", "2", "--lr", "1e-2", "--eval-every", "0",
+                                    "--out", dir.path().string(), "--device", "cpu", "--seed", seed};
+  };
+  const TrainingData data = testing::token_data(testing::random_tokens(1500, kVocab, 5), kVocab);
 
-  ResumableRun straight(tiny_model(4), tokens, options);
+  auto straight = testing::cpu_trainer(args("4"), data);
   std::vector<double> expected;
-  for (int64_t step = 0; step < options.steps; ++step) expected.push_back(straight.trainer.train_step(step).loss);
+  for (int64_t step = 0; step < 6; ++step) expected.push_back(straight->train_step(step).loss);
 
   {
-    ResumableRun first(tiny_model(4), tokens, options);
-    for (int64_t step = 0; step < 3; ++step) EXPECT_EQ(first.trainer.train_step(step).loss, expected[step]);
-    first.trainer.save_checkpoint_at(3);
+    auto first = testing::cpu_trainer(args("4"), data);
+    for (int64_t step = 0; step < 3; ++step) EXPECT_EQ(first->train_step(step).loss, expected[step]);
+    first->save_checkpoint_at(3);
   }
-  LoadedCheckpoint ckpt = load_checkpoint(checkpoint_path(dir.path(), 3));
+  const Checkpoint ckpt = load_checkpoint(checkpoint_path(dir.path(), 3));
   EXPECT_EQ(ckpt.meta.step, 3);
   // Another initialization and a loader elsewhere: restore must bring back weights and position.
-  ResumableRun resumed(tiny_model(99), tokens, options);
-  resumed.loader.next(torch::kCPU);
-  ASSERT_EQ(resumed.trainer.restore(ckpt), 3);
-  EXPECT_EQ(resumed.loader.position(), 3u);
-  EXPECT_EQ(resumed.optimizer.steps_taken(), 3);
-  for (int64_t step = 3; step < options.steps; ++step) {
-    EXPECT_EQ(resumed.trainer.train_step(step).loss, expected[step]) << "step " << step;
+  auto resumed = testing::cpu_trainer(args("99"), data);
+  resumed->train_loader().next(torch::kCPU);
+  ASSERT_EQ(resumed->restore(ckpt), 3);
+  EXPECT_EQ(static_cast<ShardedBatchLoader&>(resumed->train_loader()).position(), 3u);
+  EXPECT_EQ(resumed->optimizer().steps_taken(), 3);
+  for (int64_t step = 3; step < 6; ++step) {
+    EXPECT_EQ(resumed->train_step(step).loss, expected[step]) << "step " << step;
   }
-  expect_equal_parameters(resumed.model, straight.model);
+  expect_equal_parameters(resumed->model(), straight->model());
 }
 
 TEST(Checkpoint, MissingFileIsNamed) {
@@ -261,7 +246,7 @@ TEST(Checkpoint, TruncatedFileIsNamed) {
   ScratchDir dir;
   Gpt model = tiny_model(1);
   const fs::path good = dir.path() / "good.pt";
-  save_checkpoint(good, model, nullptr, sample_meta(1));
+  save(good, model, nullptr, sample_meta(1));
   const std::string bytes = read_file(good);
   ASSERT_GT(bytes.size(), 1000u);
   const fs::path truncated = dir.path() / "truncated.pt";
@@ -310,12 +295,12 @@ TEST(Checkpoint, AtomicWriteLeavesNoTemporaryFile) {
   Gpt model = tiny_model(1);
   AdamW optimizer = make_optimizer(model);
   const fs::path path = checkpoint_path(dir.path() / "nested" / "out", 10);  // directories are created
-  save_checkpoint(path, model, &optimizer, sample_meta(10));
+  save(path, model, &optimizer, sample_meta(10));
   EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.pt"});
 
   // Overwriting replaces the file in one piece.
   Gpt other = tiny_model(2);
-  save_checkpoint(path, other, nullptr, sample_meta(11));
+  save(path, other, nullptr, sample_meta(11));
   EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.pt"});
   EXPECT_EQ(load_checkpoint(path).meta.step, 11);
 }
@@ -329,7 +314,7 @@ TEST(Checkpoint, LatestAndResolve) {
   EXPECT_NE(message.find(dir.path().string()), std::string::npos) << message;
 
   Gpt model = tiny_model(1);
-  for (int64_t step : {5, 100, 20}) save_checkpoint(checkpoint_path(dir.path(), step), model, nullptr, sample_meta(step));
+  for (int64_t step : {5, 100, 20}) save(checkpoint_path(dir.path(), step), model, nullptr, sample_meta(step));
   // Things that are not checkpoints do not count.
   write_file(dir.path() / "ckpt_00000999.pt.tmp", "partial");
   write_file(dir.path() / "model_99999999.pt", "other");

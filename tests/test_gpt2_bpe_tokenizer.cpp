@@ -287,10 +287,10 @@ class Gpt2BpeTokenizerErrors : public ::testing::Test {
 TEST_F(Gpt2BpeTokenizerErrors, MissingDirectoryOrFile) {
   expect_load_error(dir.path() / "nowhere", {"nowhere", "directory not found"});
   write_file(dir.path() / "vocab.bpe", vocab().vocab_bpe());
-  expect_load_error(dir.path(), {"encoder.json", "not found"});
+  expect_load_error(dir.path(), {"encoder.json", "does not exist"});
   fs::remove(dir.path() / "vocab.bpe");
   write_file(dir.path() / "encoder.json", vocab().encoder.dump());
-  expect_load_error(dir.path(), {"vocab.bpe", "not found"});
+  expect_load_error(dir.path(), {"vocab.bpe", "does not exist"});
 }
 
 TEST_F(Gpt2BpeTokenizerErrors, MalformedOrTruncatedEncoderJson) {

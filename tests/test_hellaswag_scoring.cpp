@@ -1,5 +1,4 @@
-// HellaSwag scoring (the length-normalized pick of an ending, the evaluation loop over examples and
-// ranks) and the GPT-2 recipe that the gpt2 presets bring to `train` and `plan`.
+// HellaSwag scoring: the length-normalized pick of an ending, the evaluation loop over examples and ranks.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -13,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli.h"
-#include "launcher/recipe.h"
 #include "model/gpt.h"
 #include "distributed/communicator.h"
 #include "trainer/hellaswag_eval.h"
@@ -256,125 +253,6 @@ TEST(EvaluateHellaSwag, ScoresInEvalModeAndRestoresTrainingMode) {
   model->eval();
   evaluate_hellaswag(model, examples, 0, single, torch::kCPU, false);
   EXPECT_FALSE(model->is_training());
-}
-
-// ------------------------------------------------------------------------------------------------
-// The GPT-2 recipe: model_config_from / train_options_from on parsed `train` options
-
-struct Recipe {
-  GptConfig model;
-  TrainOptions options;
-};
-
-Recipe recipe(const std::vector<std::string>& args, int world = 1, torch::Device device = torch::kCPU) {
-  const ParsedCommand parsed = parse_command("train", args);
-  Recipe r;
-  r.model = model_config_from(parsed.values, 50304);
-  r.options = train_options_from(parsed.values, r.model, device, world);
-  return r;
-}
-
-TEST(Gpt2Recipe, PresetBringsTheRecipeDefaults) {
-  const Recipe r = recipe({"--preset", "gpt2"});
-  EXPECT_EQ(r.model.n_layer, 12);
-  EXPECT_EQ(r.model.n_embd, 768);
-  EXPECT_EQ(r.model.vocab_size, 50304);
-  EXPECT_EQ(r.options.steps, 19073);
-  EXPECT_DOUBLE_EQ(r.options.lr, 6e-4);
-  EXPECT_DOUBLE_EQ(r.options.min_lr, 6e-5);
-  EXPECT_EQ(r.options.warmup_steps, 715);
-  EXPECT_EQ(r.options.seq_len, 1024);
-  EXPECT_EQ(r.options.batch_size, 16);
-  EXPECT_EQ(r.options.grad_accum, 32);  // 524288 / (16 x 1024 x 1)
-  EXPECT_EQ(r.options.checkpoint_every, 5000);
-  EXPECT_EQ(r.options.batch_size * r.options.seq_len * r.options.grad_accum, 524288);
-  // The other GPT-2 sizes bring the same recipe.
-  EXPECT_EQ(recipe({"--preset", "gpt2-medium"}).options.steps, 19073);
-  EXPECT_EQ(recipe({"--preset", "gpt2-xl"}).options.grad_accum, 32);
-}
-
-TEST(Gpt2Recipe, AccumulationKeepsTheTotalBatchForAnyWorldAndMicroBatch) {
-  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "16"}, 8).options.grad_accum, 4);
-  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "16"}, 2).options.grad_accum, 16);
-  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "8"}, 1).options.grad_accum, 64);
-  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "64"}, 8).options.grad_accum, 1);
-  EXPECT_EQ(recipe({"--preset", "gpt2", "--seq-len", "512"}).options.grad_accum, 64);
-  // The total batch applies to any preset when given explicitly: 4096 / (4 x 16 x 2) = 32.
-  const Recipe tiny = recipe({"--preset", "tiny", "--batch-size", "4", "--seq-len", "16", "--total-batch-tokens", "4096"}, 2);
-  EXPECT_EQ(tiny.options.grad_accum, 32);
-}
-
-TEST(Gpt2Recipe, ExplicitFlagsOverrideTheRecipe) {
-  const Recipe r = recipe({"--preset", "gpt2", "--steps", "50", "--lr", "1e-3", "--min-lr", "0", "--warmup-steps", "10",
-                           "--seq-len", "256", "--checkpoint-every", "7", "--n-layer", "2", "--dropout", "0.1"});
-  EXPECT_EQ(r.options.steps, 50);
-  EXPECT_DOUBLE_EQ(r.options.lr, 1e-3);
-  EXPECT_DOUBLE_EQ(r.options.min_lr, 0.0);
-  EXPECT_EQ(r.options.warmup_steps, 10);
-  EXPECT_EQ(r.options.seq_len, 256);
-  EXPECT_EQ(r.options.checkpoint_every, 7);
-  EXPECT_EQ(r.options.grad_accum, 128);  // 524288 / (16 x 256)
-  EXPECT_EQ(r.model.n_layer, 2);
-  EXPECT_EQ(r.model.n_head, 12);
-  EXPECT_DOUBLE_EQ(r.model.dropout, 0.1);
-  // --grad-accum given: the recipe's total batch no longer applies.
-  EXPECT_EQ(recipe({"--preset", "gpt2", "--grad-accum", "3"}).options.grad_accum, 3);
-  // An explicit value equal to the non-recipe default still counts as explicit.
-  EXPECT_DOUBLE_EQ(recipe({"--preset", "gpt2", "--lr", "1e-3"}).options.lr, 1e-3);
-  EXPECT_EQ(recipe({"--preset", "gpt2", "--steps", "2000"}).options.steps, 2000);
-}
-
-TEST(Gpt2Recipe, ConfigFileValuesOverrideTheRecipeAndFlagsOverrideTheFile) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("mygpt_recipe_" + std::to_string(::getpid()) + ".cfg");
-  std::ofstream(path) << "preset = gpt2\nlr = 0.002\nwarmup-steps = 5\n";
-  const Recipe r = recipe({"--config", path.string(), "--warmup-steps", "9"});
-  std::filesystem::remove(path);
-  EXPECT_EQ(r.model.n_layer, 12);
-  EXPECT_DOUBLE_EQ(r.options.lr, 0.002);
-  EXPECT_EQ(r.options.warmup_steps, 9);
-  EXPECT_EQ(r.options.steps, 19073);
-}
-
-TEST(Gpt2Recipe, OtherPresetsKeepTheCommandLineDefaults) {
-  const Recipe r = recipe({"--preset", "small"});
-  EXPECT_EQ(r.options.steps, 2000);
-  EXPECT_DOUBLE_EQ(r.options.lr, 1e-3);
-  EXPECT_DOUBLE_EQ(r.options.min_lr, 1e-4);
-  EXPECT_EQ(r.options.warmup_steps, 100);
-  EXPECT_EQ(r.options.grad_accum, 1);
-  EXPECT_EQ(r.options.seq_len, r.model.block_size);  // --seq-len 0: the block size
-  EXPECT_EQ(r.options.checkpoint_every, 0);
-}
-
-TEST(Gpt2Recipe, RejectsInconsistentBatchSettings) {
-  // 524288 is not a multiple of 3 x 1024.
-  EXPECT_THROW(recipe({"--preset", "gpt2", "--batch-size", "3"}), std::invalid_argument);
-  // ... nor of 16 x 1024 x 3 ranks.
-  EXPECT_THROW(recipe({"--preset", "gpt2"}, 3), std::invalid_argument);
-  EXPECT_THROW(recipe({"--preset", "tiny", "--batch-size", "4", "--seq-len", "16", "--total-batch-tokens", "1000"}),
-               std::invalid_argument);
-  EXPECT_THROW(recipe({"--preset", "gpt2", "--grad-accum", "2", "--total-batch-tokens", "524288"}),
-               std::invalid_argument);
-  EXPECT_THROW(recipe({"--preset", "tiny", "--grad-accum", "2", "--total-batch-tokens", "4096", "--seq-len", "16"}),
-               std::invalid_argument);
-  EXPECT_THROW(recipe({"--preset", "tiny", "--total-batch-tokens", "-64"}), std::invalid_argument);
-  EXPECT_THROW(recipe({"--preset", "gpt2", "--seq-len", "2048"}), std::invalid_argument);  // beyond the block
-  try {
-    recipe({"--preset", "gpt2", "--batch-size", "3"});
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("total-batch-tokens"), std::string::npos) << e.what();
-  }
-}
-
-TEST(Gpt2Recipe, PrecisionAutoIsBf16OnlyOnCuda) {
-  const torch::Device cuda(torch::kCUDA, 0);  // only inspected, never used
-  EXPECT_FALSE(recipe({"--preset", "gpt2"}).options.bf16);
-  EXPECT_TRUE(recipe({"--preset", "gpt2"}, 1, cuda).options.bf16);
-  EXPECT_FALSE(recipe({"--preset", "tiny", "--precision", "auto"}, 1, torch::Device(torch::kMPS)).options.bf16);
-  EXPECT_FALSE(recipe({"--preset", "gpt2", "--precision", "fp32"}, 1, cuda).options.bf16);
-  EXPECT_TRUE(recipe({"--preset", "tiny", "--precision", "bf16"}).options.bf16);
-  EXPECT_THROW(recipe({"--preset", "tiny", "--precision", "fp16"}), std::invalid_argument);
 }
 
 }  // namespace

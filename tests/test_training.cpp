@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numbers>
 #include <string>
@@ -22,31 +23,19 @@
 #include "trainer/train_options.h"
 #include "trainer/trainer.h"
 #include "tests/scratch_dir.h"
+#include "tests/training_fixture.h"
 
 namespace mygpt {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::cpu_trainer;
+using testing::token_data;
 
 constexpr int64_t kVocab = 23;
 constexpr int64_t kSeqLen = 16;
 
-GptConfig tiny_config() {
-  GptConfig c;
-  c.vocab_size = kVocab;
-  c.block_size = kSeqLen;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.dropout = 0.0;
-  return c;
-}
-
-std::shared_ptr<InMemoryTokens> random_tokens(size_t n, uint64_t seed = 11) {
-  torch::manual_seed(seed);
-  auto t = torch::randint(kVocab, {static_cast<int64_t>(n)}, torch::kLong);
-  return std::make_shared<InMemoryTokens>(std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n));
-}
+std::shared_ptr<InMemoryTokens> random_tokens(size_t n, uint64_t seed = 11) { return testing::random_tokens(n, kVocab, seed); }
 
 // A stream with structure a model learns in a few steps.
 std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n) {
@@ -55,63 +44,20 @@ std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n) {
   return std::make_shared<InMemoryTokens>(std::move(v));
 }
 
-TrainOptions small_options(const fs::path& out_dir) {
-  TrainOptions o;
-  o.steps = 10;
-  o.batch_size = 4;
-  o.seq_len = kSeqLen;
-  o.grad_accum = 1;
-  o.lr = 1e-3;
-  o.min_lr = 1e-4;
-  o.warmup_steps = 2;
-  o.weight_decay = 0.1;
-  o.grad_clip = 1.0;
-  o.eval_every = 0;
-  o.eval_steps = 2;
-  o.log_every = 1000;
-  o.checkpoint_every = 0;
-  o.out_dir = out_dir.string();
-  return o;
-}
-
-// Everything a Trainer refers to, owned in one place with stable addresses.
-struct TrainingRun {
-  TrainingRun(const TrainOptions& options, std::unique_ptr<BatchLoader> train_loader, uint64_t model_seed,
-              std::unique_ptr<ShardedBatchLoader> val = nullptr)
-      : model((torch::manual_seed(model_seed), Gpt(tiny_config()))),
-        optimizer(model->decay_parameters(), model->no_decay_parameters(),
-                  AdamWOptions{options.lr, 0.9, 0.95, 1e-8, options.weight_decay}),
-        loader(std::move(train_loader)),
-        val_loader(std::move(val)),
-        output(RunOutput::for_rank(0, options.out_dir)),
-        trainer(parts(options), options) {}
-
-  TrainerParts parts(const TrainOptions& options) {
-    TrainerParts p;
-    p.model = model;
-    p.optimizer = &optimizer;
-    p.train_loader = loader.get();
-    p.val_loader = val_loader.get();
-    p.comm = &comm;
-    p.output = &output;
-    p.device = torch::Device(torch::kCPU);
-    p.checkpoint_meta = CheckpointMeta{tiny_config(), "char", "", 0, options.to_text()};
-    return p;
+// A tiny model (2 layers, 2 heads, 32 wide, block 16) and a short schedule; `changes` replace flags.
+std::vector<std::string> small_args(const fs::path& out, const std::map<std::string, std::string>& changes = {}) {
+  std::map<std::string, std::string> flags = {
+      {"preset", "tiny"},    {"block-size", "16"},  {"steps", "10"},       {"batch-size", "4"},
+      {"seq-len", "16"},     {"lr", "1e-3"},        {"min-lr", "1e-4"},    {"warmup-steps", "2"},
+      {"weight-decay", "0.1"}, {"grad-clip", "1.0"}, {"eval-every", "0"},   {"eval-steps", "2"},
+      {"log-every", "1000"}, {"out", out.string()}, {"device", "cpu"},     {"seed", "0"}};
+  for (const auto& [name, value] : changes) flags[name] = value;
+  std::vector<std::string> args;
+  for (const auto& [name, value] : flags) {
+    args.push_back("--" + name);
+    args.push_back(value);
   }
-
-  Gpt model;
-  AdamW optimizer;
-  std::unique_ptr<BatchLoader> loader;
-  std::unique_ptr<ShardedBatchLoader> val_loader;
-  LocalCommunicator comm;
-  RunOutput output;
-  Trainer trainer;
-};
-
-std::unique_ptr<TrainingRun> sequential_run(const TrainOptions& options, std::shared_ptr<const TokenSource> tokens,
-                                            uint64_t model_seed = 0) {
-  return std::make_unique<TrainingRun>(
-      options, std::make_unique<ShardedBatchLoader>(tokens, options.batch_size, options.seq_len), model_seed);
+  return args;
 }
 
 double grad_norm(const std::vector<torch::Tensor>& params) {
@@ -244,71 +190,60 @@ TEST(AdamW, WeightDecayOnlyTouchesTheDecayGroup) {
 TEST(Trainer, ReportsThePreClipNormAndClips) {
   ScratchDir dir;
   auto tokens = random_tokens(2000);
-  TrainOptions options = small_options(dir.path());
-  options.grad_clip = 0.05;
-  auto run = sequential_run(options, tokens, /*model_seed=*/3);
+  auto run = cpu_trainer(small_args(dir.path(), {{"grad-clip", "0.05"}, {"seed", "3"}}), token_data(tokens, kVocab));
+  const TrainOptions& options = run->options();
 
   // The same model and first batch, by hand: the unclipped gradient norm.
   torch::manual_seed(3);
-  Gpt reference(tiny_config());
+  Gpt reference(run->model()->config());
   ShardedBatchLoader loader(tokens, options.batch_size, options.seq_len);
   Batch batch = loader.next(torch::kCPU);
   reference->loss(batch.x, batch.y).backward();
   const double expected_norm = grad_norm(reference->parameters());
   ASSERT_GT(expected_norm, 2 * options.grad_clip) << "the test needs a gradient that gets clipped";
 
-  const StepResult r = run->trainer.train_step(0);
+  const StepResult r = run->train_step(0);
   EXPECT_NEAR(r.grad_norm, expected_norm, 1e-4 * expected_norm);
-  EXPECT_LE(grad_norm(run->model->parameters()), options.grad_clip * (1 + 1e-5));
-  EXPECT_NEAR(grad_norm(run->model->parameters()), options.grad_clip, 1e-3 * options.grad_clip);
+  EXPECT_LE(grad_norm(run->model()->parameters()), options.grad_clip * (1 + 1e-5));
+  EXPECT_NEAR(grad_norm(run->model()->parameters()), options.grad_clip, 1e-3 * options.grad_clip);
   EXPECT_DOUBLE_EQ(r.lr, (LrSchedule{options.lr, options.min_lr, options.warmup_steps, options.steps}.at(0)));
   EXPECT_NEAR(r.loss, reference->loss(batch.x, batch.y).item<double>(), 1e-6);
 }
 
 TEST(Trainer, ClippingDisabledKeepsTheGradient) {
   ScratchDir dir;
-  TrainOptions options = small_options(dir.path());
-  options.grad_clip = 0;
-  auto run = sequential_run(options, random_tokens(2000));
-  const StepResult r = run->trainer.train_step(0);
+  auto run = cpu_trainer(small_args(dir.path(), {{"grad-clip", "0"}}), token_data(random_tokens(2000), kVocab));
+  const StepResult r = run->train_step(0);
   EXPECT_GT(r.grad_norm, 0);
-  EXPECT_NEAR(grad_norm(run->model->parameters()), r.grad_norm, 1e-5 * r.grad_norm);
+  EXPECT_NEAR(grad_norm(run->model()->parameters()), r.grad_norm, 1e-5 * r.grad_norm);
 }
 
 TEST(Trainer, AccumulationEqualsOneBigBatch) {
   ScratchDir dir;
-  auto tokens = random_tokens(16 * kSeqLen * 6 + 1);
-  TrainOptions accumulated = small_options(dir.path());
-  accumulated.batch_size = 8;
-  accumulated.grad_accum = 2;
-  TrainOptions big = small_options(dir.path());
-  big.batch_size = 16;
-  big.grad_accum = 1;
-  auto a = sequential_run(accumulated, tokens);
-  auto b = sequential_run(big, tokens);
+  const TrainingData data = token_data(random_tokens(16 * kSeqLen * 6 + 1), kVocab);
+  auto a = cpu_trainer(small_args(dir.path(), {{"batch-size", "8"}, {"grad-accum", "2"}}), data);
+  auto b = cpu_trainer(small_args(dir.path(), {{"batch-size", "16"}, {"grad-accum", "1"}}), data);
   for (int64_t step = 0; step < 4; ++step) {
-    const StepResult ra = a->trainer.train_step(step);
-    const StepResult rb = b->trainer.train_step(step);
+    const StepResult ra = a->train_step(step);
+    const StepResult rb = b->train_step(step);
     EXPECT_NEAR(ra.loss, rb.loss, 1e-5) << "step " << step;
     EXPECT_NEAR(ra.grad_norm, rb.grad_norm, 1e-5 * rb.grad_norm) << "step " << step;
     EXPECT_EQ(ra.lr, rb.lr);
   }
-  expect_same_parameters(a->model, b->model, 1e-5);
+  expect_same_parameters(a->model(), b->model(), 1e-5);
   // Both read the same tokens: two half chunks per step against one whole chunk.
-  EXPECT_EQ(static_cast<ShardedBatchLoader&>(*a->loader).position(), 8u);
-  EXPECT_EQ(static_cast<ShardedBatchLoader&>(*b->loader).position(), 4u);
+  EXPECT_EQ(static_cast<ShardedBatchLoader&>(a->train_loader()).position(), 8u);
+  EXPECT_EQ(static_cast<ShardedBatchLoader&>(b->train_loader()).position(), 4u);
 }
 
-std::vector<double> losses_of_run(uint64_t data_seed, const fs::path& out) {
-  TrainOptions options = small_options(out);
-  auto tokens = random_tokens(3000);
-  TrainingRun run(options, std::make_unique<RandomBatchSampler>(tokens, options.batch_size, options.seq_len, data_seed),
-                  /*model_seed=*/5);
+std::vector<double> losses_of_run(uint64_t seed, const fs::path& out) {
+  auto run = cpu_trainer(small_args(out, {{"data-order", "random"}, {"seed", std::to_string(seed)}}),
+                         token_data(random_tokens(3000), kVocab));
   std::vector<double> losses;
-  for (int64_t step = 0; step < 5; ++step) losses.push_back(run.trainer.train_step(step).loss);
+  for (int64_t step = 0; step < 5; ++step) losses.push_back(run->train_step(step).loss);
   // The parameters' sum as a last, exact fingerprint of the run.
   double fingerprint = 0;
-  for (const auto& p : run.model->parameters()) fingerprint += p.sum().item<double>();
+  for (const auto& p : run->model()->parameters()) fingerprint += p.sum().item<double>();
   losses.push_back(fingerprint);
   return losses;
 }
@@ -319,25 +254,19 @@ TEST(Trainer, SameSeedSameLossesBitForBit) {
   const auto second = losses_of_run(1337, dir.path());
   ASSERT_EQ(first.size(), second.size());
   for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i], second[i]) << "entry " << i;  // exact
-  EXPECT_NE(losses_of_run(1338, dir.path()), first);  // the data seed does matter
+  EXPECT_NE(losses_of_run(1338, dir.path()), first);  // the seed does matter
 }
 
 TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
   ScratchDir dir;
-  TrainOptions options = small_options(dir.path() / "out");
-  options.steps = 6;
-  options.lr = 1e-2;
-  options.eval_every = 3;
-  options.checkpoint_every = 4;
-  auto tokens = pattern_tokens(4000);
-  auto run = std::make_unique<TrainingRun>(
-      options, std::make_unique<ShardedBatchLoader>(tokens, options.batch_size, options.seq_len), 0,
-      std::make_unique<ShardedBatchLoader>(pattern_tokens(500), options.batch_size, options.seq_len));
-  run->output.open_metrics(/*append=*/false);
+  auto run = cpu_trainer(small_args(dir.path() / "out", {{"steps", "6"}, {"lr", "1e-2"}, {"eval-every", "3"},
+                                                         {"checkpoint-every", "4"}}),
+                         token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
+  run->output().open_metrics(/*append=*/false);
 
-  const double val_before = run->trainer.evaluate();
-  EXPECT_EQ(run->trainer.evaluate(), val_before);  // the same validation batches each time
-  const TrainSummary summary = run->trainer.run(0);
+  const double val_before = run->evaluate();
+  EXPECT_EQ(run->evaluate(), val_before);  // the same validation batches each time
+  const TrainSummary summary = run->run(0);
   EXPECT_EQ(summary.steps_run, 6);
   EXPECT_LT(summary.last_loss, summary.first_loss);
   EXPECT_GT(summary.last_val_loss, 0);

@@ -90,41 +90,49 @@ std::vector<torch::Tensor> AdamW::parameters() const {
   return out;
 }
 
-void AdamW::save_state(torch::serialize::OutputArchive& archive) const {
-  archive.write("steps_taken", torch::tensor({steps_taken_}, torch::kLong));
+StateDict AdamW::state_dict() const {
+  StateDict state;
+  state["steps_taken"] = torch::tensor({steps_taken_}, torch::kLong);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group& g = groups_[gi];
     for (size_t i = 0; i < g.params.size(); ++i) {
       const std::string key = std::to_string(gi) + "." + std::to_string(i);
-      archive.write("exp_avg." + key, g.exp_avg[i]);
-      archive.write("exp_avg_sq." + key, g.exp_avg_sq[i]);
-      archive.write("step." + key, g.steps[i]);
+      state["exp_avg." + key] = g.exp_avg[i];
+      state["exp_avg_sq." + key] = g.exp_avg_sq[i];
+      state["step." + key] = g.steps[i];
     }
   }
+  return state;
 }
 
-void AdamW::load_state(torch::serialize::InputArchive& archive) {
+void AdamW::load_state_dict(const StateDict& state) {
   torch::NoGradGuard no_grad;
-  torch::Tensor t;
-  archive.read("steps_taken", t);
-  steps_taken_ = t.item<int64_t>();
+  auto saved = [&](const std::string& name) -> const torch::Tensor& {
+    const auto it = state.find(name);
+    if (it == state.end()) throw std::invalid_argument("optimizer state lacks '" + name + "'");
+    return it->second;
+  };
+  const torch::Tensor& steps_taken = saved("steps_taken");
+  if (steps_taken.numel() != 1 || steps_taken.scalar_type() != torch::kLong) {
+    throw std::invalid_argument("optimizer state 'steps_taken' is not one integer");
+  }
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     Group& g = groups_[gi];
     for (size_t i = 0; i < g.params.size(); ++i) {
       const std::string key = std::to_string(gi) + "." + std::to_string(i);
       auto restore = [&](const std::string& name, torch::Tensor& into) {
-        torch::Tensor saved;
-        archive.read(name + "." + key, saved);
-        if (!saved.sizes().equals(into.sizes())) {
+        const torch::Tensor& from = saved(name + "." + key);
+        if (!from.sizes().equals(into.sizes()) || from.scalar_type() != into.scalar_type()) {
           throw std::invalid_argument("optimizer state " + name + "." + key + " does not match the model's shapes");
         }
-        into.copy_(saved);
+        into.copy_(from);
       };
       restore("exp_avg", g.exp_avg[i]);
       restore("exp_avg_sq", g.exp_avg_sq[i]);
       restore("step", g.steps[i]);
     }
   }
+  steps_taken_ = steps_taken.item<int64_t>();
 }
 
 }  // namespace mygpt

@@ -6,17 +6,18 @@
 
 #include <vector>
 
+#include "trainer/stateful.h"
+
 namespace mygpt {
 
 struct AdamWOptions {
-  double lr = 6e-4;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double eps = 1e-8;
-  double weight_decay = 0.1;  // applied to the decay group only
+  double lr = 0;
+  double beta1 = 0, beta2 = 0, eps = 0;
+  double weight_decay = 0;  // applied to the decay group only
 };
 
-class AdamW {
+// Its state (moments and step counts) is the same on every rank and carries to any number of ranks.
+class AdamW final : public StatefulPart {
  public:
   AdamW(std::vector<torch::Tensor> decay_params, std::vector<torch::Tensor> no_decay_params,
         const AdamWOptions& options, bool use_fused = true);
@@ -29,9 +30,11 @@ class AdamW {
   std::vector<torch::Tensor> parameters() const;
   int64_t steps_taken() const { return steps_taken_; }
 
-  // Moments and step count, for checkpoints. load_state checks shapes against the parameters.
-  void save_state(torch::serialize::OutputArchive& archive) const;
-  void load_state(torch::serialize::InputArchive& archive);
+  // Moments and step counts ("exp_avg.<group>.<index>", ...). Loading checks every name and shape.
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
+  bool per_rank() const override { return false; }
+  OnOtherWorldSize on_other_world_size() const override { return OnOtherWorldSize::load; }
 
  private:
   struct Group {

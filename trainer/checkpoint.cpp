@@ -5,11 +5,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "trainer/stateful_parts.h"
+
 namespace mygpt {
 namespace {
 
 constexpr const char* kFormatTag = "mygpt-ddp checkpoint";
-constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kFormatVersion = 2;
 
 std::string read_string(torch::serialize::InputArchive& archive, const std::string& key) {
   c10::IValue value;
@@ -25,31 +27,21 @@ int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key
 
 }  // namespace
 
-void save_checkpoint(const std::filesystem::path& path, Gpt& model, const AdamW* optimizer,
-                     const CheckpointMeta& meta, const std::map<std::string, torch::Tensor>& extra) {
+void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors) {
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(std::string(kFormatTag)));
   archive.write("format_version", c10::IValue(kFormatVersion));
   archive.write("model_config", c10::IValue(meta.model_config.to_text()));
-  archive.write("tokenizer_kind", c10::IValue(meta.tokenizer_kind));
+  archive.write("tokenizer_kind", c10::IValue(std::string(tokenizer_kind_name(meta.tokenizer_kind))));
   archive.write("tokenizer_data", c10::IValue(meta.tokenizer_data));
   archive.write("step", c10::IValue(meta.step));
   archive.write("run_config", c10::IValue(meta.run_config));
-
-  torch::serialize::OutputArchive model_archive;
-  model->save(model_archive);
-  archive.write("model", model_archive);
-  if (optimizer != nullptr) {
-    torch::serialize::OutputArchive optimizer_archive;
-    optimizer->save_state(optimizer_archive);
-    archive.write("optimizer", optimizer_archive);
+  std::string names;
+  for (const auto& [name, tensor] : tensors) {
+    archive.write("tensor." + name, tensor);
+    names += name + "\n";
   }
-  std::string extra_names;
-  for (const auto& [name, tensor] : extra) {
-    archive.write("extra." + name, tensor);
-    extra_names += name + "\n";
-  }
-  archive.write("extra_names", c10::IValue(extra_names));
+  archive.write("tensor_names", c10::IValue(names));
 
   std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path());
   const auto tmp = std::filesystem::path(path.string() + ".tmp");
@@ -63,39 +55,36 @@ void save_checkpoint(const std::filesystem::path& path, Gpt& model, const AdamW*
   }
 }
 
-LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
+Checkpoint load_checkpoint(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) throw std::invalid_argument("checkpoint '" + path.string() + "' does not exist");
   if (!std::filesystem::is_regular_file(path)) {
     throw std::invalid_argument("checkpoint '" + path.string() + "' is not a file");
   }
-  LoadedCheckpoint ckpt;
+  torch::serialize::InputArchive archive;
   try {
-    ckpt.archive.load_from(path.string(), torch::kCPU);
+    archive.load_from(path.string(), torch::kCPU);
   } catch (const c10::Error&) {
     throw std::invalid_argument("checkpoint '" + path.string() + "' is truncated or not a checkpoint file");
   }
+  Checkpoint ckpt;
   try {
-    if (read_string(ckpt.archive, "format") != kFormatTag) throw std::invalid_argument("has a foreign format tag");
-    const int64_t version = read_int(ckpt.archive, "format_version");
+    if (read_string(archive, "format") != kFormatTag) throw std::invalid_argument("has a foreign format tag");
+    const int64_t version = read_int(archive, "format_version");
     if (version != kFormatVersion) {
       throw std::invalid_argument("has format version " + std::to_string(version) + ", this build reads " +
                                   std::to_string(kFormatVersion));
     }
-    ckpt.meta.model_config = GptConfig::from_text(read_string(ckpt.archive, "model_config"));
-    ckpt.meta.tokenizer_kind = read_string(ckpt.archive, "tokenizer_kind");
-    ckpt.meta.tokenizer_data = read_string(ckpt.archive, "tokenizer_data");
-    ckpt.meta.step = read_int(ckpt.archive, "step");
-    ckpt.meta.run_config = read_string(ckpt.archive, "run_config");
-    ckpt.model = Gpt(ckpt.meta.model_config);
-    torch::serialize::InputArchive model_archive;
-    if (!ckpt.archive.try_read("model", model_archive)) throw std::invalid_argument("lacks the model weights");
-    ckpt.model->load(model_archive);
-    std::string names = read_string(ckpt.archive, "extra_names");
+    ckpt.meta.model_config = GptConfig::from_text(read_string(archive, "model_config"));
+    ckpt.meta.tokenizer_kind = parse_tokenizer_kind(read_string(archive, "tokenizer_kind"));
+    ckpt.meta.tokenizer_data = read_string(archive, "tokenizer_data");
+    ckpt.meta.step = read_int(archive, "step");
+    ckpt.meta.run_config = read_string(archive, "run_config");
+    const std::string names = read_string(archive, "tensor_names");
     for (size_t start = 0, end; (end = names.find('\n', start)) != std::string::npos; start = end + 1) {
       const std::string name = names.substr(start, end - start);
       torch::Tensor t;
-      if (!ckpt.archive.try_read("extra." + name, t)) throw std::invalid_argument("lacks state '" + name + "'");
-      ckpt.extra[name] = t;
+      if (!archive.try_read("tensor." + name, t)) throw std::invalid_argument("lacks tensor '" + name + "'");
+      ckpt.tensors[name] = t;
     }
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("checkpoint '" + path.string() + "' is not a mygpt-ddp checkpoint: it " + e.what());
@@ -106,12 +95,23 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
   return ckpt;
 }
 
-void load_optimizer_state(LoadedCheckpoint& checkpoint, AdamW& optimizer) {
-  torch::serialize::InputArchive optimizer_archive;
-  if (!checkpoint.archive.try_read("optimizer", optimizer_archive)) {
-    throw std::invalid_argument("checkpoint holds no optimizer state, so training cannot resume from it");
+StateDict part_state(const StateDict& tensors, const std::string& part) {
+  StateDict state;
+  const std::string prefix = part + ".";
+  for (auto it = tensors.lower_bound(prefix); it != tensors.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    state[it->first.substr(prefix.size())] = it->second;
   }
-  optimizer.load_state(optimizer_archive);
+  return state;
+}
+
+void add_part_state(StateDict& tensors, const std::string& part, const StateDict& state) {
+  for (const auto& [key, tensor] : state) tensors[part + "." + key] = tensor;
+}
+
+Gpt model_from_checkpoint(const Checkpoint& checkpoint) {
+  Gpt model(checkpoint.meta.model_config);
+  ModelState(model).load_state_dict(part_state(checkpoint.tensors, "model"));
+  return model;
 }
 
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step) {

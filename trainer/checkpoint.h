@@ -1,41 +1,45 @@
 #pragma once
-// Checkpoints: one file holding everything needed to sample from or resume a run. Files are written
-// to a temporary name and renamed, so a crash never leaves a partial file where a good one was, and
-// are always read onto the CPU first so that a checkpoint saved on one device loads on any other.
+// Checkpoints: one file holding everything needed to sample from or resume a run: metadata (model shape,
+// tokenizer, step, the run's options) and named tensors (the state of every stateful part). Files are
+// written to a temporary name and renamed, so a crash never leaves a partial file where a good one was,
+// and are always read onto the CPU first so that a checkpoint saved on one device loads on any other.
 #include <torch/torch.h>
 
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string>
 
+#include "dataloader/text_codec.h"
 #include "model/gpt.h"
-#include "trainer/adamw.h"
+#include "trainer/stateful.h"
 
 namespace mygpt {
 
 struct CheckpointMeta {
   GptConfig model_config;
-  std::string tokenizer_kind;  // "char" (tokenizer_data = the vocabulary) or "gpt2"
-  std::string tokenizer_data;
+  TokenizerKind tokenizer_kind = TokenizerKind::none;
+  std::string tokenizer_data;  // the character vocabulary, or the folder of GPT-2's files
   int64_t step = 0;            // optimizer steps completed
-  std::string run_config;      // the training options, as text
+  std::string run_config;      // the training options, as "name=value" lines
 };
 
-struct LoadedCheckpoint {
+struct Checkpoint {
   CheckpointMeta meta;
-  Gpt model{nullptr};                          // on the CPU
-  torch::serialize::InputArchive archive;      // for the optimizer and the extra state
-  std::map<std::string, torch::Tensor> extra;  // loader positions, RNG states, ...
+  StateDict tensors;  // "<part>.<name>": "model.wte.weight", "optimizer.exp_avg.0.0", ...
 };
 
-// extra holds named tensors (data loader state, RNG states) saved next to the model.
-void save_checkpoint(const std::filesystem::path& path, Gpt& model, const AdamW* optimizer,
-                     const CheckpointMeta& meta, const std::map<std::string, torch::Tensor>& extra = {});
+// Tensors are stored as they are given (on the CPU); the caller names them.
+void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors);
 
-// Throws std::invalid_argument for a missing, truncated or foreign file.
-LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);
-void load_optimizer_state(LoadedCheckpoint& checkpoint, AdamW& optimizer);
+// Throws std::invalid_argument naming the file for a missing, truncated, foreign or damaged one.
+Checkpoint load_checkpoint(const std::filesystem::path& path);
+
+// The entries of one part ("model", "optimizer", ...) without the "<part>." prefix, and the reverse.
+StateDict part_state(const StateDict& tensors, const std::string& part);
+void add_part_state(StateDict& tensors, const std::string& part, const StateDict& state);
+
+// The model a checkpoint holds, built on the CPU.
+Gpt model_from_checkpoint(const Checkpoint& checkpoint);
 
 // "<dir>/ckpt_00001234.pt": zero-padded so that names sort by step.
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step);

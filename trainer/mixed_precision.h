@@ -6,6 +6,16 @@
 
 namespace mygpt {
 
+// The arithmetic of matmuls and attention: automatic picks bf16 on CUDA and fp32 elsewhere. Weights,
+// gradients and optimizer state stay fp32 either way.
+enum class Precision { automatic, fp32, bf16 };
+
+// automatic resolved for a device (fp32 and bf16 stay as they are).
+inline Precision resolve_precision(Precision precision, const torch::Device& device) {
+  if (precision != Precision::automatic) return precision;
+  return device.is_cuda() ? Precision::bf16 : Precision::fp32;
+}
+
 class AutocastScope {
  public:
   AutocastScope(const torch::Device& device, bool enabled) : type_(device.type()), enabled_(enabled) {

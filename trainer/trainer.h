@@ -4,35 +4,36 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "dataloader/batch_loader.h"
+#include "dataloader/hellaswag_reader.h"
+#include "distributed/communicator.h"
+#include "distributed/gradient_sync.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
-#include "distributed/communicator.h"
-#include "distributed/gradient_sync.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/run_output.h"
+#include "trainer/stateful_parts.h"
 #include "trainer/train_options.h"
 
 namespace mygpt {
 
-// What a Trainer works on; the launcher builds these.
+// What a Trainer works on and owns; launcher/run_builder.cpp builds them.
 struct TrainerParts {
   Gpt model{nullptr};
-  AdamW* optimizer = nullptr;
-  BatchLoader* train_loader = nullptr;
-  ShardedBatchLoader* val_loader = nullptr;                 // null: no validation loss
-  const std::vector<TokenizedHellaSwag>* hellaswag = nullptr;  // null: no HellaSwag
-  Communicator* comm = nullptr;
-  RunOutput* output = nullptr;
+  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<BatchLoader> train_loader;
+  std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
+  std::vector<TokenizedHellaSwag> hellaswag;       // empty: no HellaSwag
   torch::Device device = torch::kCPU;
-  CheckpointMeta checkpoint_meta;
-  std::function<double()> peak_memory_mib;                  // CUDA allocator peak, or peak RSS on CPU
-  std::function<std::string(Gpt&)> sample;                  // a text sample from the model (rank 0 prints it)
-  std::function<bool()> stop_requested;                     // SIGINT/SIGTERM seen by this process
+  CheckpointMeta checkpoint_meta;                  // written into every checkpoint, with its step
+  std::function<double()> peak_memory_mib;         // CUDA allocator peak, or peak RSS on CPU
+  std::function<std::string(Gpt&)> sample;        // a text sample from the model (rank 0 prints it)
+  std::function<bool()> stop_requested;            // SIGINT/SIGTERM seen by this process
 };
 
 struct StepResult {
@@ -50,7 +51,8 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  Trainer(TrainerParts parts, const TrainOptions& options);
+  // comm must outlive the Trainer. options.precision is already resolved for the device.
+  Trainer(TrainerParts parts, const TrainOptions& options, Communicator& comm, RunOutput output);
 
   // Trains from start_step (0, or the step a checkpoint was saved at) to options.steps.
   TrainSummary run(int64_t start_step);
@@ -58,23 +60,43 @@ class Trainer {
   // Mean validation loss over eval_steps batches per rank, averaged over ranks.
   double evaluate();
   void save_checkpoint_at(int64_t steps_done);
-  // Restores model, optimizer, data position and RNG states; returns the step to continue from.
-  // Throws std::invalid_argument when the checkpoint cannot continue this run.
-  int64_t restore(LoadedCheckpoint& checkpoint);
+  // Restores every stateful part; returns the step to continue from. Throws std::invalid_argument when
+  // the checkpoint cannot continue this run.
+  int64_t restore(const Checkpoint& checkpoint);
 
   // Model FLOPs per trained token: 6 per weight (forward + backward) plus attention (PaLM appendix B).
   double flops_per_token() const;
 
+  Gpt& model() { return p_.model; }
+  AdamW& optimizer() { return *p_.optimizer; }
+  BatchLoader& train_loader() { return *p_.train_loader; }
+  const TrainOptions& options() const { return options_; }
+  RunOutput& output() { return output_; }
+  const CheckpointMeta& checkpoint_meta() const { return p_.checkpoint_meta; }
+  bool has_validation() const { return p_.val_loader != nullptr; }
+
  private:
+  struct NamedPart {
+    std::string name;         // prefix of its tensors in a checkpoint
+    std::string description;  // for messages
+    StatefulPart& part;
+  };
+  std::vector<NamedPart> stateful_parts();
+  StateDict checkpoint_tensors();
   void log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt);
-  std::map<std::string, torch::Tensor> rank_states();
   void prune_checkpoints();
   bool any_rank_wants_to_stop();
+  bool bf16() const { return options_.precision == Precision::bf16; }
 
   TrainerParts p_;
   TrainOptions options_;
+  Communicator& comm_;
+  RunOutput output_;
   LrSchedule schedule_;
   GradientSynchronizer grad_sync_;
+  ModelState model_state_;
+  LoaderState loader_state_;
+  RandomState random_state_;
 };
 
 }  // namespace mygpt

@@ -3,7 +3,7 @@
 usage: compare_runs.py TOLERANCE "LABEL|RUN_A|RUN_B|same" "LABEL|RUN_A|RUN_B|different" ...
 
 A checkpoint is a torch::serialize::OutputArchive, a TorchScript module zip, so torch.jit.load reads it;
-its "model.*" parameters are the weights and "extra.train_loader" is the data position. Prints one
+its "tensor.model.*" entries are the weights and "tensor.loader.position" is the data position. Prints one
 line per pair, "ok" or "FAIL": a "same" pair passes when losses and weights agree within TOLERANCE, a
 "different" pair (a control that the comparison can fail at all) when they do not. One process
 compares every pair, since importing torch is the slow part.
@@ -27,11 +27,13 @@ def final_state(run):
     if not checkpoints:
         raise SystemExit(f"no checkpoint in {run}")
     module = torch.jit.load(checkpoints[-1], map_location="cpu")
-    return os.path.basename(checkpoints[-1]), dict(module.named_parameters())
+    # Tensors are stored as "tensor.<part>.<name>" attributes: "tensor.model.wte.weight", ...
+    state = {k.removeprefix("tensor."): v for k, v in module.state_dict().items()}
+    return os.path.basename(checkpoints[-1]), state
 
 
 def data_position(state):
-    for key in ("extra.loader", "extra.train_loader"):
+    for key in ("loader.position", "extra.loader", "extra.train_loader"):
         if key in state:
             return sorted(set(state[key].flatten().tolist()))
     return None  # a checkpoint layout without a loader position: nothing to compare

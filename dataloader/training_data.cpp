@@ -1,0 +1,106 @@
+#include "dataloader/training_data.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "common/file_io.h"
+#include "dataloader/builtin_dataset.h"
+#include "dataloader/token_file.h"
+#include "dataloader/token_stream.h"
+
+namespace mygpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kGpt2PaddedVocab = 50304;  // GPT-2's 50257 tokens rounded up to a multiple of 64
+constexpr int64_t kLargestUint16Vocab = 65536;
+
+bool is_glob(const std::string& spec) { return spec.find_first_of("*?[") != std::string::npos; }
+
+std::shared_ptr<const TokenSource> token_stream(const std::string& spec, std::string_view split, int64_t vocab) {
+  return std::make_shared<TokenStream>(expand_token_paths(spec, split), static_cast<uint32_t>(vocab));
+}
+
+bool directory_has(const std::string& dir, std::string_view word) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Shards written by `prepare --tokenizer char` carry their vocabulary beside them.
+std::optional<std::string> char_vocabulary_beside(const std::string& spec) {
+  const auto path = fs::path(spec) / "char_vocab.txt";
+  std::error_code ec;
+  if (!fs::is_directory(spec, ec) || !fs::exists(path, ec)) return std::nullopt;
+  return read_whole_file(path, "character vocabulary");
+}
+
+TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
+  TrainingData d;
+  const auto char_vocabulary = char_vocabulary_beside(spec);
+  d.vocab_size = o.vocab_size.value_or(kGpt2PaddedVocab);
+  if (char_vocabulary && !o.vocab_size) d.vocab_size = make_text_codec(TokenizerKind::character, *char_vocabulary)->vocab_size();
+  if (d.vocab_size > kLargestUint16Vocab) {
+    throw std::invalid_argument("--vocab-size above 65536 cannot be stored in uint16 tokens");
+  }
+  const bool split_dir = fs::is_directory(spec) && directory_has(spec, "train");
+  d.train = token_stream(spec, split_dir ? "train" : "", d.vocab_size);
+  if (o.val_data) {
+    d.val = token_stream(*o.val_data, "", d.vocab_size);
+  } else if (split_dir && directory_has(spec, "val")) {
+    d.val = token_stream(spec, "val", d.vocab_size);
+  }
+  if (o.vocab) {
+    d.tokenizer_kind = TokenizerKind::gpt2;
+    d.tokenizer_data = make_text_codec(TokenizerKind::gpt2, *o.vocab)->data();
+  } else if (char_vocabulary) {
+    d.tokenizer_kind = TokenizerKind::character;
+    d.tokenizer_data = make_text_codec(TokenizerKind::character, *char_vocabulary)->data();
+  }
+  d.description = "token data " + spec + (d.val ? " (with validation shards)" : " (no validation data)");
+  return d;
+}
+
+TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
+  std::string text = is_builtin_dataset(spec) ? builtin_dataset_text(spec) : read_whole_file(spec, "data file");
+  if (text.empty()) throw std::invalid_argument("data file '" + spec + "' is empty");
+  std::unique_ptr<TextCodec> codec;
+  if (o.tokenizer == TokenizerKind::gpt2) {
+    if (!o.vocab) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
+    codec = make_text_codec(TokenizerKind::gpt2, *o.vocab);
+  } else {
+    try {
+      codec = make_char_codec_for(text);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("data file '" + spec + "': " + e.what());
+    }
+  }
+  TrainingData d;
+  d.tokenizer_kind = codec->kind();
+  d.tokenizer_data = codec->data();
+  // GPT-2's 50257 ids get the padded vocabulary that token data of GPT-2 uses too.
+  d.vocab_size = d.tokenizer_kind == TokenizerKind::character ? codec->vocab_size() : kGpt2PaddedVocab;
+  auto [train_ids, val_ids] = split_train_val(codec->encode(text), o.val_fraction);
+  if (train_ids.empty()) throw std::invalid_argument("the training split of '" + spec + "' is empty");
+  d.description = spec + " | " + std::to_string(text.size()) + " bytes | " +
+                   std::string(tokenizer_kind_name(d.tokenizer_kind)) + " tokenizer";
+  d.train = std::make_shared<InMemoryTokens>(std::move(train_ids));
+  if (!val_ids.empty()) d.val = std::make_shared<InMemoryTokens>(std::move(val_ids));
+  return d;
+}
+
+}  // namespace
+
+TrainingData load_training_data(const DataOptions& o) {
+  const std::string& spec = o.data;
+  if (is_builtin_dataset(spec)) return load_text_data(o, spec);
+  std::error_code ec;
+  if (fs::is_directory(spec, ec) || (is_glob(spec) && !fs::exists(spec, ec))) return load_token_data(o, spec);
+  require_regular_file(spec, "data file");
+  if (looks_like_token_file(spec)) return load_token_data(o, spec);
+  return load_text_data(o, spec);
+}
+
+}  // namespace mygpt

@@ -1,0 +1,389 @@
+#pragma once
+// One table of options per command. A row holds everything about one option: its name, the field it
+// fills, its default, its help, its check and the GPT-2 recipe's value. The Boost.Program_options
+// description (and so --help), parsing of the command line and of --config files, the checks and the
+// "name=value" text form all come from the rows, so they cannot disagree.
+//
+// Field types: bool, int64_t, uint64_t, double, std::string, std::vector<std::string> (several values),
+// an enum (with its names), or std::optional of any of these for options that have no default and
+// stay unset unless given. Every double must be finite; a row adds its own range check.
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace mygpt {
+
+namespace po = boost::program_options;
+
+// A command's typed options and which of them the user gave (on the command line or in --config).
+template <typename Config>
+struct Parsed {
+  Config config{};
+  std::set<std::string> given;
+  bool help = false;
+  bool gave(const std::string& name) const { return given.count(name) > 0; }
+};
+
+namespace option_detail {
+
+template <typename T>
+struct Unwrap {
+  using type = T;
+  static constexpr bool optional = false;
+};
+template <typename T>
+struct Unwrap<std::optional<T>> {
+  using type = T;
+  static constexpr bool optional = true;
+};
+
+// How Boost stores a value: enums and unsigned numbers as text that we convert ourselves (Boost would
+// wrap "-1" around to a huge unsigned number).
+template <typename T>
+using Stored = std::conditional_t<std::is_enum_v<T> || std::is_same_v<T, uint64_t>, std::string, T>;
+
+// The shortest text that reads back as the same double (--help, the text form and the checkpoint agree).
+inline std::string number_text(double v) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
+  return std::string(buffer, result.ptr);
+}
+
+}  // namespace option_detail
+
+template <typename Config>
+class OptionRow {
+ public:
+  virtual ~OptionRow() = default;
+  virtual const std::string& name() const = 0;
+  virtual const std::string& group() const = 0;
+  virtual void describe(po::options_description& into) const = 0;
+  // Fills the field from the parsed values; with recipe, a row that has a recipe value takes it when the
+  // flag was not given. Then checks the value; a bad one throws std::invalid_argument naming the flag.
+  virtual void fill(const po::variables_map& values, Config& config, bool recipe) const = 0;
+  // "value" of the field, or nullopt when an optional field is unset.
+  virtual std::optional<std::string> text(const Config& config) const = 0;
+  // The default as --help shows it; nullopt when the option has none.
+  virtual std::optional<std::string> default_text() const = 0;
+};
+
+template <typename Config, typename Field>
+class Row final : public OptionRow<Config> {
+  using Value = typename option_detail::Unwrap<Field>::type;
+  static constexpr bool kOptional = option_detail::Unwrap<Field>::optional;
+  using Stored = option_detail::Stored<Value>;
+
+ public:
+  using Check = std::function<void(const std::string& flag, const Value& value)>;
+
+  Row(std::string group, std::string name, std::function<Field&(Config&)> field, std::string help)
+      : group_(std::move(group)), name_(std::move(name)), field_(std::move(field)), help_(std::move(help)) {}
+
+  // The value a run uses when the flag is not given (required unless the field is std::optional).
+  Row& init(Value value) {
+    default_ = std::move(value);
+    return *this;
+  }
+  Row& check(Check check) {
+    checks_.push_back(std::move(check));
+    return *this;
+  }
+  // The GPT-2 recipe's value, taken by the gpt2 presets when the flag is not given.
+  Row& gpt2(Value value) {
+    recipe_ = std::move(value);
+    return *this;
+  }
+  // The command cannot run without this option (for std::optional fields).
+  Row& required() {
+    required_ = true;
+    return *this;
+  }
+  // The names of an enum's values, in the order --help lists them.
+  Row& names(std::vector<std::pair<std::string, Value>> names) {
+    names_ = std::move(names);
+    return *this;
+  }
+
+  const std::string& name() const override { return name_; }
+  const std::string& group() const override { return group_; }
+
+  void describe(po::options_description& into) const override {
+    auto* semantic = po::value<Stored>();
+    if constexpr (std::is_same_v<Value, std::vector<std::string>>) semantic->multitoken();
+    if (required_) semantic->required();
+    if (default_) semantic->default_value(stored(*default_), to_text(*default_));
+    std::string help = help_;
+    if constexpr (std::is_enum_v<Value>) help += " (" + choices_text() + ")";
+    if (recipe_) help += " [gpt2: " + to_text(*recipe_) + "]";
+    into.add_options()(name_.c_str(), semantic, help.c_str());
+  }
+
+  void fill(const po::variables_map& values, Config& config, bool recipe) const override {
+    const bool given = values.count(name_) > 0 && !values[name_].defaulted();
+    std::optional<Value> value;
+    if (recipe && recipe_ && !given) {
+      value = *recipe_;
+    } else if (values.count(name_) > 0) {
+      value = from_stored(values[name_].template as<Stored>());
+    } else if (default_) {
+      value = *default_;
+    }
+    if (!value) {
+      if constexpr (kOptional) {
+        field_(config) = std::nullopt;
+        return;
+      } else {
+        throw std::logic_error("option --" + name_ + " has no default");
+      }
+    }
+    if constexpr (std::is_same_v<Value, double>) {
+      if (!std::isfinite(*value)) throw std::invalid_argument("--" + name_ + " must be a finite number, got " + to_text(*value));
+    }
+    for (const auto& c : checks_) c(name_, *value);
+    field_(config) = *value;
+  }
+
+  std::optional<std::string> text(const Config& config) const override {
+    const Field& field = field_(const_cast<Config&>(config));
+    if constexpr (kOptional) {
+      if (!field) return std::nullopt;
+      return to_text(*field);
+    } else {
+      return to_text(field);
+    }
+  }
+
+  std::optional<std::string> default_text() const override {
+    if (!default_) return std::nullopt;
+    return to_text(*default_);
+  }
+
+ private:
+  std::string to_text(const Value& v) const {
+    if constexpr (std::is_enum_v<Value>) {
+      for (const auto& [n, e] : names_) {
+        if (e == v) return n;
+      }
+      throw std::logic_error("option --" + name_ + " has an enum value without a name");
+    } else if constexpr (std::is_same_v<Value, double>) {
+      return option_detail::number_text(v);
+    } else if constexpr (std::is_same_v<Value, bool>) {
+      return v ? "true" : "false";
+    } else if constexpr (std::is_same_v<Value, std::string>) {
+      return v;
+    } else if constexpr (std::is_same_v<Value, std::vector<std::string>>) {
+      std::string joined;
+      for (const auto& s : v) joined += (joined.empty() ? "" : " ") + s;
+      return joined;
+    } else {
+      return std::to_string(v);
+    }
+  }
+
+  Stored stored(const Value& v) const {
+    if constexpr (std::is_same_v<Stored, std::string> && !std::is_same_v<Value, std::string>) {
+      return to_text(v);
+    } else {
+      return v;
+    }
+  }
+
+  Value from_stored(const Stored& s) const {
+    if constexpr (std::is_enum_v<Value>) {
+      for (const auto& [n, e] : names_) {
+        if (n == s) return e;
+      }
+      throw std::invalid_argument("--" + name_ + " must be " + choices_text() + ", got '" + s + "'");
+    } else if constexpr (std::is_same_v<Value, uint64_t>) {
+      uint64_t v = 0;
+      const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (error != std::errc() || end != s.data() + s.size()) {
+        throw std::invalid_argument("--" + name_ + " must be a non-negative integer, got '" + s + "'");
+      }
+      return v;
+    } else {
+      return s;
+    }
+  }
+
+  std::string choices_text() const {
+    std::string text;
+    for (size_t i = 0; i < names_.size(); ++i) text += (i == 0 ? "" : i + 1 == names_.size() ? " or " : ", ") + names_[i].first;
+    return text;
+  }
+
+  std::string group_, name_;
+  std::function<Field&(Config&)> field_;
+  std::string help_;
+  std::optional<Value> default_, recipe_;
+  std::vector<Check> checks_;
+  std::vector<std::pair<std::string, Value>> names_;
+  bool required_ = false;
+};
+
+template <typename Config>
+class OptionTable {
+ public:
+  // Rows added from here on are listed under this title in --help.
+  OptionTable& group(std::string title) {
+    group_ = std::move(title);
+    return *this;
+  }
+
+  // A row filling config.*member (or config.*sub.*member).
+  template <typename Field>
+  Row<Config, Field>& add(std::string name, Field Config::*member, std::string help) {
+    return add_row<Field>(std::move(name), [member](Config& c) -> Field& { return c.*member; }, std::move(help));
+  }
+  template <typename Sub, typename Field>
+  Row<Config, Field>& add(std::string name, Sub Config::*sub, Field Sub::*member, std::string help) {
+    return add_row<Field>(std::move(name), [sub, member](Config& c) -> Field& { return (c.*sub).*member; },
+                          std::move(help));
+  }
+
+  // The first `count` bare arguments (-1: all) fill the option `name`.
+  OptionTable& positional(std::string name, int count) {
+    positional_.emplace_back(std::move(name), count);
+    return *this;
+  }
+  // The gpt2 presets' recipe values apply when this says so of the parsed config.
+  OptionTable& recipe_applies_when(std::function<bool(const Config&)> test) {
+    recipe_applies_ = std::move(test);
+    return *this;
+  }
+
+  // Every row, grouped, plus --config and --help.
+  po::options_description description(const std::string& title) const {
+    po::options_description all(title);
+    std::vector<std::string> order;
+    for (const auto& row : rows_) {
+      if (std::find(order.begin(), order.end(), row->group()) == order.end()) order.push_back(row->group());
+    }
+    for (const auto& g : order) {
+      po::options_description part(g);
+      for (const auto& row : rows_) {
+        if (row->group() == g) row->describe(part);
+      }
+      all.add(part);
+    }
+    po::options_description general("General");
+    general.add_options()("config", po::value<std::string>(),
+                          "read options from FILE (lines `name = value`, the names above); flags given here win")(
+        "help,h", "show this help");
+    all.add(general);
+    return all;
+  }
+
+  // Parses the command line and, with --config FILE, that file (command-line values win). Bad usage
+  // throws po::error or std::invalid_argument; both mean exit code 2.
+  Parsed<Config> parse(const std::vector<std::string>& args) const;
+
+  // Every set option as "name=value" lines, in table order: stored in checkpoints, compared across ranks.
+  std::string to_text(const Config& config) const {
+    std::string out;
+    for (const auto& row : rows_) {
+      if (const auto value = row->text(config)) out += row->name() + "=" + *value + "\n";
+    }
+    return out;
+  }
+
+  const std::vector<std::unique_ptr<OptionRow<Config>>>& rows() const { return rows_; }
+
+ private:
+  template <typename Field>
+  Row<Config, Field>& add_row(std::string name, std::function<Field&(Config&)> field, std::string help) {
+    for (const auto& row : rows_) {
+      if (row->name() == name) throw std::logic_error("option --" + name + " is defined twice");
+    }
+    auto row = std::make_unique<Row<Config, Field>>(group_, std::move(name), std::move(field), std::move(help));
+    auto& ref = *row;
+    rows_.push_back(std::move(row));
+    return ref;
+  }
+
+  std::string group_ = "Options";
+  std::vector<std::unique_ptr<OptionRow<Config>>> rows_;
+  std::vector<std::pair<std::string, int>> positional_;
+  std::function<bool(const Config&)> recipe_applies_;
+};
+
+// The text of a --config file, refusing anything that is not a regular file (a folder, a FIFO).
+std::string read_config_file(const std::string& path);
+
+template <typename Config>
+Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) const {
+  const po::options_description desc = description("");
+  po::positional_options_description positional;
+  for (const auto& [name, count] : positional_) positional.add(name.c_str(), count);
+  po::variables_map values;
+  po::store(po::command_line_parser(args).options(desc).positional(positional).run(), values);
+  Parsed<Config> parsed;
+  parsed.help = values.count("help") > 0;
+  if (parsed.help) return parsed;
+  if (values.count("config")) {
+    std::istringstream file(read_config_file(values["config"].as<std::string>()));
+    // Stored after the command line, so flags given there keep their values.
+    po::store(po::parse_config_file(file, desc), values);
+  }
+  po::notify(values);
+  for (const auto& row : rows_) {
+    if (values.count(row->name()) > 0 && !values[row->name()].defaulted()) parsed.given.insert(row->name());
+  }
+  // Plain values first (the recipe depends on the preset), then the recipe where it applies, then checks.
+  for (const auto& row : rows_) row->fill(values, parsed.config, /*recipe=*/false);
+  const bool recipe = recipe_applies_ && recipe_applies_(parsed.config);
+  if (recipe) {
+    for (const auto& row : rows_) row->fill(values, parsed.config, /*recipe=*/true);
+  }
+  return parsed;
+}
+
+// Checks shared by many rows; each throws std::invalid_argument naming the flag.
+struct PositiveCheck {
+  template <typename T>
+  void operator()(const std::string& flag, const T& v) const {
+    if (!(v > 0)) {
+      std::ostringstream value;
+      value << v;
+      throw std::invalid_argument("--" + flag + " must be positive, got " + value.str());
+    }
+  }
+};
+struct NonNegativeCheck {
+  template <typename T>
+  void operator()(const std::string& flag, const T& v) const {
+    if (v < 0) {
+      std::ostringstream value;
+      value << v;
+      throw std::invalid_argument("--" + flag + " must not be negative, got " + value.str());
+    }
+  }
+};
+inline constexpr PositiveCheck positive{};
+inline constexpr NonNegativeCheck non_negative{};
+inline std::function<void(const std::string&, const double&)> in_range(double lo, double hi, bool hi_inclusive) {
+  return [=](const std::string& flag, const double& v) {
+    if (v < lo || v > hi || (!hi_inclusive && v == hi)) {
+      throw std::invalid_argument("--" + flag + " must be in [" + option_detail::number_text(lo) + ", " +
+                                  option_detail::number_text(hi) + (hi_inclusive ? "]" : ")") + ", got " +
+                                  option_detail::number_text(v));
+    }
+  };
+}
+inline void not_empty(const std::string& flag, const std::string& v) {
+  if (v.empty()) throw std::invalid_argument("--" + flag + " must not be empty");
+}
+
+}  // namespace mygpt

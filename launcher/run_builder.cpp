@@ -1,0 +1,82 @@
+#include "launcher/run_builder.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <stdexcept>
+
+#include "dataloader/hellaswag_reader.h"
+#include "distributed/gradient_sync.h"
+#include "launcher/device.h"
+#include "launcher/device_probe.h"
+#include "model/sampling.h"
+
+namespace mygpt {
+namespace {
+
+std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const TrainingData& data, int64_t examples) {
+  if (!d.hellaswag) return {};
+  if (data.tokenizer_kind != TokenizerKind::gpt2) {
+    throw std::invalid_argument("--hellaswag needs the GPT-2 tokenizer: give --vocab DIR (and GPT-2 token data)");
+  }
+  const auto codec = make_text_codec(TokenizerKind::gpt2, data.tokenizer_data);
+  return read_tokenized_hellaswag(*d.hellaswag, *codec, examples);
+}
+
+// Samples draw from their own CPU generator, so printing them leaves training's random streams alone.
+std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const TrainingData& data,
+                                              const torch::Device& device) {
+  if (o.sample_every == 0 || data.tokenizer_kind == TokenizerKind::none) return {};
+  auto codec = std::shared_ptr<TextCodec>(make_text_codec(data.tokenizer_kind, data.tokenizer_data));
+  const auto prompt = codec->encode(o.sample_prompt);
+  if (prompt.empty()) throw std::invalid_argument("--sample-prompt must not be empty");
+  SamplingOptions sampling{o.sample_tokens, 1.0, 50};
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  return [codec, prompt, sampling, generator, device](Gpt& m) mutable {
+    generator.set_current_seed(generator.current_seed());  // the same sample stream every time
+    auto out = generate(m, torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device), sampling, generator);
+    out = out.squeeze(0).to(torch::kCPU);
+    return codec->decode(std::vector<int64_t>(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel()));
+  };
+}
+
+}  // namespace
+
+std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const TrainingData& data, Communicator& comm,
+                                       const torch::Device& device, std::function<bool()> stop_requested) {
+  const TrainFlags& f = flags.config;
+  const GptConfig model_config = f.model.resolve(data.vocab_size);
+  TrainOptions options = resolve_train_options(flags, model_config, device, comm.world_size());
+  if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
+  RunOutput output = RunOutput::for_rank(comm.rank(), options.out);
+
+  TrainerParts parts;
+  parts.device = device;
+  parts.train_loader = make_batch_loader(f.data.data_order, data.train, options.batch_size, options.seq_len,
+                                         options.seed, comm.rank(), comm.world_size());
+  if (data.val && data.val->size() > static_cast<uint64_t>(options.batch_size * options.seq_len)) {
+    parts.val_loader = std::make_unique<ShardedBatchLoader>(data.val, options.batch_size, options.seq_len, comm.rank(),
+                                                            comm.world_size());
+  } else if (options.eval_every > 0) {
+    output.print("note: no validation data of at least one batch; validation loss is off");
+  }
+  parts.hellaswag = load_hellaswag(f.data, data, options.hellaswag_examples);
+
+  seed_everything(options.seed);
+  parts.model = Gpt(model_config);
+  parts.model->to(device);
+  broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
+  parts.optimizer = std::make_unique<AdamW>(
+      parts.model->decay_parameters(), parts.model->no_decay_parameters(),
+      AdamWOptions{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay});
+
+  TrainFlags resolved = f;
+  resolved.train = options;
+  parts.checkpoint_meta = CheckpointMeta{model_config, data.tokenizer_kind, data.tokenizer_data, 0,
+                                         train_flag_table().to_text(resolved)};
+  parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
+  parts.sample = make_sampler(options, data, device);
+  parts.stop_requested = std::move(stop_requested);
+  return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));
+}
+
+}  // namespace mygpt

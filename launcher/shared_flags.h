@@ -1,0 +1,40 @@
+#pragma once
+// Options that several commands take, each defined once here and added to a command's table by path
+// to the field it fills (e.g. device_flag(table, &TrainFlags::runtime, &RuntimeOptions::device)).
+#include <string>
+
+#include "launcher/option_table.h"
+#include "trainer/mixed_precision.h"
+
+namespace mygpt {
+
+template <typename Config, typename... Path>
+auto& device_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("device", path..., "auto, cuda, mps or cpu (auto: cuda > mps > cpu)").init("auto");
+}
+
+template <typename Config, typename... Path>
+auto& seed_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("seed", path..., "seed of every random generator").init(uint64_t{1337});
+}
+
+template <typename Config, typename... Path>
+auto& vocab_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("vocab", path..., "folder with GPT-2's encoder.json and vocab.bpe");
+}
+
+template <typename Config, typename... Path>
+auto& precision_flag(OptionTable<Config>& table, Path... path) {
+  return table
+      .add("precision", path..., "arithmetic of matmuls and attention (auto: bf16 autocast on CUDA, fp32 elsewhere); "
+                                 "weights stay fp32")
+      .names({{"auto", Precision::automatic}, {"fp32", Precision::fp32}, {"bf16", Precision::bf16}})
+      .init(Precision::automatic);
+}
+
+template <typename Config, typename... Path>
+auto& checkpoint_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("checkpoint", path..., "checkpoint file, or a folder (its newest checkpoint)").required();
+}
+
+}  // namespace mygpt

@@ -1,0 +1,163 @@
+#include "launcher/train_flags.h"
+
+#include <stdexcept>
+
+#include "launcher/shared_flags.h"
+
+namespace mygpt {
+namespace {
+
+OptionTable<TrainFlags> make_table() {
+  using F = TrainFlags;
+  using D = DataOptions;
+  using M = ModelShapeOptions;
+  using T = TrainOptions;
+  using R = RuntimeOptions;
+  OptionTable<F> t;
+  t.group("Data");
+  t.add("data", &F::data, &D::data,
+        "training data (also the first positional argument): builtin:sort (generated offline), a UTF-8 text "
+        "file, a token file (llm.c .bin, .npy uint16, raw uint16), a folder of shards or a glob")
+      .init("builtin:sort");
+  t.positional("data", 1);
+  t.add("val-data", &F::data, &D::val_data, "validation token data; a shard folder's *val* files otherwise");
+  t.add("tokenizer", &F::data, &D::tokenizer, "tokenizer of text data")
+      .names({{"char", TokenizerKind::character}, {"gpt2", TokenizerKind::gpt2}})
+      .init(TokenizerKind::character);
+  vocab_flag(t, &F::data, &D::vocab);
+  t.add("vocab-size", &F::data, &D::vocab_size,
+        "model vocabulary of token data (unset: GPT-2's 50304, or the char_vocab.txt beside the shards)")
+      .check(positive);
+  t.add("val-fraction", &F::data, &D::val_fraction, "share of a text used for validation (its end)")
+      .init(0.1)
+      .check(in_range(0, 1, /*hi_inclusive=*/false));
+  t.add("data-order", &F::data, &D::data_order,
+        "sequential: consecutive chunks sharded across ranks; random: random offsets per rank")
+      .names({{"sequential", DataOrder::sequential}, {"random", DataOrder::random}})
+      .init(DataOrder::sequential);
+  t.add("hellaswag", &F::data, &D::hellaswag, "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab");
+
+  t.group("Model");
+  t.add("preset", &F::model, &M::preset,
+        "model shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl (these bring the GPT-2 recipe's defaults), "
+        "shakespeare-char, small, tiny")
+      .init("small")
+      .check([](const std::string&, const std::string& name) { preset_config(name); });
+  t.add("n-layer", &F::model, &M::n_layer, "transformer blocks (overrides the preset)").check(positive);
+  t.add("n-head", &F::model, &M::n_head, "attention heads (overrides the preset)").check(positive);
+  t.add("n-embd", &F::model, &M::n_embd, "embedding width (overrides the preset)").check(positive);
+  t.add("block-size", &F::model, &M::block_size, "longest context (overrides the preset)").check(positive);
+  t.add("dropout", &F::model, &M::dropout, "dropout probability (overrides the preset)")
+      .check(in_range(0, 1, /*hi_inclusive=*/false));
+
+  t.group("Training (the gpt2 presets' recipe values in brackets)");
+  t.add("steps", &F::train, &T::steps, "optimizer steps").init(2000).gpt2(19073).check(positive);
+  t.add("batch-size", &F::train, &T::batch_size, "micro-batch rows per rank").init(16).check(positive);
+  t.add("seq-len", &F::train, &T::seq_len, "tokens per row; 0 means the model's block size")
+      .init(0)
+      .gpt2(1024)
+      .check(non_negative);
+  t.add("grad-accum", &F::train, &T::grad_accum, "micro-batches accumulated per optimizer step and rank")
+      .init(1)
+      .check(positive);
+  t.add("total-batch-tokens", &F::train, &T::total_batch_tokens,
+        "tokens per optimizer step over all ranks; sets --grad-accum (must divide evenly); 0: off")
+      .init(0)
+      .gpt2(524288)
+      .check(non_negative);
+  t.add("lr", &F::train, &T::lr, "peak learning rate").init(1e-3).gpt2(6e-4).check(positive);
+  t.add("min-lr", &F::train, &T::min_lr, "learning rate at the end of the cosine decay")
+      .init(1e-4)
+      .gpt2(6e-5)
+      .check(non_negative);
+  t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps").init(100).gpt2(715).check(non_negative);
+  t.add("weight-decay", &F::train, &T::weight_decay, "AdamW weight decay on 2-D weights").init(0.1).check(non_negative);
+  t.add("beta1", &F::train, &T::beta1, "AdamW's first-moment decay").init(0.9).check(in_range(0, 1, false));
+  t.add("beta2", &F::train, &T::beta2, "AdamW's second-moment decay").init(0.95).check(in_range(0, 1, false));
+  t.add("eps", &F::train, &T::eps, "AdamW's denominator epsilon").init(1e-8).check(positive);
+  t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables").init(1.0).check(non_negative);
+  precision_flag(t, &F::train, &T::precision);
+  seed_flag(t, &F::train, &T::seed);
+
+  t.group("Run");
+  device_flag(t, &F::runtime, &R::device);
+  t.add("threads", &F::runtime, &R::threads, "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks")
+      .init(0)
+      .check(non_negative);
+  t.add("out", &F::train, &T::out, "output folder: checkpoints, metrics.jsonl").init("out").check(not_empty);
+  t.add("resume", &F::runtime, &R::resume,
+        "auto (newest checkpoint in --out, if any) or a checkpoint path; empty starts afresh")
+      .init("");
+  t.add("checkpoint-every", &F::train, &T::checkpoint_every, "checkpoint every N steps; 0: only at the end")
+      .init(0)
+      .gpt2(5000)
+      .check(non_negative);
+  t.add("keep-checkpoints", &F::train, &T::keep_checkpoints, "keep only the newest N checkpoints; 0 keeps all")
+      .init(0)
+      .check(non_negative);
+  t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps; 0 disables").init(250).check(non_negative);
+  t.add("eval-steps", &F::train, &T::eval_steps, "validation batches per rank and evaluation").init(20).check(positive);
+  t.add("hellaswag-every", &F::train, &T::hellaswag_every, "HellaSwag every N steps when --hellaswag is given")
+      .init(250)
+      .check(non_negative);
+  t.add("hellaswag-examples", &F::train, &T::hellaswag_examples, "examples per HellaSwag evaluation; 0 means all")
+      .init(0)
+      .check(non_negative);
+  t.add("sample-every", &F::train, &T::sample_every, "rank 0 prints a sample every N steps; 0 disables")
+      .init(0)
+      .check(non_negative);
+  t.add("sample-prompt", &F::train, &T::sample_prompt, "prompt of those samples").init("\n").check(not_empty);
+  t.add("sample-tokens", &F::train, &T::sample_tokens, "tokens per sample").init(64).check(positive);
+  t.add("log-every", &F::train, &T::log_every, "print a progress line every N steps").init(10).check(positive);
+  t.add("peak-tflops", &F::train, &T::peak_tflops,
+        "the device's peak TFLOP/s for MFU; 0 looks the GPU up in a table (unknown: n/a)")
+      .init(0.0)
+      .check(non_negative);
+  t.add("bucket-mb", &F::train, &T::bucket_mb, "DDP gradient bucket size in MiB").init(25.0).check(positive);
+  t.add("ddp-overlap", &F::train, &T::ddp_overlap,
+        "start each bucket's all-reduce during backward (false: all after backward)")
+      .init(true);
+  t.add("comm-timeout", &F::runtime, &R::comm_timeout,
+        "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
+      .init(600.0)
+      .check(non_negative);
+  t.recipe_applies_when([](const TrainFlags& f) { return is_gpt2_preset(f.model.preset); });
+  return t;
+}
+
+}  // namespace
+
+const OptionTable<TrainFlags>& train_flag_table() {
+  static const OptionTable<TrainFlags> table = make_table();
+  return table;
+}
+
+TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptConfig& model, const torch::Device& device,
+                                   int world_size) {
+  TrainOptions o = flags.config.train;
+  if (o.seq_len == 0) o.seq_len = model.block_size;
+  if (o.seq_len > model.block_size) {
+    throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's block size " +
+                                std::to_string(model.block_size));
+  }
+  // Accumulation: given directly, or derived from the total batch so that the recipe's batch holds
+  // whatever the number of ranks and the micro-batch size. An explicit --grad-accum wins over the
+  // recipe's total; both given explicitly contradict each other.
+  if (flags.gave("grad-accum") && flags.gave("total-batch-tokens") && o.total_batch_tokens > 0) {
+    throw std::invalid_argument("give --total-batch-tokens or --grad-accum, not both");
+  }
+  if (flags.gave("grad-accum")) o.total_batch_tokens = 0;
+  if (o.total_batch_tokens > 0) {
+    const int64_t per_micro_step = o.batch_size * o.seq_len * world_size;
+    if (o.total_batch_tokens % per_micro_step != 0) {
+      throw std::invalid_argument("--total-batch-tokens " + std::to_string(o.total_batch_tokens) +
+                                  " is not a multiple of batch size x seq len x ranks = " + std::to_string(per_micro_step));
+    }
+    o.grad_accum = o.total_batch_tokens / per_micro_step;
+  }
+  if (o.min_lr > o.lr) throw std::invalid_argument("learning rates must satisfy 0 <= --min-lr <= --lr and --lr > 0");
+  o.precision = resolve_precision(o.precision, device);
+  return o;
+}
+
+}  // namespace mygpt

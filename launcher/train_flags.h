@@ -1,0 +1,38 @@
+#pragma once
+// The options of `train` (and `plan`): one table, and the values that depend on the model, the device
+// and the number of ranks, derived in one place.
+#include <torch/torch.h>
+
+#include <string>
+
+#include "dataloader/training_data.h"
+#include "launcher/option_table.h"
+#include "model/gpt_config.h"
+#include "trainer/train_options.h"
+
+namespace mygpt {
+
+// What only the launcher reads.
+struct RuntimeOptions {
+  std::string device;
+  int64_t threads{};     // intra-op CPU threads per rank; 0: the node's cores divided by its ranks
+  std::string resume;    // "", "auto" or a checkpoint path
+  double comm_timeout{};  // seconds before a stuck collective ends the job (NCCL); 0 waits forever
+};
+
+struct TrainFlags {
+  DataOptions data;
+  ModelShapeOptions model;
+  TrainOptions train;
+  RuntimeOptions runtime;
+};
+
+const OptionTable<TrainFlags>& train_flag_table();
+
+// The training options with the derived values filled in: --seq-len 0 becomes the block size, the
+// accumulation comes from --total-batch-tokens when that is set, and precision auto becomes bf16 on
+// CUDA (fp32 elsewhere). Throws std::invalid_argument for settings that contradict each other.
+TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptConfig& model, const torch::Device& device,
+                                   int world_size);
+
+}  // namespace mygpt

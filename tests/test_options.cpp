@@ -1,0 +1,235 @@
+// The options tables: the GPT-2 recipe the gpt2 presets bring, what --help shows against what a run
+// uses, --config files, checks of every kind of value, and the text form.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "launcher/commands.h"
+#include "launcher/train_flags.h"
+#include "tests/scratch_dir.h"
+
+namespace mygpt {
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// The GPT-2 recipe that the gpt2 presets bring to `train` and `plan`
+
+struct Recipe {
+  GptConfig model;
+  TrainOptions options;
+};
+
+Recipe recipe(const std::vector<std::string>& args, int world = 1, torch::Device device = torch::kCPU) {
+  const Parsed<TrainFlags> parsed = train_flag_table().parse(args);
+  Recipe r;
+  r.model = parsed.config.model.resolve(50304);
+  r.options = resolve_train_options(parsed, r.model, device, world);
+  return r;
+}
+
+bool bf16(const Recipe& r) { return r.options.precision == Precision::bf16; }
+
+TEST(Gpt2Recipe, PresetBringsTheRecipeDefaults) {
+  const Recipe r = recipe({"--preset", "gpt2"});
+  EXPECT_EQ(r.model.n_layer, 12);
+  EXPECT_EQ(r.model.n_embd, 768);
+  EXPECT_EQ(r.model.vocab_size, 50304);
+  EXPECT_EQ(r.options.steps, 19073);
+  EXPECT_DOUBLE_EQ(r.options.lr, 6e-4);
+  EXPECT_DOUBLE_EQ(r.options.min_lr, 6e-5);
+  EXPECT_EQ(r.options.warmup_steps, 715);
+  EXPECT_EQ(r.options.seq_len, 1024);
+  EXPECT_EQ(r.options.batch_size, 16);
+  EXPECT_EQ(r.options.grad_accum, 32);  // 524288 / (16 x 1024 x 1)
+  EXPECT_EQ(r.options.checkpoint_every, 5000);
+  EXPECT_EQ(r.options.batch_size * r.options.seq_len * r.options.grad_accum, 524288);
+  // The other GPT-2 sizes bring the same recipe.
+  EXPECT_EQ(recipe({"--preset", "gpt2-medium"}).options.steps, 19073);
+  EXPECT_EQ(recipe({"--preset", "gpt2-xl"}).options.grad_accum, 32);
+}
+
+TEST(Gpt2Recipe, AccumulationKeepsTheTotalBatchForAnyWorldAndMicroBatch) {
+  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "16"}, 8).options.grad_accum, 4);
+  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "16"}, 2).options.grad_accum, 16);
+  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "8"}, 1).options.grad_accum, 64);
+  EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "64"}, 8).options.grad_accum, 1);
+  EXPECT_EQ(recipe({"--preset", "gpt2", "--seq-len", "512"}).options.grad_accum, 64);
+  // The total batch applies to any preset when given explicitly: 4096 / (4 x 16 x 2) = 32.
+  const Recipe tiny = recipe({"--preset", "tiny", "--batch-size", "4", "--seq-len", "16", "--total-batch-tokens", "4096"}, 2);
+  EXPECT_EQ(tiny.options.grad_accum, 32);
+}
+
+TEST(Gpt2Recipe, ExplicitFlagsOverrideTheRecipe) {
+  const Recipe r = recipe({"--preset", "gpt2", "--steps", "50", "--lr", "1e-3", "--min-lr", "0", "--warmup-steps", "10",
+                           "--seq-len", "256", "--checkpoint-every", "7", "--n-layer", "2", "--dropout", "0.1"});
+  EXPECT_EQ(r.options.steps, 50);
+  EXPECT_DOUBLE_EQ(r.options.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(r.options.min_lr, 0.0);
+  EXPECT_EQ(r.options.warmup_steps, 10);
+  EXPECT_EQ(r.options.seq_len, 256);
+  EXPECT_EQ(r.options.checkpoint_every, 7);
+  EXPECT_EQ(r.options.grad_accum, 128);  // 524288 / (16 x 256)
+  EXPECT_EQ(r.model.n_layer, 2);
+  EXPECT_EQ(r.model.n_head, 12);
+  EXPECT_DOUBLE_EQ(r.model.dropout, 0.1);
+  // --grad-accum given: the recipe's total batch no longer applies.
+  EXPECT_EQ(recipe({"--preset", "gpt2", "--grad-accum", "3"}).options.grad_accum, 3);
+  // An explicit value equal to the non-recipe default still counts as explicit.
+  EXPECT_DOUBLE_EQ(recipe({"--preset", "gpt2", "--lr", "1e-3"}).options.lr, 1e-3);
+  EXPECT_EQ(recipe({"--preset", "gpt2", "--steps", "2000"}).options.steps, 2000);
+}
+
+TEST(Gpt2Recipe, ConfigFileValuesOverrideTheRecipeAndFlagsOverrideTheFile) {
+  ScratchDir dir;
+  const auto path = dir.write("recipe.cfg", "preset = gpt2\nlr = 0.002\nwarmup-steps = 5\n");
+  const Recipe r = recipe({"--config", path.string(), "--warmup-steps", "9"});
+  EXPECT_EQ(r.model.n_layer, 12);
+  EXPECT_DOUBLE_EQ(r.options.lr, 0.002);
+  EXPECT_EQ(r.options.warmup_steps, 9);
+  EXPECT_EQ(r.options.steps, 19073);
+}
+
+TEST(Gpt2Recipe, OtherPresetsKeepTheCommandLineDefaults) {
+  const Recipe r = recipe({"--preset", "small"});
+  EXPECT_EQ(r.options.steps, 2000);
+  EXPECT_DOUBLE_EQ(r.options.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(r.options.min_lr, 1e-4);
+  EXPECT_EQ(r.options.warmup_steps, 100);
+  EXPECT_EQ(r.options.grad_accum, 1);
+  EXPECT_EQ(r.options.seq_len, r.model.block_size);  // --seq-len 0: the block size
+  EXPECT_EQ(r.options.checkpoint_every, 0);
+}
+
+TEST(Gpt2Recipe, RejectsInconsistentBatchSettings) {
+  // 524288 is not a multiple of 3 x 1024.
+  EXPECT_THROW(recipe({"--preset", "gpt2", "--batch-size", "3"}), std::invalid_argument);
+  // ... nor of 16 x 1024 x 3 ranks.
+  EXPECT_THROW(recipe({"--preset", "gpt2"}, 3), std::invalid_argument);
+  EXPECT_THROW(recipe({"--preset", "tiny", "--batch-size", "4", "--seq-len", "16", "--total-batch-tokens", "1000"}),
+               std::invalid_argument);
+  EXPECT_THROW(recipe({"--preset", "gpt2", "--grad-accum", "2", "--total-batch-tokens", "524288"}),
+               std::invalid_argument);
+  EXPECT_THROW(recipe({"--preset", "tiny", "--grad-accum", "2", "--total-batch-tokens", "4096", "--seq-len", "16"}),
+               std::invalid_argument);
+  EXPECT_THROW(recipe({"--preset", "tiny", "--total-batch-tokens", "-64"}), std::invalid_argument);
+  EXPECT_THROW(recipe({"--preset", "gpt2", "--seq-len", "2048"}), std::invalid_argument);  // beyond the block
+  try {
+    recipe({"--preset", "gpt2", "--batch-size", "3"});
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("total-batch-tokens"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Gpt2Recipe, PrecisionAutoIsBf16OnlyOnCuda) {
+  const torch::Device cuda(torch::kCUDA, 0);  // only inspected, never used
+  EXPECT_FALSE(bf16(recipe({"--preset", "gpt2"})));
+  EXPECT_TRUE(bf16(recipe({"--preset", "gpt2"}, 1, cuda)));
+  EXPECT_FALSE(bf16(recipe({"--preset", "tiny", "--precision", "auto"}, 1, torch::Device(torch::kMPS))));
+  EXPECT_FALSE(bf16(recipe({"--preset", "gpt2", "--precision", "fp32"}, 1, cuda)));
+  EXPECT_TRUE(bf16(recipe({"--preset", "tiny", "--precision", "bf16"})));
+  EXPECT_THROW(recipe({"--preset", "tiny", "--precision", "fp16"}), std::invalid_argument);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The tables themselves
+
+// "name" -> "value" of the "--name arg (=value)" entries of a command's --help.
+std::map<std::string, std::string> help_defaults(const Command& c) {
+  std::ostringstream help;
+  help << c.options();
+  std::map<std::string, std::string> defaults;
+  const std::regex entry(R"(--([a-z0-9-]+)(?:\s+arg)?\s+\(=([^)]*)\))");
+  const std::string text = help.str();
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), entry); it != std::sregex_iterator(); ++it) {
+    defaults[(*it)[1]] = (*it)[2];
+  }
+  return defaults;
+}
+
+std::map<std::string, std::string> values_of(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    values[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return values;
+}
+
+TEST(OptionTables, EveryDefaultInHelpIsTheDefaultARunUses) {
+  // The fewest arguments each command accepts; every other option keeps its default.
+  const std::map<std::string, std::vector<std::string>> minimal = {
+      {"train", {}}, {"plan", {}}, {"generate", {"--checkpoint", "c"}},
+      {"eval", {"--checkpoint", "c"}}, {"prepare", {"--input", "a", "--out", "o"}}};
+  for (const Command& c : command_table()) {
+    const auto shown = help_defaults(c);
+    const auto used = values_of(c.option_values(minimal.at(c.name)));
+    EXPECT_GE(shown.size(), 3u) << c.name;
+    for (const auto& [name, value] : shown) {
+      ASSERT_TRUE(used.count(name)) << c.name << " --" << name << " has a default in --help but none in a run";
+      // Multi-line help text may cut a long default (the sample prompt "\n" prints as a line break).
+      if (value.find('\n') == std::string::npos) {
+        EXPECT_EQ(used.at(name), value) << c.name << " --" << name;
+      }
+    }
+  }
+}
+
+TEST(OptionTables, NamesAreUniqueAndTheTextFormListsEverySetOption) {
+  const auto& rows = train_flag_table().rows();
+  std::set<std::string> names;
+  for (const auto& row : rows) EXPECT_TRUE(names.insert(row->name()).second) << row->name();
+  const auto values = values_of(train_flag_table().to_text(train_flag_table().parse({"--vocab-size", "99"}).config));
+  for (const auto& row : rows) {
+    EXPECT_EQ(values.count(row->name()) > 0, row->default_text().has_value() || row->name() == "vocab-size")
+        << row->name();
+  }
+  EXPECT_EQ(values.at("vocab-size"), "99");
+}
+
+TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--lr", "inf"}, "--lr"},           {{"--min-lr", "nan"}, "--min-lr"},
+      {{"--grad-clip", "nan"}, "--grad-clip"}, {{"--comm-timeout", "-1"}, "--comm-timeout"},
+      {{"--seed", "-1"}, "--seed"},        {{"--seed", "12x"}, "--seed"},
+      {{"--steps", "0"}, "--steps"},       {{"--data-order", "shuffled"}, "--data-order"},
+      {{"--precision", "fp16"}, "--precision"}, {{"--dropout", "1"}, "--dropout"},
+      {{"--val-fraction", "-0.1"}, "--val-fraction"}, {{"--beta2", "1"}, "--beta2"},
+      {{"--preset", "nope"}, "nope"},      {{"--out", ""}, "--out"}};
+  for (const auto& [args, named] : cases) {
+    try {
+      train_flag_table().parse(args);
+      ADD_FAILURE() << args[0] << " " << args[1] << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  }
+  // Boost's own errors (unknown flags, missing values, repeats) are po::error, also exit code 2.
+  EXPECT_THROW(train_flag_table().parse({"--no-such-flag", "1"}), po::error);
+  EXPECT_THROW(train_flag_table().parse({"--steps"}), po::error);
+  EXPECT_THROW(train_flag_table().parse({"--steps", "1", "--steps", "2"}), po::error);
+}
+
+TEST(OptionTables, ConfigFilesMustBeRegularFilesOfKnownOptions) {
+  ScratchDir dir;
+  EXPECT_THROW(train_flag_table().parse({"--config", dir.path().string()}), std::invalid_argument);
+  EXPECT_THROW(train_flag_table().parse({"--config", (dir.path() / "absent.cfg").string()}), std::invalid_argument);
+  const auto unknown = dir.write("unknown.cfg", "stepz = 3\n");
+  EXPECT_THROW(train_flag_table().parse({"--config", unknown.string()}), po::error);
+  const auto good = dir.write("good.cfg", "steps = 3\ndata-order = random\n");
+  const auto parsed = train_flag_table().parse({"--config", good.string()});
+  EXPECT_EQ(parsed.config.train.steps, 3);
+  EXPECT_EQ(parsed.config.data.data_order, DataOrder::random);
+  EXPECT_TRUE(parsed.gave("steps"));
+  EXPECT_FALSE(parsed.gave("lr"));
+}
+
+}  // namespace
+}  // namespace mygpt

@@ -1,0 +1,45 @@
+#pragma once
+// Training runs for the tests, built the way `train` builds them (launcher/run_builder.h): options from
+// command-line style arguments, data from tokens made here.
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataloader/token_source.h"
+#include "dataloader/training_data.h"
+#include "distributed/communicator.h"
+#include "launcher/run_builder.h"
+#include "launcher/train_flags.h"
+
+namespace mygpt::testing {
+
+inline Parsed<TrainFlags> train_flags(const std::vector<std::string>& args) { return train_flag_table().parse(args); }
+
+// n tokens below vocab, drawn from seed.
+inline std::shared_ptr<InMemoryTokens> random_tokens(size_t n, int64_t vocab, uint64_t seed = 11) {
+  torch::manual_seed(seed);
+  auto t = torch::randint(vocab, {static_cast<int64_t>(n)}, torch::kLong);
+  return std::make_shared<InMemoryTokens>(std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n));
+}
+
+// Token data of a model with `vocab` ids and no tokenizer.
+inline TrainingData token_data(std::shared_ptr<const TokenSource> train, int64_t vocab,
+                               std::shared_ptr<const TokenSource> val = nullptr) {
+  TrainingData d;
+  d.train = std::move(train);
+  d.val = std::move(val);
+  d.vocab_size = vocab;
+  d.tokenizer_kind = TokenizerKind::none;
+  d.description = "test tokens";
+  return d;
+}
+
+// A single-process run on the CPU.
+inline std::unique_ptr<Trainer> cpu_trainer(const std::vector<std::string>& args, const TrainingData& data) {
+  static LocalCommunicator single;
+  return build_trainer(train_flags(args), data, single, torch::kCPU);
+}
+
+}  // namespace mygpt::testing

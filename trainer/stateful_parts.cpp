@@ -1,0 +1,58 @@
+#include "trainer/stateful_parts.h"
+
+#include <stdexcept>
+
+namespace mygpt {
+namespace {
+
+const torch::Tensor& entry(const StateDict& state, const std::string& part, const std::string& name) {
+  const auto it = state.find(name);
+  if (it == state.end()) throw std::invalid_argument(part + " state lacks '" + name + "'");
+  return it->second;
+}
+
+at::Generator device_generator(const torch::Device& device) { return at::globalContext().defaultGenerator(device); }
+
+}  // namespace
+
+StateDict ModelState::state_dict() const {
+  StateDict state;
+  for (const auto& item : model_->named_parameters()) state[item.key()] = item.value();
+  for (const auto& item : model_->named_buffers()) state[item.key()] = item.value();
+  return state;
+}
+
+void ModelState::load_state_dict(const StateDict& state) {
+  torch::NoGradGuard no_grad;
+  size_t used = 0;
+  auto restore = [&](const std::string& name, torch::Tensor& into) {
+    const torch::Tensor& from = entry(state, "model", name);
+    if (!from.sizes().equals(into.sizes()) || from.scalar_type() != into.scalar_type()) {
+      throw std::invalid_argument("model tensor '" + name + "' has the wrong shape or type");
+    }
+    into.copy_(from);
+    ++used;
+  };
+  for (auto& item : model_->named_parameters()) restore(item.key(), item.value());
+  for (auto& item : model_->named_buffers()) restore(item.key(), item.value());
+  if (used != state.size()) throw std::invalid_argument("model state holds tensors this model does not have");
+}
+
+void LoaderState::load_state_dict(const StateDict& state) { loader_.load_state(entry(state, "data loader", "position")); }
+
+StateDict RandomState::state_dict() const {
+  StateDict state{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}};
+  if (!device_.is_cpu()) state["device"] = device_generator(device_).get_state();
+  return state;
+}
+
+void RandomState::load_state_dict(const StateDict& state) {
+  const torch::Tensor& cpu = entry(state, "random generator", "cpu");
+  if (cpu.scalar_type() != torch::kByte) throw std::invalid_argument("random generator state is not a byte tensor");
+  at::Generator(at::detail::getDefaultCPUGenerator()).set_state(cpu.clone());
+  // A checkpoint written on the CPU resumes on a GPU with a fresh device stream, and the reverse.
+  const auto it = state.find("device");
+  if (it != state.end() && !device_.is_cpu()) device_generator(device_).set_state(it->second.clone());
+}
+
+}  // namespace mygpt
