@@ -54,19 +54,8 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
     start_step = trainer->restore(load_checkpoint(*resume));
     output.print("resumed from " + resume->string() + " at step " + std::to_string(start_step));
   }
-  const TrainOptions& o = trainer->options();
-  const GptConfig& model_config = trainer->model()->config();
   output.print("data: " + data.description + strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
-  output.print(strprintf("model: %lld layers, %lld heads, %lld wide, block %lld, vocab %lld | %lld parameters",
-                         static_cast<long long>(model_config.n_layer), static_cast<long long>(model_config.n_head),
-                         static_cast<long long>(model_config.n_embd), static_cast<long long>(model_config.block_size),
-                         static_cast<long long>(model_config.vocab_size),
-                         static_cast<long long>(trainer->model()->num_parameters())));
-  output.print(strprintf("batch: %lld x %lld tokens x %lld accumulation x %d ranks = %lld tokens per step | %s",
-                         static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
-                         static_cast<long long>(o.grad_accum), w.world_size,
-                         static_cast<long long>(o.batch_size * o.seq_len * o.grad_accum * w.world_size),
-                         o.precision == Precision::bf16 ? "bf16 autocast" : "fp32"));
+  trainer->print_setup();
   output.open_metrics(/*append=*/start_step > 0);
 
   const TrainSummary summary = trainer->run(start_step);

@@ -17,21 +17,15 @@
 #include "dataloader/builtin_dataset.h"
 #include "dataloader/char_tokenizer.h"
 #include "dataloader/token_source.h"
+#include "tests/test_support.h"
 
 namespace mygpt {
 namespace {
 
+using testing::invalid_argument_message;
+
 const torch::Device kCpu(torch::kCPU);
 
-template <typename F>
-std::string invalid_argument_message(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "<no std::invalid_argument thrown>";
-}
 
 // Distinct values that are not their own index, so a wrong offset cannot go unnoticed.
 std::shared_ptr<InMemoryTokens> numbered_tokens(size_t n) {

@@ -25,23 +25,18 @@
 #include "tests/scratch_dir.h"
 #include "tests/training_fixture.h"
 #include "trainer/stateful_parts.h"
+#include "tests/test_support.h"
 
 namespace mygpt {
 namespace {
+
+using testing::invalid_argument_message;
 
 namespace fs = std::filesystem;
 
 constexpr int64_t kVocab = 19;
 
-GptConfig tiny_config() {
-  GptConfig c;
-  c.vocab_size = kVocab;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  return c;
-}
+GptConfig tiny_config() { return testing::small_config(kVocab, 16); }
 
 Gpt tiny_model(uint64_t seed) {
   torch::manual_seed(seed);
@@ -80,15 +75,6 @@ void save(const fs::path& path, Gpt& model, const AdamW* optimizer, const Checkp
   save_checkpoint(path, meta, model_state(model, optimizer, extra));
 }
 
-template <typename F>
-std::string invalid_argument_message(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "<no std::invalid_argument thrown>";
-}
 
 void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

@@ -4,46 +4,28 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "dataloader/hellaswag_reader.h"
-
-#ifndef MYGPT_SHARED_DATA_DIR
-#define MYGPT_SHARED_DATA_DIR "../shared/data"
-#endif
+#include "tests/scratch_dir.h"
+#include "tests/test_support.h"
 
 namespace mygpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-// One file in a directory of its own, removed when the test ends.
+// One file in a scratch folder of its own, rewritten by each write().
 class TempFile {
  public:
-  explicit TempFile(std::string_view name)
-      : dir_(fs::temp_directory_path() / ("mygpt_hellaswag_test_" + std::to_string(std::random_device{}()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())),
-        path_(dir_ / name) {
-    fs::create_directories(dir_);
-  }
-  ~TempFile() {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  const fs::path& write(const std::string& text) const {
-    std::ofstream(path_, std::ios::binary) << text;
-    return path_;
-  }
+  explicit TempFile(std::string name) : name_(std::move(name)) {}
+  fs::path write(const std::string& text) const { return dir_.write(name_, text); }
 
  private:
-  fs::path dir_;
-  fs::path path_;
+  ScratchDir dir_;
+  std::string name_;
 };
 
 // Reading must fail with std::invalid_argument whose one-line message holds every fragment.
@@ -117,7 +99,7 @@ TEST(HellaSwagReader, RejectsBadFiles) {
 }
 
 TEST(HellaSwagReader, ReadsTheSharedValidationFile) {
-  const fs::path path = fs::path(MYGPT_SHARED_DATA_DIR) / "hellaswag" / "hellaswag_val_full.txt";
+  const fs::path path = testing::kSharedData / "hellaswag" / "hellaswag_val_full.txt";
   if (!fs::exists(path)) GTEST_SKIP() << path.string() << " absent; see README";
   const auto examples = read_hellaswag(path);
   ASSERT_EQ(examples.size(), 10042u);

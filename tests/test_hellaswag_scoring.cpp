@@ -15,6 +15,7 @@
 #include "model/gpt.h"
 #include "distributed/communicator.h"
 #include "trainer/hellaswag_eval.h"
+#include "tests/test_support.h"
 
 namespace mygpt {
 namespace {
@@ -121,15 +122,8 @@ class PretendRank final : public Communicator {
 // A random tiny model whose logits are spread widely (the GPT-2 initialization keeps them near 0,
 // where every ending would score almost the same).
 Gpt tiny_model(double dropout = 0.0) {
-  GptConfig c;
-  c.vocab_size = 32;
-  c.block_size = 16;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.dropout = dropout;
   torch::manual_seed(1);
-  Gpt model(c);
+  Gpt model(testing::small_config(32, 16, 1, 2, 16, dropout));
   torch::NoGradGuard no_grad;
   model->wte->weight.mul_(100.0);
   return model;

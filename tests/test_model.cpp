@@ -13,19 +13,15 @@
 #include "model/gpt.h"
 #include "model/gpt_config.h"
 #include "model/sampling.h"
+#include "tests/test_support.h"
 
 namespace mygpt {
 namespace {
 
+using testing::invalid_argument_message;
+
 GptConfig tiny_config(int64_t vocab_size = 17, int64_t block_size = 16) {
-  GptConfig c;
-  c.vocab_size = vocab_size;
-  c.block_size = block_size;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.dropout = 0.0;
-  return c;
+  return testing::small_config(vocab_size, block_size);
 }
 
 Gpt tiny_model(uint64_t seed = 0, int64_t vocab_size = 17, int64_t block_size = 16) {
@@ -44,15 +40,6 @@ int64_t total_numel(const std::vector<torch::Tensor>& tensors) {
   return n;
 }
 
-template <typename F>
-std::string invalid_argument_message(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "<no std::invalid_argument thrown>";
-}
 
 TEST(GptModel, ForwardAndLossShapes) {
   Gpt model = tiny_model();

@@ -16,6 +16,7 @@
 #include "dataloader/token_file.h"
 #include "dataloader/token_shard_writer.h"
 #include "dataloader/token_stream.h"
+#include "tests/scratch_dir.h"
 
 namespace mygpt {
 namespace {
@@ -81,19 +82,7 @@ std::vector<int64_t> widen(const std::vector<uint16_t>& tokens) { return {tokens
 
 class TokenFilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "mygpt_token_files_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path write(const std::string& name, const std::string& bytes) {
-    const fs::path path = dir_ / name;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
+  fs::path write(const std::string& name, const std::string& bytes) { return scratch_.write(name, bytes); }
 
   // Opening `name` must fail with std::invalid_argument whose one-line
   // message names the file and contains `expected`.
@@ -117,7 +106,8 @@ class TokenFilesTest : public ::testing::Test {
     return result;
   }
 
-  fs::path dir_;
+  ScratchDir scratch_;
+  const fs::path dir_ = scratch_.path();
 };
 
 TEST_F(TokenFilesTest, ReadsRawUint16) {

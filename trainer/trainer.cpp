@@ -192,6 +192,20 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
   output_.metrics(record);
 }
 
+void Trainer::print_setup() const {
+  const GptConfig& c = p_.model->config();
+  output_.print(strprintf("model: %lld layers, %lld heads, %lld wide, block %lld, vocab %lld | %lld parameters",
+                          static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
+                          static_cast<long long>(c.n_embd), static_cast<long long>(c.block_size),
+                          static_cast<long long>(c.vocab_size), static_cast<long long>(p_.model->num_parameters())));
+  const int world = comm_.world_size();
+  output_.print(strprintf("batch: %lld x %lld tokens x %lld accumulation x %d ranks = %lld tokens per step | %s",
+                          static_cast<long long>(options_.batch_size), static_cast<long long>(options_.seq_len),
+                          static_cast<long long>(options_.grad_accum), world,
+                          static_cast<long long>(options_.batch_size * options_.seq_len * options_.grad_accum * world),
+                          bf16() ? "bf16 autocast" : "fp32"));
+}
+
 TrainSummary Trainer::run(int64_t start_step) {
   using Clock = std::chrono::steady_clock;
   TrainSummary summary;

@@ -54,6 +54,8 @@ class Trainer {
   // comm must outlive the Trainer. options.precision is already resolved for the device.
   Trainer(TrainerParts parts, const TrainOptions& options, Communicator& comm, RunOutput output);
 
+  // The model's shape and the batch per step, for the log.
+  void print_setup() const;
   // Trains from start_step (0, or the step a checkpoint was saved at) to options.steps.
   TrainSummary run(int64_t start_step);
   StepResult train_step(int64_t step);

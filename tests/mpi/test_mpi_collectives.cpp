@@ -27,6 +27,7 @@
 #include "model/gpt.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
+#include "tests/test_support.h"
 
 namespace mygpt {
 namespace {
@@ -205,16 +206,7 @@ TEST(MpiCommunicator, SynchronousModeWithoutACommunicationThread) {
 // ---------------------------------------------------------------------------------------------------
 // DDP gradient synchronization
 
-GptConfig tiny_model_config() {
-  GptConfig c;
-  c.vocab_size = 16;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.dropout = 0.0;
-  return c;
-}
+GptConfig tiny_model_config() { return testing::small_config(16, 16); }
 
 // Runs `micro_steps` forward/backward passes on rank-specific data with a GradientSynchronizer, then
 // checks that every gradient equals the per-parameter all-reduce average of this rank's local gradient.

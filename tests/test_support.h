@@ -1,0 +1,43 @@
+#pragma once
+// Helpers the GoogleTest suites share: small model shapes, the message of an expected bad-input error,
+// and where the shared real data lives.
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include "model/gpt_config.h"
+
+#ifndef MYGPT_SHARED_DATA_DIR
+#define MYGPT_SHARED_DATA_DIR "../shared/data"
+#endif
+
+namespace mygpt::testing {
+
+// The real public data beside the checkout; tests that need it skip when it is absent.
+inline const std::filesystem::path kSharedData = MYGPT_SHARED_DATA_DIR;
+
+// A model small enough for unit tests: `layers` blocks of `heads` heads, `width` wide.
+inline GptConfig small_config(int64_t vocab, int64_t block, int64_t layers = 2, int64_t heads = 2, int64_t width = 32,
+                              double dropout = 0.0) {
+  GptConfig c;
+  c.vocab_size = vocab;
+  c.block_size = block;
+  c.n_layer = layers;
+  c.n_head = heads;
+  c.n_embd = width;
+  c.dropout = dropout;
+  return c;
+}
+
+// The message of the std::invalid_argument that f throws, or a marker that it threw none.
+template <typename F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "<no std::invalid_argument thrown>";
+}
+
+}  // namespace mygpt::testing
