@@ -1,6 +1,11 @@
 #include "model/gpt.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "model/chunked_lm_loss.h"
 
 namespace mygpt {
 namespace {
@@ -8,6 +13,27 @@ namespace {
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
+
+// STOPGAP until the launcher's --fused-loss option calls GptImpl::set_fused_loss: MYGPT_FUSED_LOSS=0
+// (or false) turns the fused loss off for every model this process builds. The only place it is read.
+bool fused_loss_default() {
+  const char* value = std::getenv("MYGPT_FUSED_LOSS");
+  if (value == nullptr) return true;
+  const std::string v = value;
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  throw std::invalid_argument("MYGPT_FUSED_LOSS must be 0, 1, true or false, not '" + v + "'");
+}
+
+// The unfused head's cross-entropy over full (N, vocab) logits, upcast to fp32 as under autocast.
+torch::Tensor full_logits_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                        torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
+  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(torch::kFloat),
+                                              targets.reshape({-1}),
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(reduction));
+}
+
+torch::Tensor rows_of(const torch::Tensor& hidden) { return hidden.reshape({-1, hidden.size(-1)}); }
 
 }  // namespace
 
@@ -61,7 +87,7 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
   return x + mlp(ln_2(x));
 }
 
-GptImpl::GptImpl(const GptConfig& config) : config_(config) {
+GptImpl::GptImpl(const GptConfig& config) : config_(config), fused_loss_(fused_loss_default()) {
   config_.validate();
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
@@ -93,22 +119,36 @@ void GptImpl::reset_parameters() {
   }
 }
 
-torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
+torch::Tensor GptImpl::hidden_states(const torch::Tensor& idx) {
   const int64_t T = idx.size(1);
   TORCH_CHECK(T <= config_.block_size, "sequence length ", T, " exceeds block size ", config_.block_size);
   auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = drop_(wte(idx) + wpe(pos));
   for (const auto& block : *h) x = block->as<BlockImpl>()->forward(x);
-  x = ln_f(x);
+  return ln_f(x);
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
   // Weight tying: the output head reuses the token embedding matrix (saves 38M parameters for GPT-2
   // and helps quality, Press & Wolf 2017).
-  return torch::linear(x, wte->weight);
+  return torch::linear(hidden_states(idx), wte->weight);
+}
+
+torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx) {
+  return torch::linear(hidden_states(idx).select(1, -1), wte->weight);
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  auto logits = forward(idx);
-  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(torch::kFloat),
-                                              targets.reshape({-1}));
+  if (fused_loss_) return chunked_lm_loss(rows_of(hidden_states(idx)), wte->weight, targets.reshape({-1}));
+  return full_logits_cross_entropy(forward(idx), targets, torch::kMean);
+}
+
+torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tensor& targets) {
+  torch::NoGradGuard no_grad;
+  const auto losses = fused_loss_
+                          ? chunked_lm_token_losses(rows_of(hidden_states(idx)), wte->weight, targets.reshape({-1}))
+                          : full_logits_cross_entropy(forward(idx), targets, torch::kNone);
+  return losses.view(targets.sizes());
 }
 
 int64_t GptImpl::num_parameters() const {

@@ -66,8 +66,20 @@ class GptImpl : public torch::nn::Module {
 
   // idx: (B, T) int64 token ids with T <= block_size. Returns logits (B, T, vocab_size).
   torch::Tensor forward(const torch::Tensor& idx);
+  // The final LayerNorm's output (B, T, n_embd): what the tied head turns into logits.
+  torch::Tensor hidden_states(const torch::Tensor& idx);
+  // Logits of the last position only (B, vocab_size), all that sampling needs.
+  torch::Tensor last_token_logits(const torch::Tensor& idx);
   // Mean cross-entropy of the next-token prediction against targets (B, T).
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets);
+  // Per-position cross-entropy (B, T), fp32, for evaluation (no gradient).
+  torch::Tensor token_losses(const torch::Tensor& idx, const torch::Tensor& targets);
+
+  // Fused loss (default on): loss() and token_losses() run the head and the cross-entropy in chunks
+  // of rows (model/chunked_lm_loss.h) and never hold the (B*T, vocab) logits; off computes the full
+  // logits as forward() does (kept for comparison). A runtime setting, not part of the config.
+  void set_fused_loss(bool enabled) { fused_loss_ = enabled; }
+  bool fused_loss() const { return fused_loss_; }
 
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const;
@@ -88,6 +100,7 @@ class GptImpl : public torch::nn::Module {
 
  private:
   GptConfig config_;
+  bool fused_loss_;
   torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(Gpt);

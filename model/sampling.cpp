@@ -19,7 +19,7 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const int64_t T = tokens.size(1);
     auto context = T > block_size ? tokens.slice(1, T - block_size) : tokens;
-    auto logits = model->forward(context).select(1, -1).to(torch::kFloat);  // (B, vocab)
+    auto logits = model->last_token_logits(context).to(torch::kFloat);  // (B, vocab)
     torch::Tensor next;
     if (options.temperature == 0.0) {
       next = logits.argmax(-1, /*keepdim=*/true);

@@ -10,12 +10,16 @@ int64_t pick_hellaswag_ending(const torch::Tensor& logits, const torch::Tensor& 
   // Position t predicts token t+1: shift so each ending token is scored by the logit before it.
   auto shift_logits = logits.slice(1, 0, -1).to(torch::kFloat);
   auto shift_tokens = tokens.slice(1, 1);
-  auto shift_mask = mask.slice(1, 1).to(torch::kFloat);
   auto losses = torch::nn::functional::cross_entropy(
                     shift_logits.reshape({-1, shift_logits.size(-1)}), shift_tokens.reshape({-1}),
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
-                    .view_as(shift_mask);
-  auto mean_loss = (losses * shift_mask).sum(1) / shift_mask.sum(1);
+                    .view_as(shift_tokens);
+  return pick_hellaswag_ending_from_losses(losses, mask);
+}
+
+int64_t pick_hellaswag_ending_from_losses(const torch::Tensor& next_token_losses, const torch::Tensor& mask) {
+  auto shift_mask = mask.slice(1, 1).to(torch::kFloat);
+  auto mean_loss = (next_token_losses.to(torch::kFloat) * shift_mask).sum(1) / shift_mask.sum(1);
   return mean_loss.argmin().item<int64_t>();
 }
 
@@ -45,12 +49,16 @@ HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaS
         if (t >= ex.context.size()) mask[k][static_cast<int64_t>(t - drop)] = 1;
       }
     }
-    torch::Tensor logits;
+    // Position t predicts token t+1; the last position predicts nothing and gets a dummy target
+    // (its loss is dropped), so the model sees exactly the rows it saw when scoring from logits.
+    const auto input = tokens.to(device);
+    const auto targets = torch::cat({input.slice(1, 1), torch::zeros({4, 1}, input.options())}, 1);
+    torch::Tensor losses;
     {
       AutocastScope autocast(device, bf16);
-      logits = model->forward(tokens.to(device));
+      losses = model->token_losses(input, targets).slice(1, 0, -1);
     }
-    correct += pick_hellaswag_ending(logits, tokens.to(device), mask.to(device)) == ex.label ? 1 : 0;
+    correct += pick_hellaswag_ending_from_losses(losses, mask.to(device)) == ex.label ? 1 : 0;
     ++total;
   }
   auto counts = torch::tensor({correct, total}, torch::kLong).to(device);

@@ -22,6 +22,9 @@ struct HellaSwagResult {
 // Index of the ending with the lowest mean loss, given logits (4, T, V) of the four rows, the rows'
 // tokens (4, T) and a mask (4, T) that marks the ending tokens.
 int64_t pick_hellaswag_ending(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& mask);
+// The same choice from next-token losses (4, T-1), column t being the loss of predicting token t+1
+// (what Gpt::token_losses gives without holding the (4, T, V) logits), and the same mask (4, T).
+int64_t pick_hellaswag_ending_from_losses(const torch::Tensor& next_token_losses, const torch::Tensor& mask);
 
 // Scores examples [0, limit) (all when limit <= 0); this rank takes every world_size-th one.
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,

@@ -1,0 +1,273 @@
+// The chunked (fused) head + cross-entropy against the plain full-logits path: loss, gradients with
+// respect to the hidden states and the tied weight, whole-model gradients, bf16 autocast, per-token
+// losses for evaluation, last-position logits for sampling, and the HellaSwag pick from losses.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "model/chunked_lm_loss.h"
+#include "model/gpt.h"
+#include "model/gpt_config.h"
+#include "trainer/hellaswag_eval.h"
+#include "trainer/mixed_precision.h"
+
+namespace mygpt {
+namespace {
+
+namespace F = torch::nn::functional;
+
+struct HeadInputs {
+  torch::Tensor hidden, weight, targets;
+};
+
+// Random head inputs with logits of a realistic spread (a few units), so softmax is not uniform.
+HeadInputs head_inputs(int64_t rows, int64_t vocab, int64_t width, uint64_t seed = 0) {
+  torch::manual_seed(seed);
+  return {torch::randn({rows, width}).requires_grad_(), (0.5 * torch::randn({vocab, width})).requires_grad_(),
+          torch::randint(vocab, {rows}, torch::kLong)};
+}
+
+struct LossAndGrads {
+  torch::Tensor loss, grad_hidden, grad_weight;
+};
+
+// Runs `loss_of(hidden, weight, targets)` and its backward with an upstream gradient of 2.5 (as a
+// loss scaled for gradient accumulation would have), on fresh leaves.
+template <typename LossFn>
+LossAndGrads run(const HeadInputs& in, LossFn&& loss_of) {
+  auto hidden = in.hidden.detach().clone().requires_grad_();
+  auto weight = in.weight.detach().clone().requires_grad_();
+  auto loss = loss_of(hidden, weight, in.targets);
+  (2.5 * loss).backward();
+  return {loss.detach(), hidden.grad(), weight.grad()};
+}
+
+torch::Tensor plain_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets) {
+  return F::cross_entropy(torch::linear(hidden, weight).to(torch::kFloat), targets);
+}
+
+void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what;
+  EXPECT_EQ(actual.sizes(), expected.sizes()) << what;
+  EXPECT_TRUE(torch::allclose(actual, expected, rtol, atol))
+      << what << ": max abs difference " << (actual - expected).abs().max().item<double>();
+}
+
+TEST(ChunkedLmLoss, EqualsThePlainLossAndItsGradientsForAnyChunking) {
+  struct Case {
+    int64_t rows, vocab, chunk_rows;
+  };
+  // Chunks that divide the rows, that do not (a short last chunk), one row per chunk, a single row,
+  // one chunk larger than all rows, and the memory-chosen size. Chunks split rows only, so the
+  // vocabulary (prime sizes here) never has to divide anything.
+  const std::vector<Case> cases = {{36, 23, 6}, {36, 23, 12}, {37, 23, 5}, {37, 23, 1}, {1, 23, 4},
+                                   {1, 23, 1},  {20, 97, 64}, {37, 31, 0}};
+  for (const Case& c : cases) {
+    const auto in = head_inputs(c.rows, c.vocab, 8, static_cast<uint64_t>(c.rows * 100 + c.chunk_rows));
+    const auto fused = run(in, [&](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, c.chunk_rows); });
+    const auto plain = run(in, plain_loss);
+    const std::string what = "rows " + std::to_string(c.rows) + " chunk " + std::to_string(c.chunk_rows);
+    EXPECT_EQ(fused.loss.scalar_type(), torch::kFloat);
+    EXPECT_EQ(fused.loss.dim(), 0);
+    expect_close(fused.loss, plain.loss, 1e-6, 1e-6, what + " loss");
+    expect_close(fused.grad_hidden, plain.grad_hidden, 1e-5, 1e-7, what + " grad hidden");
+    expect_close(fused.grad_weight, plain.grad_weight, 1e-5, 1e-7, what + " grad weight");
+  }
+}
+
+TEST(ChunkedLmLoss, OnlyTheHiddenStatesMayNeedAGradient) {
+  auto in = head_inputs(9, 13, 4);
+  auto hidden = in.hidden.detach().clone().requires_grad_();
+  const auto frozen_weight = in.weight.detach();
+  chunked_lm_loss(hidden, frozen_weight, in.targets, 4).backward();
+  auto reference = in.hidden.detach().clone().requires_grad_();
+  plain_loss(reference, frozen_weight, in.targets).backward();
+  expect_close(hidden.grad(), reference.grad(), 1e-5, 1e-7, "grad hidden");
+}
+
+TEST(ChunkedLmLoss, ARetainedGraphGivesTheSameGradientEachBackward) {
+  const auto in = head_inputs(10, 17, 4);
+  auto hidden = in.hidden.detach().clone().requires_grad_();
+  auto loss = chunked_lm_loss(hidden, in.weight.detach(), in.targets, 3);
+  loss.backward({}, /*retain_graph=*/true);
+  const auto once = hidden.grad().clone();
+  loss.backward();
+  expect_close(hidden.grad(), 2 * once, 1e-6, 0, "accumulated over two backwards");
+}
+
+TEST(ChunkedLmLoss, PerRowLossesEqualThePlainUnreducedCrossEntropy) {
+  const auto in = head_inputs(29, 41, 8);
+  const auto losses = chunked_lm_token_losses(in.hidden, in.weight, in.targets, 7);
+  const auto expected = F::cross_entropy(torch::linear(in.hidden, in.weight), in.targets,
+                                         F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  EXPECT_FALSE(losses.requires_grad());
+  expect_close(losses, expected.detach(), 1e-6, 1e-6, "per-row losses");
+}
+
+TEST(ChunkedLmLoss, UnderBf16AutocastMatmulsRunInBf16AndTheLossInFp32) {
+  const auto in = head_inputs(45, 57, 16, 5);
+  LossAndGrads fused, plain;
+  {
+    AutocastScope autocast(torch::kCPU, /*enabled=*/true);
+    fused = run(in, [](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, 8); });
+    plain = run(in, plain_loss);
+  }
+  // Same dtypes as the plain path: fp32 loss, gradients in the leaves' fp32.
+  EXPECT_EQ(fused.loss.scalar_type(), torch::kFloat);
+  EXPECT_EQ(fused.grad_hidden.scalar_type(), torch::kFloat);
+  EXPECT_EQ(fused.grad_weight.scalar_type(), torch::kFloat);
+  // Both compute the same bf16 logits, so the losses agree far better than bf16's 3 digits ...
+  expect_close(fused.loss, plain.loss, 1e-5, 1e-5, "bf16 loss");
+  // ... and differ from the fp32 loss by bf16 rounding, which shows the matmul did run in bf16.
+  const auto fp32 = run(in, plain_loss);
+  EXPECT_GT((fused.loss - fp32.loss).abs().item<double>(), 1e-6);
+  expect_close(fused.loss, fp32.loss, 2e-2, 0, "bf16 vs fp32 loss");
+  // Gradients: each chunk's weight gradient is rounded to bf16 once, as the plain path's whole one is.
+  const double grad_h_scale = plain.grad_hidden.abs().max().item<double>();
+  const double grad_w_scale = plain.grad_weight.abs().max().item<double>();
+  expect_close(fused.grad_hidden, plain.grad_hidden, 0, 2e-2 * grad_h_scale, "bf16 grad hidden");
+  expect_close(fused.grad_weight, plain.grad_weight, 0, 2e-2 * grad_w_scale, "bf16 grad weight");
+}
+
+TEST(ChunkedLmLoss, ChunkRowsFollowTheMemoryBudget) {
+  // GPT-2's vocabulary at a narrow width: the budget decides, and one chunk's fp32 logits fit in it.
+  const int64_t rows = lm_loss_chunk_rows(50304, 64);
+  EXPECT_GE(rows, 64);
+  EXPECT_LE(rows * 50304 * 4, int64_t{64} << 20);
+  EXPECT_GT((rows + 1) * 50304 * 4, int64_t{64} << 20);
+  // Wide models get at least n_embd rows per chunk; tiny vocabularies get huge chunks.
+  EXPECT_EQ(lm_loss_chunk_rows(50304, 1600), 1600);
+  EXPECT_GE(lm_loss_chunk_rows(17, 32), 100000);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Through the whole model
+
+// The "tiny" preset (2 layers, 2 heads, 32 wide, block 32) with a vocabulary of its own.
+Gpt tiny_gpt(int64_t vocab = 61) {
+  GptConfig c = preset_config("tiny");
+  c.vocab_size = vocab;
+  torch::manual_seed(11);
+  return Gpt(c);
+}
+
+torch::Tensor tokens(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(vocab, {b, t}, torch::kLong);
+}
+
+TEST(FusedLoss, IsOnByDefaultAndCanBeSwitchedOff) {
+  Gpt model = tiny_gpt();
+  EXPECT_TRUE(model->fused_loss());
+  model->set_fused_loss(false);
+  EXPECT_FALSE(model->fused_loss());
+}
+
+TEST(FusedLoss, EveryParameterGradientEqualsThePlainPaths) {
+  Gpt model = tiny_gpt();
+  const auto idx = tokens(3, 16, 61, 1), targets = tokens(3, 16, 61, 2);
+  auto gradients = [&](bool fused) {
+    model->set_fused_loss(fused);
+    model->zero_grad();
+    auto loss = model->loss(idx, targets);
+    loss.backward();
+    std::vector<torch::Tensor> grads{loss.detach()};
+    for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  const auto plain = gradients(false);
+  const auto fused = gradients(true);
+  ASSERT_EQ(fused.size(), plain.size());
+  expect_close(fused[0], plain[0], 1e-6, 1e-6, "loss");
+  const auto names = model->named_parameters().keys();
+  for (size_t i = 1; i < fused.size(); ++i) {
+    // Relative to the tensor's own scale: some entries are tiny sums of cancelling terms.
+    const double scale = plain[i].abs().max().item<double>();
+    expect_close(fused[i], plain[i], 1e-5, 1e-5 * scale, names[i - 1]);
+  }
+}
+
+TEST(FusedLoss, ValidationLossWithoutGradientsEqualsThePlainOne) {
+  Gpt model = tiny_gpt();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto idx = tokens(2, 12, 61, 3), targets = tokens(2, 12, 61, 4);
+  const auto fused = model->loss(idx, targets);
+  model->set_fused_loss(false);
+  expect_close(fused, model->loss(idx, targets), 1e-6, 1e-6, "no-grad loss");
+}
+
+TEST(FusedLoss, Bf16AutocastLossAgreesWithThePlainOne) {
+  Gpt model = tiny_gpt();
+  const auto idx = tokens(2, 16, 61, 5), targets = tokens(2, 16, 61, 6);
+  AutocastScope autocast(torch::kCPU, /*enabled=*/true);
+  const auto fused = model->loss(idx, targets).detach();
+  model->set_fused_loss(false);
+  const auto plain = model->loss(idx, targets).detach();
+  EXPECT_EQ(fused.scalar_type(), torch::kFloat);
+  expect_close(fused, plain, 1e-2, 0, "bf16 model loss");
+}
+
+TEST(FusedLoss, TokenLossesEqualThePlainPerTokenCrossEntropy) {
+  Gpt model = tiny_gpt();
+  model->eval();
+  const auto idx = tokens(3, 10, 61, 7), targets = tokens(3, 10, 61, 8);
+  torch::Tensor expected;
+  {
+    torch::NoGradGuard no_grad;
+    const auto logits = model->forward(idx);
+    expected = F::cross_entropy(logits.view({-1, 61}), targets.reshape({-1}),
+                                F::CrossEntropyFuncOptions().reduction(torch::kNone))
+                   .view({3, 10});
+  }
+  for (bool fused : {true, false}) {
+    model->set_fused_loss(fused);
+    const auto losses = model->token_losses(idx, targets);
+    EXPECT_EQ(losses.scalar_type(), torch::kFloat);
+    expect_close(losses, expected, 1e-6, 1e-6, fused ? "fused token losses" : "plain token losses");
+  }
+}
+
+TEST(FusedLoss, LastTokenLogitsAreTheLastRowOfTheFullLogits) {
+  Gpt model = tiny_gpt();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto idx = tokens(2, 9, 61, 9);
+  const auto last = model->last_token_logits(idx);
+  EXPECT_EQ(last.sizes(), (std::vector<int64_t>{2, 61}));
+  expect_close(last, model->forward(idx).select(1, -1), 1e-6, 1e-6, "last-position logits");
+}
+
+TEST(FusedLoss, HellaSwagPickFromTokenLossesEqualsThePickFromLogits) {
+  Gpt model = tiny_gpt();
+  model->eval();
+  {
+    torch::NoGradGuard no_grad;
+    model->wte->weight.mul_(50.0);  // spread the logits so the four endings score clearly apart
+  }
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    const auto rows = tokens(4, 12, 61, 20 + seed);
+    auto mask = torch::zeros({4, 12}, torch::kLong);
+    mask.slice(1, 5 + static_cast<int64_t>(seed % 3)).fill_(1);
+    const auto targets = torch::cat({rows.slice(1, 1), torch::zeros({4, 1}, torch::kLong)}, 1);
+    const auto losses = model->token_losses(rows, targets).slice(1, 0, -1);
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), pick_hellaswag_ending(model->forward(rows), rows, mask))
+        << "seed " << seed;
+  }
+}
+
+TEST(FusedLoss, HellaSwagPickFromLossesIgnoresTokensOutsideTheEnding) {
+  // Column t scores token t+1; the mask marks tokens, so column t counts when mask[t+1] is set.
+  auto losses = torch::tensor({{0.0, 5.0, 5.0}, {9.0, 1.0, 1.0}, {0.0, 3.0, 3.0}, {0.0, 4.0, 0.5}});
+  auto mask = torch::tensor({{0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 1}}, torch::kLong);
+  EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), 3);  // 0.5 over its one ending token
+  mask[3][2] = 1;                                                   // now (4 + 0.5) / 2
+  EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), 1);
+}
+
+}  // namespace
+}  // namespace mygpt
