@@ -104,6 +104,19 @@ void AtomicFileWriter::write(const void* data, std::size_t size) {
   }
 }
 
+void AtomicFileWriter::write_at(std::size_t offset, const void* data, std::size_t size) {
+  if (offset + size > written_) throw std::logic_error("write_at past the bytes written so far");
+  const auto* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd_, bytes, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) write_failed(target_, "write failed", errno);
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::size_t>(n);
+  }
+}
+
 void AtomicFileWriter::commit() {
   // The data must be on disk before the rename publishes it, or a power cut can leave the new name
   // pointing at an empty file.

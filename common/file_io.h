@@ -40,6 +40,8 @@ class AtomicFileWriter {
 
   void write(const void* data, std::size_t size);
   void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
+  // Overwrites bytes already written (a header whose fields are known only at the end).
+  void write_at(std::size_t offset, const void* data, std::size_t size);
   std::size_t bytes_written() const { return written_; }
   void commit();
 

@@ -1,5 +1,6 @@
 #include "dataloader/token_shard_writer.h"
 
+#include "common/file_io.h"
 #include "dataloader/token_file.h"
 
 #include <fcntl.h>
@@ -25,57 +26,19 @@ namespace {
 // time does not cost one system call per token.
 constexpr std::size_t kBufferTokens = std::size_t{1} << 19;
 
-[[noreturn]] void throw_io_error(const std::filesystem::path& path, const std::string& action) {
-  throw std::system_error(errno, std::generic_category(), "token shard '" + path.string() + "': " + action);
-}
-
-void write_all(int fd, const void* data, std::size_t size, off_t offset, const std::filesystem::path& path) {
-  const auto* bytes = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t written = ::pwrite(fd, bytes, size, offset);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw_io_error(path, "write failed");
-    }
-    bytes += written;
-    size -= static_cast<std::size_t>(written);
-    offset += written;
-  }
-}
-
-// Makes a completed rename survive a crash. Best effort: some file systems
-// refuse fsync on a directory, and the shard itself is already complete.
-void sync_directory(const std::filesystem::path& directory) {
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
-// Tokens go to a hidden temporary file in the target directory (so the final
-// rename is atomic on the same file system and directory listings skip it);
-// only commit() gives the shard its final name. Destroyed uncommitted, the
-// temporary file is removed.
+// Tokens go to a hidden temporary file in the target directory (common/file_io.h: so directory
+// listings skip it and the final rename is atomic); only commit() gives the shard its final name.
+// Destroyed uncommitted, the temporary file is removed.
 class TokenShardWriter::PendingShard {
  public:
-  explicit PendingShard(std::filesystem::path final_path)
-      : final_path_(std::move(final_path)),
-        temp_path_(final_path_.parent_path() /
-                   ("." + final_path_.filename().string() + ".tmp." + std::to_string(::getpid()))) {
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd_ < 0) throw_io_error(temp_path_, "cannot create");
+  explicit PendingShard(std::filesystem::path final_path) : final_path_(std::move(final_path)), file_(final_path_) {
+    // The header is written last, once the count is known; zeros hold its place.
+    const std::array<int32_t, kLlmcHeaderInts> placeholder{};
+    file_.write(placeholder.data(), sizeof(placeholder));
     buffer_.reserve(kBufferTokens);
   }
-
-  ~PendingShard() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temp_path_.c_str());
-  }
-
-  PendingShard(const PendingShard&) = delete;
-  PendingShard& operator=(const PendingShard&) = delete;
 
   uint64_t token_count() const { return token_count_; }
   const std::filesystem::path& final_path() const { return final_path_; }
@@ -92,38 +55,25 @@ class TokenShardWriter::PendingShard {
 
   void commit() {
     flush();
-    // The header goes last, once the count is known: a shard is only ever
-    // renamed into place with a header that matches its size.
+    // A shard is only ever renamed into place with a header that matches its size.
     std::array<int32_t, kLlmcHeaderInts> header{};
     header[0] = kLlmcMagic;
     header[1] = kLlmcVersion;
     header[2] = static_cast<int32_t>(token_count_);
-    write_all(fd_, header.data(), sizeof(header), 0, temp_path_);
-    if (::fsync(fd_) != 0) throw_io_error(temp_path_, "fsync failed");
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) throw_io_error(temp_path_, "close failed");
-    if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-      throw_io_error(final_path_, "cannot rename from '" + temp_path_.filename().string() + "'");
-    }
-    committed_ = true;
-    sync_directory(final_path_.parent_path());
+    file_.write_at(0, header.data(), sizeof(header));
+    file_.commit();
   }
 
  private:
   void flush() {
-    const auto offset = static_cast<off_t>(sizeof(int32_t) * kLlmcHeaderInts + 2 * written_tokens_);
-    write_all(fd_, buffer_.data(), buffer_.size() * sizeof(uint16_t), offset, temp_path_);
-    written_tokens_ += buffer_.size();
+    file_.write(buffer_.data(), buffer_.size() * sizeof(uint16_t));
     buffer_.clear();
   }
 
   std::filesystem::path final_path_;
-  std::filesystem::path temp_path_;
-  int fd_ = -1;
+  AtomicFileWriter file_;
   std::vector<uint16_t> buffer_;
-  uint64_t token_count_ = 0;     // appended, buffered or not
-  uint64_t written_tokens_ = 0;  // already in the file
-  bool committed_ = false;
+  uint64_t token_count_ = 0;  // appended, buffered or not
 };
 
 TokenShardWriter::TokenShardWriter(std::filesystem::path directory, std::string prefix, uint64_t tokens_per_shard)

@@ -63,6 +63,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
 
   seed_everything(options.seed);
   parts.model = Gpt(model_config);
+  parts.model->set_fused_loss(options.fused_loss);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
   parts.optimizer = std::make_unique<AdamW>(

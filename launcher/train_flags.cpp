@@ -76,6 +76,10 @@ OptionTable<TrainFlags> make_table() {
   t.add("beta2", &F::train, &T::beta2, "AdamW's second-moment decay").init(0.95).check(in_range(0, 1, false));
   t.add("eps", &F::train, &T::eps, "AdamW's denominator epsilon").init(1e-8).check(positive);
   t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables").init(1.0).check(non_negative);
+  t.add("fused-loss", &F::train, &T::fused_loss,
+        "compute the output head and cross-entropy in chunks of rows, never holding all logits (false: the plain "
+        "loss, for comparison)")
+      .init(true);
   precision_flag(t, &F::train, &T::precision);
   seed_flag(t, &F::train, &T::seed);
 

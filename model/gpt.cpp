@@ -14,17 +14,6 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
-// STOPGAP until the launcher's --fused-loss option calls GptImpl::set_fused_loss: MYGPT_FUSED_LOSS=0
-// (or false) turns the fused loss off for every model this process builds. The only place it is read.
-bool fused_loss_default() {
-  const char* value = std::getenv("MYGPT_FUSED_LOSS");
-  if (value == nullptr) return true;
-  const std::string v = value;
-  if (v == "1" || v == "true") return true;
-  if (v == "0" || v == "false") return false;
-  throw std::invalid_argument("MYGPT_FUSED_LOSS must be 0, 1, true or false, not '" + v + "'");
-}
-
 // The unfused head's cross-entropy over full (N, vocab) logits, upcast to fp32 as under autocast.
 torch::Tensor full_logits_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                         torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
@@ -87,7 +76,7 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
   return x + mlp(ln_2(x));
 }
 
-GptImpl::GptImpl(const GptConfig& config) : config_(config), fused_loss_(fused_loss_default()) {
+GptImpl::GptImpl(const GptConfig& config) : config_(config) {
   config_.validate();
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));

@@ -100,7 +100,7 @@ class GptImpl : public torch::nn::Module {
 
  private:
   GptConfig config_;
-  bool fused_loss_;
+  bool fused_loss_ = true;
   torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(Gpt);

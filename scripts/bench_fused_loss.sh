@@ -12,8 +12,6 @@
 # Runs alternate which setting goes first. Both settings read the same random tokens with the same
 # seed, so their losses agree to float tolerance; the table shows the largest difference.
 #
-# The switch: MYGPT_FUSED_LOSS=0 turns the fused loss off (a stopgap read once in model/gpt.cpp until
-# the train command has a --fused-loss option; then set it in fused_loss_switch below).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,7 +55,7 @@ EOF
 
 train_flags=(--preset tiny --n-layer 2 --n-embd 64 --n-head 2 --block-size 256 --batch-size 16 --vocab-size 50304
              --steps "$steps" --eval-every 0 --log-every 1 --device cpu --threads "$threads" --seed 1337)
-fused_loss_switch() { echo "MYGPT_FUSED_LOSS=$([[ $1 == fused ]] && echo 1 || echo 0)"; }
+fused_loss_switch() { echo "--fused-loss=$([[ $1 == fused ]] && echo true || echo false)"; }
 
 cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
@@ -70,8 +68,8 @@ for ((r = 0; r < repeat; r++)); do
   ((r % 2 == 1)) && order="plain fused"
   for setting in $order; do
     out="$work/$setting-$r"
-    env "$(fused_loss_switch "$setting")" OMP_NUM_THREADS="$threads" /usr/bin/time -v \
-      "$work/mygpt-ddp" train "$work/train.bin" "${train_flags[@]}" --out "$out" >"$out.log" 2>&1 \
+    env OMP_NUM_THREADS="$threads" /usr/bin/time -v \
+      "$work/mygpt-ddp" train "$work/train.bin" "${train_flags[@]}" "$(fused_loss_switch "$setting")" --out "$out" >"$out.log" 2>&1 \
       || { echo "bench_fused_loss.sh: the $setting run failed; its output:" >&2; cat "$out.log" >&2; exit 1; }
     rss_kb="$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out.log")"
     echo "$setting run $r: peak RSS $((rss_kb / 1024)) MiB"
@@ -111,7 +109,7 @@ if ((append)); then
     echo "- machine: $(nproc) CPUs, $cpu_model, $mem RAM; load average (1/5/15 min) at start $load_start, at end $load_end"
     echo "- versions: mygpt-ddp linked against torch $torch_version"
     echo "- command: \`$command_line\`"
-    echo "- each run: \`MYGPT_FUSED_LOSS=1|0 OMP_NUM_THREADS=$threads /usr/bin/time -v build/mygpt-ddp train TMP/train.bin ${train_flags[*]} --out TMP/out\` (random uint16 tokens below 50304), $repeat runs per setting alternating which goes first; fp32 on CPU"
+    echo "- each run: \`OMP_NUM_THREADS=$threads /usr/bin/time -v build/mygpt-ddp train TMP/train.bin ${train_flags[*]} --fused-loss true|false --out TMP/out\` (random uint16 tokens below 50304), $repeat runs per setting alternating which goes first; fp32 on CPU"
     echo
     echo "$table"
   } >>docs/BENCHMARKS.md

@@ -20,7 +20,8 @@ struct TrainOptions {
   int64_t warmup_steps{};
   double weight_decay{};
   double beta1{}, beta2{}, eps{};  // AdamW
-  double grad_clip{};            // 0 disables clipping (the norm is still reported)
+  double grad_clip{};
+  bool fused_loss{};             // chunked head + cross-entropy that never holds the whole logits            // 0 disables clipping (the norm is still reported)
   Precision precision{};         // resolved for the device before training (never automatic there)
   uint64_t seed{};
   int64_t eval_every{};          // 0 disables periodic validation
