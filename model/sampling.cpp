@@ -1,8 +1,29 @@
 #include "model/sampling.h"
 
+#include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace mygpt {
+namespace {
+
+void check_vocab_limit(int64_t vocab_limit, int64_t vocab) {
+  if (vocab_limit < 0 || vocab_limit > vocab) {
+    throw std::invalid_argument("vocabulary limit " + std::to_string(vocab_limit) + " is not within the model's 0.." +
+                                std::to_string(vocab));
+  }
+}
+
+}  // namespace
+
+torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit) {
+  const int64_t vocab = logits.size(-1);
+  check_vocab_limit(vocab_limit, vocab);
+  if (vocab_limit == 0 || vocab_limit == vocab) return logits;
+  auto limited = logits.clone();
+  limited.slice(-1, vocab_limit).fill_(-std::numeric_limits<double>::infinity());
+  return limited;
+}
 
 torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& options,
                        std::optional<at::Generator> generator) {
@@ -10,6 +31,7 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
   if (options.temperature < 0) throw std::invalid_argument("temperature must not be negative");
   if (options.top_k < 0) throw std::invalid_argument("top-k must not be negative");
   if (prompt.dim() != 2 || prompt.size(1) == 0) throw std::invalid_argument("the prompt must not be empty");
+  check_vocab_limit(options.vocab_limit, model->config().vocab_size);
 
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
@@ -19,7 +41,7 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const int64_t T = tokens.size(1);
     auto context = T > block_size ? tokens.slice(1, T - block_size) : tokens;
-    auto logits = model->last_token_logits(context).to(torch::kFloat);  // (B, vocab)
+    auto logits = limit_vocab(model->last_token_logits(context).to(torch::kFloat), options.vocab_limit);  // (B, vocab)
     torch::Tensor next;
     if (options.temperature == 0.0) {
       next = logits.argmax(-1, /*keepdim=*/true);

@@ -53,6 +53,12 @@ if [ -z "$torch_prefix" ]; then
     "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
     "$venv/bin/python" -m pip install -q "torch==$torch_version" numpy || die "pip install torch==$torch_version failed"
   fi
+  # transformers + safetensors: the reference the Hugging Face weight tests compare with (they skip without it).
+  if ! "$venv/bin/python" -c 'import transformers, safetensors' >/dev/null 2>&1; then
+    say "installing transformers and safetensors (reference for the Hugging Face weight tests)"
+    "$venv/bin/python" -m pip install -q transformers safetensors \
+      || say "warning: pip install transformers safetensors failed; the transformers comparison tests will skip"
+  fi
   torch_prefix=$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 fi
 say "LibTorch from $torch_prefix"

@@ -1,0 +1,84 @@
+#pragma once
+// The safetensors format (Hugging Face), read and written by our own code: an 8-byte little-endian
+// header length N, N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]},
+// "__metadata__": {str: str}}, then the tensors' raw little-endian bytes, offsets counted from the
+// first byte after the header.
+//
+// The reader treats every file as hostile: before any tensor byte is touched it checks the header
+// length against the file and a 100 MB cap (the reference implementation's), the JSON (no duplicate
+// keys), every entry's dtype, shape (no overflow), byte count and offsets, and that the entries tile
+// the data region exactly, with no overlap, gap or trailing bytes (as the reference requires). Any
+// problem is std::invalid_argument with one line naming the file and the tensor or field.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mygpt {
+
+struct SafetensorsTensorInfo {
+  torch::ScalarType dtype;
+  std::string dtype_name;  // as the file spells it: "F32", "BF16", "I64", ...
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range within the data region
+};
+
+class SafetensorsReader {
+ public:
+  // Maps the file. Non-regular files (FIFOs, devices, folders) are refused before opening. The
+  // mapping stays valid while any copy of the reader lives; a file truncated by another process
+  // meanwhile is outside what a mapping can guard against.
+  static SafetensorsReader open(const std::filesystem::path& path);
+  // The same checks on bytes already in memory (tests, fuzzers); `source` names them in messages.
+  static SafetensorsReader from_bytes(std::string bytes, const std::string& source);
+
+  // Tensor names in the order of their data in the file.
+  const std::vector<std::string>& names() const { return names_; }
+  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  // Throws std::invalid_argument naming the file and the tensor when it is absent.
+  const SafetensorsTensorInfo& info(const std::string& name) const;
+  // An owning, contiguous CPU copy in the file's dtype. A BOOL tensor holding a byte other than
+  // 0 or 1 is refused (such a bool is undefined behaviour in C++).
+  torch::Tensor tensor(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // How messages name the file: "safetensors file '<path>'".
+  const std::string& source() const { return source_; }
+
+  struct Bytes;  // the mapped file or the owned buffer
+
+ private:
+  SafetensorsReader(std::shared_ptr<const Bytes> bytes, std::string source);
+  void parse_header();
+
+  std::shared_ptr<const Bytes> bytes_;
+  std::string source_;
+  uint64_t data_start_ = 0;
+  std::map<std::string, SafetensorsTensorInfo> entries_;
+  std::vector<std::string> names_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Writes tensors (any device, any layout; stored contiguous from the CPU) and string metadata to
+// `path` through AtomicFileWriter, so a failure leaves no partial file. Data is ordered by element
+// size, largest first, then by name, which keeps every tensor aligned to its element size; the
+// header is padded with spaces to a multiple of 8 bytes, as the reference writer does. Duplicate
+// names, "__metadata__" as a name, strings that are not UTF-8, undefined or sparse tensors and
+// dtypes the format lacks (complex, quantized) are std::invalid_argument naming the tensor; a write
+// that fails is OutputFileError.
+void write_safetensors(const std::filesystem::path& path,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// A name from a file, safe inside a one-line message: control characters escaped as \xNN and
+// long names cut short.
+std::string printable_name(const std::string& name);
+
+// The header's cap: larger headers are refused before parsing.
+inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+
+}  // namespace mygpt
