@@ -13,7 +13,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string quoted(std::string_view what, const fs::path& path) { return std::string(what) + " '" + path.string() + "'"; }
+std::string quoted(std::string_view what, const fs::path& path) {
+  return std::string(what) + " '" + path.string() + "'";
+}
 
 // Owns a file descriptor; closes it on every exit path.
 class Descriptor {
@@ -157,8 +159,8 @@ void create_output_directory(const fs::path& directory, std::string_view what) {
     throw std::invalid_argument(std::string(what) + " '" + directory.string() + "' cannot be created: " + ec.message());
   }
   if (::access(directory.c_str(), W_OK | X_OK) != 0) {
-    throw std::invalid_argument(std::string(what) + " '" + directory.string() + "' is not writable: " +
-                                std::strerror(errno));
+    throw std::invalid_argument(std::string(what) + " '" + directory.string() +
+                                "' is not writable: " + std::strerror(errno));
   }
 }
 

@@ -11,8 +11,9 @@ void require_enough_tokens(const TokenSource& source, int64_t batch_size, int64_
   if (batch_size <= 0 || seq_len <= 0) throw std::logic_error("batch size and sequence length must be positive");
   const uint64_t needed = static_cast<uint64_t>(batch_size * seq_len) + 1;
   if (source.size() < needed) {
-    throw std::invalid_argument("data holds " + std::to_string(source.size()) + " tokens, fewer than one batch needs (" +
-                                std::to_string(needed) + " = batch size x sequence length + 1)");
+    throw std::invalid_argument("data holds " + std::to_string(source.size()) +
+                                " tokens, fewer than one batch needs (" + std::to_string(needed) +
+                                " = batch size x sequence length + 1)");
   }
 }
 
@@ -30,12 +31,13 @@ Batch to_device(const torch::Tensor& x, const torch::Tensor& y, const torch::Dev
 std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<const TokenSource> source,
                                                int64_t batch_size, int64_t seq_len, uint64_t seed, int rank,
                                                int world_size) {
-  if (order == DataOrder::random) return std::make_unique<RandomBatchSampler>(std::move(source), batch_size, seq_len, seed, rank);
+  if (order == DataOrder::random)
+    return std::make_unique<RandomBatchSampler>(std::move(source), batch_size, seq_len, seed, rank);
   return std::make_unique<ShardedBatchLoader>(std::move(source), batch_size, seq_len, rank, world_size);
 }
 
-ShardedBatchLoader::ShardedBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size,
-                                       int64_t seq_len, int rank, int world_size)
+ShardedBatchLoader::ShardedBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len,
+                                       int rank, int world_size)
     : source_(std::move(source)), batch_size_(batch_size), seq_len_(seq_len), rank_(rank), world_size_(world_size) {
   require_enough_tokens(*source_, batch_size, seq_len);
   if (world_size <= 0 || rank < 0 || rank >= world_size) throw std::logic_error("bad rank/world size");
@@ -66,13 +68,14 @@ void ShardedBatchLoader::load_state(const torch::Tensor& state) {
   position_ = static_cast<uint64_t>(state.item<int64_t>());
 }
 
-RandomBatchSampler::RandomBatchSampler(std::shared_ptr<const TokenSource> source, int64_t batch_size,
-                                       int64_t seq_len, uint64_t seed, int rank)
+RandomBatchSampler::RandomBatchSampler(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len,
+                                       uint64_t seed, int rank)
     : source_(std::move(source)),
       batch_size_(batch_size),
       seq_len_(seq_len),
       // Distinct, reproducible streams per rank: mix the rank into the seed with a large odd constant.
-      generator_(at::make_generator<at::CPUGeneratorImpl>(seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank + 1))) {
+      generator_(
+          at::make_generator<at::CPUGeneratorImpl>(seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank + 1))) {
   require_enough_tokens(*source_, batch_size, seq_len);
 }
 

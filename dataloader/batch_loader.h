@@ -43,8 +43,8 @@ std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<
 class ShardedBatchLoader final : public BatchLoader {
  public:
   // Throws std::invalid_argument when the stream holds fewer than B*T+1 tokens.
-  ShardedBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len,
-                     int rank = 0, int world_size = 1);
+  ShardedBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len, int rank = 0,
+                     int world_size = 1);
   Batch next(const torch::Device& device) override;
   torch::Tensor state() const override;
   void load_state(const torch::Tensor& state) override;
@@ -64,8 +64,8 @@ class ShardedBatchLoader final : public BatchLoader {
 
 class RandomBatchSampler final : public BatchLoader {
  public:
-  RandomBatchSampler(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len,
-                     uint64_t seed, int rank = 0);
+  RandomBatchSampler(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len, uint64_t seed,
+                     int rank = 0);
   Batch next(const torch::Device& device) override;
   torch::Tensor state() const override;
   void load_state(const torch::Tensor& state) override;

@@ -14,8 +14,11 @@ std::vector<char32_t> utf8_decode(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const auto lead = static_cast<unsigned char>(text[i]);
     // Leads C0/C1 only start overlong forms and F5..FF would exceed U+10FFFF: both are never valid.
-    const int extra = lead < 0x80 ? 0 : (lead >= 0xC2 && lead <= 0xDF) ? 1 : (lead >> 4) == 0xE ? 2
-                    : (lead >= 0xF0 && lead <= 0xF4) ? 3 : -1;
+    const int extra = lead < 0x80                      ? 0
+                      : (lead >= 0xC2 && lead <= 0xDF) ? 1
+                      : (lead >> 4) == 0xE             ? 2
+                      : (lead >= 0xF0 && lead <= 0xF4) ? 3
+                                                       : -1;
     if (extra < 0 || i + extra >= text.size()) throw fail(i);
     char32_t cp = extra == 0 ? lead : lead & (0x3F >> extra);
     for (int k = 1; k <= extra; ++k) {

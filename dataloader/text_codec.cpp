@@ -55,9 +55,12 @@ class Gpt2Codec final : public TextCodec {
 
 std::string_view tokenizer_kind_name(TokenizerKind kind) {
   switch (kind) {
-    case TokenizerKind::none: return "none";
-    case TokenizerKind::character: return "char";
-    case TokenizerKind::gpt2: return "gpt2";
+    case TokenizerKind::none:
+      return "none";
+    case TokenizerKind::character:
+      return "char";
+    case TokenizerKind::gpt2:
+      return "gpt2";
   }
   throw std::logic_error("unnamed tokenizer kind");
 }
@@ -71,9 +74,12 @@ TokenizerKind parse_tokenizer_kind(std::string_view name) {
 
 std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string& data) {
   switch (kind) {
-    case TokenizerKind::character: return std::make_unique<CharCodec>(CharTokenizer::from_vocabulary(data));
-    case TokenizerKind::gpt2: return std::make_unique<Gpt2Codec>(data);
-    case TokenizerKind::none: break;
+    case TokenizerKind::character:
+      return std::make_unique<CharCodec>(CharTokenizer::from_vocabulary(data));
+    case TokenizerKind::gpt2:
+      return std::make_unique<Gpt2Codec>(data);
+    case TokenizerKind::none:
+      break;
   }
   throw std::invalid_argument("a model trained on token data without --vocab has no tokenizer: give --vocab DIR");
 }

@@ -23,10 +23,10 @@ class TextCodec {
   virtual ~TextCodec() = default;
   virtual std::vector<int64_t> encode(std::string_view text) const = 0;
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
-  virtual int64_t vocab_size() const = 0;     // ids are below this (before padding)
-  virtual int64_t end_of_text() const = 0;    // -1 when the tokenizer has none
+  virtual int64_t vocab_size() const = 0;   // ids are below this (before padding)
+  virtual int64_t end_of_text() const = 0;  // -1 when the tokenizer has none
   virtual TokenizerKind kind() const = 0;
-  virtual std::string data() const = 0;       // what make_text_codec needs to rebuild it
+  virtual std::string data() const = 0;  // what make_text_codec needs to rebuild it
 };
 
 // Throws std::invalid_argument for unusable data (e.g. missing vocabulary files), and for kind none.

@@ -56,8 +56,7 @@ T read_le(std::span<const std::byte> bytes, std::size_t byte_offset) {
 }
 
 bool starts_with(std::span<const std::byte> bytes, std::string_view prefix) {
-  return bytes.size() >= prefix.size() &&
-         std::memcmp(bytes.data(), prefix.data(), prefix.size()) == 0;
+  return bytes.size() >= prefix.size() && std::memcmp(bytes.data(), prefix.data(), prefix.size()) == 0;
 }
 
 // Where the tokens lie in the file, once the header is understood.
@@ -91,8 +90,7 @@ struct NpyHeader {
 // a tuple of non-negative integers.
 class NpyHeaderParser {
  public:
-  NpyHeaderParser(const std::filesystem::path& path, std::string_view text)
-      : path_(path), text_(text) {}
+  NpyHeaderParser(const std::filesystem::path& path, std::string_view text) : path_(path), text_(text) {}
 
   NpyHeader parse() {
     NpyHeader header;
@@ -236,8 +234,8 @@ TokenLayout parse_npy(const std::filesystem::path& path, std::span<const std::by
                    " (expected 1.0, 2.0 or 3.0)");
   }
   if (header_length > bytes.size() - header_start) {
-    fail(path, "npy header truncated: needs " + std::to_string(header_start + header_length) +
-                   " bytes, file has " + std::to_string(bytes.size()));
+    fail(path, "npy header truncated: needs " + std::to_string(header_start + header_length) + " bytes, file has " +
+                   std::to_string(bytes.size()));
   }
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + header_start, header_length);
   const NpyHeader header = NpyHeaderParser(path, text).parse();
@@ -254,9 +252,8 @@ TokenLayout parse_npy(const std::filesystem::path& path, std::span<const std::by
   const uint64_t count = header.shape[0];
   const uint64_t data_bytes = bytes.size() - data_offset;
   if (count > data_bytes / 2 || data_bytes != 2 * count) {
-    fail(path, "size mismatch: npy shape " + shape_text(header.shape) + " needs " +
-                   std::to_string(data_offset) + " + 2*" + std::to_string(count) +
-                   " bytes, file has " + std::to_string(bytes.size()));
+    fail(path, "size mismatch: npy shape " + shape_text(header.shape) + " needs " + std::to_string(data_offset) +
+                   " + 2*" + std::to_string(count) + " bytes, file has " + std::to_string(bytes.size()));
   }
   return {TokenFileFormat::npy, data_offset, count};
 }
@@ -268,8 +265,8 @@ TokenLayout parse_llmc(const std::filesystem::path& path, std::span<const std::b
   }
   const int32_t version = read_le<int32_t>(bytes, 4);
   if (version != kLlmcVersion) {
-    fail(path, "unsupported llm.c version " + std::to_string(version) + " (expected " +
-                   std::to_string(kLlmcVersion) + ", uint16 GPT-2 tokens)");
+    fail(path, "unsupported llm.c version " + std::to_string(version) + " (expected " + std::to_string(kLlmcVersion) +
+                   ", uint16 GPT-2 tokens)");
   }
   const int32_t count = read_le<int32_t>(bytes, 8);
   if (count < 0) fail(path, "negative llm.c token count " + std::to_string(count));
@@ -361,15 +358,17 @@ void MappedFile::unmap() noexcept {
 
 std::string_view format_name(TokenFileFormat format) {
   switch (format) {
-    case TokenFileFormat::llmc_bin: return "llm.c bin";
-    case TokenFileFormat::npy: return "npy uint16";
-    case TokenFileFormat::raw_uint16: return "raw uint16";
+    case TokenFileFormat::llmc_bin:
+      return "llm.c bin";
+    case TokenFileFormat::npy:
+      return "npy uint16";
+    case TokenFileFormat::raw_uint16:
+      return "raw uint16";
   }
   return "unknown";
 }
 
-TokenFile::TokenFile(std::filesystem::path path, uint32_t vocab_size)
-    : path_(std::move(path)), mapping_(path_) {
+TokenFile::TokenFile(std::filesystem::path path, uint32_t vocab_size) : path_(std::move(path)), mapping_(path_) {
   if (vocab_size == 0) fail(path_, "vocab_size must be positive");
   const std::span<const std::byte> bytes = mapping_.bytes();
   const TokenLayout layout = parse_layout(path_, bytes);
@@ -399,7 +398,8 @@ bool looks_like_token_file(const std::filesystem::path& path) {
   const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return false;
   const ssize_t n = ::read(fd.get(), head, sizeof head);
-  if (n >= static_cast<ssize_t>(kNpyMagic.size()) && std::memcmp(head, kNpyMagic.data(), kNpyMagic.size()) == 0) return true;
+  if (n >= static_cast<ssize_t>(kNpyMagic.size()) && std::memcmp(head, kNpyMagic.data(), kNpyMagic.size()) == 0)
+    return true;
   int32_t magic = 0;
   std::memcpy(&magic, head, sizeof magic);
   return n >= 4 && magic == kLlmcMagic;

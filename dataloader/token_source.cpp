@@ -21,7 +21,7 @@ void InMemoryTokens::read(uint64_t offset, size_t count, int64_t* out) const {
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> split_train_val(const std::vector<int64_t>& tokens,
-                                                                       double val_fraction) {
+                                                                      double val_fraction) {
   if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
     throw std::invalid_argument("validation fraction must be in [0, 1)");
   }

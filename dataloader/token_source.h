@@ -28,6 +28,6 @@ class InMemoryTokens final : public TokenSource {
 // Splits a token sequence into (train, validation), the validation part being the last
 // val_fraction of it (0 <= val_fraction < 1; 0 leaves validation empty).
 std::pair<std::vector<int64_t>, std::vector<int64_t>> split_train_val(const std::vector<int64_t>& tokens,
-                                                                       double val_fraction);
+                                                                      double val_fraction);
 
 }  // namespace mygpt

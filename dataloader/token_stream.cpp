@@ -83,15 +83,13 @@ std::vector<std::filesystem::path> expand_token_paths(const std::string& spec, s
     paths = expand_glob(spec, split);
   }
   // glob(3) sorts by the locale's collation; byte order is the same everywhere.
-  std::sort(paths.begin(), paths.end(),
-            [](const auto& a, const auto& b) { return a.native() < b.native(); });
+  std::sort(paths.begin(), paths.end(), [](const auto& a, const auto& b) { return a.native() < b.native(); });
   return paths;
 }
 
 TokenStream::TokenStream(std::vector<std::filesystem::path> paths, uint32_t vocab_size) {
   if (paths.empty()) throw std::invalid_argument("token stream: no token files given");
-  std::sort(paths.begin(), paths.end(),
-            [](const auto& a, const auto& b) { return a.native() < b.native(); });
+  std::sort(paths.begin(), paths.end(), [](const auto& a, const auto& b) { return a.native() < b.native(); });
   // A path listed twice would silently weight its tokens double.
   const auto repeated = std::adjacent_find(paths.begin(), paths.end());
   if (repeated != paths.end()) {

@@ -41,7 +41,8 @@ TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
   TrainingData d;
   const auto char_vocabulary = char_vocabulary_beside(spec);
   d.vocab_size = o.vocab_size.value_or(kGpt2PaddedVocab);
-  if (char_vocabulary && !o.vocab_size) d.vocab_size = make_text_codec(TokenizerKind::character, *char_vocabulary)->vocab_size();
+  if (char_vocabulary && !o.vocab_size)
+    d.vocab_size = make_text_codec(TokenizerKind::character, *char_vocabulary)->vocab_size();
   if (d.vocab_size > kLargestUint16Vocab) {
     throw std::invalid_argument("--vocab-size above 65536 cannot be stored in uint16 tokens");
   }
@@ -85,7 +86,7 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
   auto [train_ids, val_ids] = split_train_val(codec->encode(text), o.val_fraction);
   if (train_ids.empty()) throw std::invalid_argument("the training split of '" + spec + "' is empty");
   d.description = spec + " | " + std::to_string(text.size()) + " bytes | " +
-                   std::string(tokenizer_kind_name(d.tokenizer_kind)) + " tokenizer";
+                  std::string(tokenizer_kind_name(d.tokenizer_kind)) + " tokenizer";
   d.train = std::make_shared<InMemoryTokens>(std::move(train_ids));
   if (!val_ids.empty()) d.val = std::make_shared<InMemoryTokens>(std::move(val_ids));
   return d;

@@ -15,11 +15,11 @@ namespace mygpt {
 
 struct DataOptions {
   std::string data;
-  std::optional<std::string> val_data;   // validation token data; a shard folder's *val* files otherwise
-  TokenizerKind tokenizer{};             // of text data: character or gpt2
-  std::optional<std::string> vocab;      // folder of GPT-2's encoder.json and vocab.bpe
-  std::optional<int64_t> vocab_size;     // of token data; unset: 50304, or the char_vocab.txt of shards
-  double val_fraction{};                 // share of a text kept for validation (its end)
+  std::optional<std::string> val_data;  // validation token data; a shard folder's *val* files otherwise
+  TokenizerKind tokenizer{};            // of text data: character or gpt2
+  std::optional<std::string> vocab;     // folder of GPT-2's encoder.json and vocab.bpe
+  std::optional<int64_t> vocab_size;    // of token data; unset: 50304, or the char_vocab.txt of shards
+  double val_fraction{};                // share of a text kept for validation (its end)
   DataOrder data_order{};
   std::optional<std::string> hellaswag;  // HellaSwag file evaluated during training
 };
@@ -29,8 +29,8 @@ struct TrainingData {
   std::shared_ptr<const TokenSource> val;  // null when there is no validation data
   int64_t vocab_size = 0;                  // the model's (padded) vocabulary
   TokenizerKind tokenizer_kind = TokenizerKind::none;
-  std::string tokenizer_data;              // what make_text_codec needs to rebuild the tokenizer
-  std::string description;                 // one line for the log
+  std::string tokenizer_data;  // what make_text_codec needs to rebuild the tokenizer
+  std::string description;     // one line for the log
 };
 
 TrainingData load_training_data(const DataOptions& options);

@@ -36,8 +36,8 @@ std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::
   return buckets;
 }
 
-GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm,
-                                           size_t bucket_bytes, bool overlap)
+GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes,
+                                           bool overlap)
     : params_(std::move(params)), comm_(comm), overlap_(overlap) {
   if (comm_.world_size() == 1) return;  // nothing to synchronize, no hooks to pay for
   bucket_of_param_.resize(params_.size());

@@ -25,7 +25,7 @@ void broadcast_model_state(torch::nn::Module& model, Communicator& comm);
 std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::Tensor>& params, size_t bucket_bytes);
 
 struct GradientSyncStats {
-  double wait_ms = 0;      // time finish() spent waiting for communication (the part not overlapped)
+  double wait_ms = 0;  // time finish() spent waiting for communication (the part not overlapped)
   int64_t buckets_launched_in_backward = 0;
   int64_t buckets = 0;
 };

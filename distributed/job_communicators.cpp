@@ -27,8 +27,9 @@ void require_same_config_on_all_ranks(Communicator& comm, const std::string& con
   auto differs = torch::tensor({static_cast<int64_t>(!torch::equal(mine, rank0))}, torch::kLong);
   comm.all_reduce(differs, ReduceOp::Max);
   if (differs.item<int64_t>() != 0) {
-    throw std::invalid_argument("the ranks were started with different configurations (options, data or build); "
-                                "every rank must run the same command");
+    throw std::invalid_argument(
+        "the ranks were started with different configurations (options, data or build); "
+        "every rank must run the same command");
   }
 }
 

@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "distributed/mpi_world.h"
 #include "distributed/communicator.h"
+#include "distributed/mpi_world.h"
 
 namespace mygpt {
 

@@ -7,13 +7,19 @@ namespace {
 
 MPI_Datatype mpi_type(const torch::Tensor& t) {
   switch (t.scalar_type()) {
-    case torch::kFloat: return MPI_FLOAT;
-    case torch::kDouble: return MPI_DOUBLE;
-    case torch::kLong: return MPI_INT64_T;
-    case torch::kInt: return MPI_INT32_T;
-    case torch::kByte: return MPI_UINT8_T;
-    default: throw std::logic_error(std::string("MPI backend cannot reduce tensors of type ") +
-                                         c10::toString(t.scalar_type()));
+    case torch::kFloat:
+      return MPI_FLOAT;
+    case torch::kDouble:
+      return MPI_DOUBLE;
+    case torch::kLong:
+      return MPI_INT64_T;
+    case torch::kInt:
+      return MPI_INT32_T;
+    case torch::kByte:
+      return MPI_UINT8_T;
+    default:
+      throw std::logic_error(std::string("MPI backend cannot reduce tensors of type ") +
+                             c10::toString(t.scalar_type()));
   }
 }
 
@@ -97,15 +103,14 @@ std::future<void> MpiCommunicator::submit(std::function<void()> work) {
 
 void MpiCommunicator::reduce_now(torch::Tensor& tensor, ReduceOp op) {
   const MPI_Op mpi_op = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
-  check(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), mpi_op, comm_),
-        "MPI_Allreduce");
+  check(
+      MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), mpi_op, comm_),
+      "MPI_Allreduce");
   // Integer tensors keep their type (as ncclAvg does): true division would need a float result.
   if (op == ReduceOp::Average) tensor.is_floating_point() ? tensor.div_(size_) : tensor.div_(size_, "trunc");
 }
 
-void MpiCommunicator::all_reduce(torch::Tensor& tensor, ReduceOp op) {
-  all_reduce_async(tensor, op)->wait();
-}
+void MpiCommunicator::all_reduce(torch::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
 std::unique_ptr<PendingCollective> MpiCommunicator::all_reduce_async(torch::Tensor tensor, ReduceOp op) {
   require_cpu_contiguous(tensor);

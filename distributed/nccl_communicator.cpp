@@ -22,22 +22,33 @@ void check_cuda(cudaError_t result, const char* what) {
 
 ncclDataType_t nccl_type(const torch::Tensor& t) {
   switch (t.scalar_type()) {
-    case torch::kFloat: return ncclFloat32;
-    case torch::kDouble: return ncclFloat64;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kHalf: return ncclFloat16;
-    case torch::kLong: return ncclInt64;
-    case torch::kInt: return ncclInt32;
-    case torch::kByte: return ncclUint8;
-    default: throw std::logic_error("NCCL backend cannot reduce this tensor type");
+    case torch::kFloat:
+      return ncclFloat32;
+    case torch::kDouble:
+      return ncclFloat64;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kHalf:
+      return ncclFloat16;
+    case torch::kLong:
+      return ncclInt64;
+    case torch::kInt:
+      return ncclInt32;
+    case torch::kByte:
+      return ncclUint8;
+    default:
+      throw std::logic_error("NCCL backend cannot reduce this tensor type");
   }
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Average: return ncclAvg;
-    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Average:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
   }
   return ncclSum;
 }
@@ -94,7 +105,8 @@ class NcclCommunicator final : public Communicator {
         size_(bootstrap.world_size()),
         device_index_(device_index),
         timeout_seconds_(timeout_seconds),
-        side_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_index))) {
+        side_stream_(
+            c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_index))) {
     // This process drives one GPU: make it current for everything that follows (streams, NCCL).
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
     ncclUniqueId id;
@@ -155,7 +167,9 @@ class NcclCommunicator final : public Communicator {
     // A one-element all-reduce that the host waits for: every rank has reached this point.
     auto token = torch::zeros({1}, torch::TensorOptions().device(torch::kCUDA, device_index_));
     all_reduce_async(token, ReduceOp::Sum)->wait();
-    check_cuda(cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_)).stream()), "barrier");
+    check_cuda(
+        cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_)).stream()),
+        "barrier");
   }
 
  private:
@@ -177,7 +191,8 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device_index, double timeout_seconds) {
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device_index,
+                                                     double timeout_seconds) {
   return std::make_unique<NcclCommunicator>(bootstrap, device_index, timeout_seconds);
 }
 

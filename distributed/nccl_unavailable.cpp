@@ -6,7 +6,8 @@
 namespace mygpt {
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, int, double) {
-  throw std::invalid_argument("this build of mygpt-ddp has no NCCL backend, so several CUDA ranks cannot train together");
+  throw std::invalid_argument(
+      "this build of mygpt-ddp has no NCCL backend, so several CUDA ranks cannot train together");
 }
 
 }  // namespace mygpt

@@ -34,7 +34,9 @@ Command make_command(std::string name, std::string usage, std::string summary, b
                      const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const MpiSession&)) {
   Command c{name, usage, std::move(summary), nullptr, nullptr, nullptr};
   c.options = [name, table] { return table().description(name + " options"); };
-  c.option_values = [table](const std::vector<std::string>& args) { return table().to_text(table().parse(args).config); };
+  c.option_values = [table](const std::vector<std::string>& args) {
+    return table().to_text(table().parse(args).config);
+  };
   c.run = [name, usage, multi_rank, table, run](const std::vector<std::string>& args, const MpiSession& mpi) {
     const Parsed<Config> parsed = table().parse(args);
     if (parsed.help) {

@@ -14,7 +14,8 @@ torch::Device pick_device(const std::string& spec, int local_rank, int local_siz
   }
   if (kind == "cpu") return torch::Device(torch::kCPU);
   if (kind == "cuda") {
-    if (!torch::cuda::is_available()) throw std::invalid_argument("device 'cuda' requested but no CUDA GPU is available");
+    if (!torch::cuda::is_available())
+      throw std::invalid_argument("device 'cuda' requested but no CUDA GPU is available");
     const auto gpus = static_cast<int>(torch::cuda::device_count());
     if (local_size > gpus) {
       throw std::invalid_argument(std::to_string(local_size) + " ranks on this node but only " + std::to_string(gpus) +

@@ -30,9 +30,9 @@ double known_peak_tflops(const std::string& name) {
   // Dense (no sparsity) bf16 tensor-core peaks from the vendors' data sheets. Longer names first, so
   // "H100 PCIe" is not taken for the SXM part.
   static const std::vector<std::pair<std::string, double>> table = {
-      {"H200", 989.0}, {"H100 PCIe", 756.0}, {"H100 NVL", 835.0}, {"H100", 989.0}, {"GH200", 989.0},
-      {"B200", 2250.0}, {"A100", 312.0}, {"A10G", 125.0}, {"L40S", 362.0}, {"L4", 121.0},
-      {"RTX 4090", 165.0}, {"RTX 3090", 71.0}, {"V100", 125.0},
+      {"H200", 989.0},     {"H100 PCIe", 756.0}, {"H100 NVL", 835.0}, {"H100", 989.0}, {"GH200", 989.0},
+      {"B200", 2250.0},    {"A100", 312.0},      {"A10G", 125.0},     {"L40S", 362.0}, {"L4", 121.0},
+      {"RTX 4090", 165.0}, {"RTX 3090", 71.0},   {"V100", 125.0},
   };
   for (const auto& [key, tflops] : table) {
     if (name.find(key) != std::string::npos) return tflops;

@@ -142,7 +142,8 @@ int run_eval(const Parsed<EvalFlags>& flags, const MpiSession&) {
 }  // namespace
 
 Command eval_command() {
-  return make_command<EvalFlags>("eval", "eval --checkpoint PATH (--val DATA | --hellaswag FILE | --task NAME) [options]",
+  return make_command<EvalFlags>("eval",
+                                 "eval --checkpoint PATH (--val DATA | --hellaswag FILE | --task NAME) [options]",
                                  "validation loss, HellaSwag or built-in task accuracy of a model",
                                  /*multi_rank=*/false, &eval_flag_table, &run_eval);
 }

@@ -4,7 +4,8 @@
 
 namespace mygpt {
 
-InferenceModel load_inference_model(const std::string& path, const torch::Device& device, const std::string& vocab_dir) {
+InferenceModel load_inference_model(const std::string& path, const torch::Device& device,
+                                    const std::string& vocab_dir) {
   const Checkpoint ckpt = load_checkpoint(resolve_checkpoint(path));
   InferenceModel result;
   result.meta = ckpt.meta;
@@ -14,7 +15,8 @@ InferenceModel load_inference_model(const std::string& path, const torch::Device
   if (!vocab_dir.empty()) {
     result.codec = make_text_codec(TokenizerKind::gpt2, vocab_dir);
   } else if (ckpt.meta.tokenizer_kind == TokenizerKind::none) {
-    throw std::invalid_argument("checkpoint '" + path + "' was trained on token data without --vocab: "
+    throw std::invalid_argument("checkpoint '" + path +
+                                "' was trained on token data without --vocab: "
                                 "give --vocab DIR (GPT-2's encoder.json and vocab.bpe)");
   } else {
     result.codec = make_text_codec(ckpt.meta.tokenizer_kind, ckpt.meta.tokenizer_data);

@@ -20,6 +20,7 @@ struct InferenceModel {
 // path: a checkpoint file or a directory (its newest checkpoint). Reads onto the CPU, then moves.
 // vocab_dir, when not empty, supplies GPT-2's vocabulary files (needed for checkpoints trained on
 // token data without --vocab, or when the files moved since training).
-InferenceModel load_inference_model(const std::string& path, const torch::Device& device, const std::string& vocab_dir = "");
+InferenceModel load_inference_model(const std::string& path, const torch::Device& device,
+                                    const std::string& vocab_dir = "");
 
 }  // namespace mygpt

@@ -149,7 +149,8 @@ class Row final : public OptionRow<Config> {
       }
     }
     if constexpr (std::is_same_v<Value, double>) {
-      if (!std::isfinite(*value)) throw std::invalid_argument("--" + name_ + " must be a finite number, got " + to_text(*value));
+      if (!std::isfinite(*value))
+        throw std::invalid_argument("--" + name_ + " must be a finite number, got " + to_text(*value));
     }
     for (const auto& c : checks_) c(name_, *value);
     field_(config) = *value;
@@ -220,7 +221,8 @@ class Row final : public OptionRow<Config> {
 
   std::string choices_text() const {
     std::string text;
-    for (size_t i = 0; i < names_.size(); ++i) text += (i == 0 ? "" : i + 1 == names_.size() ? " or " : ", ") + names_[i].first;
+    for (size_t i = 0; i < names_.size(); ++i)
+      text += (i == 0 ? "" : i + 1 == names_.size() ? " or " : ", ") + names_[i].first;
     return text;
   }
 
@@ -245,12 +247,13 @@ class OptionTable {
   // A row filling config.*member (or config.*sub.*member).
   template <typename Field>
   Row<Config, Field>& add(std::string name, Field Config::*member, std::string help) {
-    return add_row<Field>(std::move(name), [member](Config& c) -> Field& { return c.*member; }, std::move(help));
+    return add_row<Field>(
+        std::move(name), [member](Config& c) -> Field& { return c.*member; }, std::move(help));
   }
   template <typename Sub, typename Field>
   Row<Config, Field>& add(std::string name, Sub Config::*sub, Field Sub::*member, std::string help) {
-    return add_row<Field>(std::move(name), [sub, member](Config& c) -> Field& { return (c.*sub).*member; },
-                          std::move(help));
+    return add_row<Field>(
+        std::move(name), [sub, member](Config& c) -> Field& { return (c.*sub).*member; }, std::move(help));
   }
 
   // The first `count` bare arguments (-1: all) fill the option `name`.

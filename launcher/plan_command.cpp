@@ -31,25 +31,27 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession&) {
   const double activations = 34.0 * btc * act_bytes_per_value * static_cast<double>(config.n_layer) +
                              10.0 * static_cast<double>(o.batch_size * o.seq_len * config.vocab_size);
   const double gib = 1024.0 * 1024.0 * 1024.0;
-  std::cout << strprintf("model: %lld layers, %lld heads, %lld wide, block %lld, vocab %lld\n",
-                         static_cast<long long>(config.n_layer), static_cast<long long>(config.n_head),
-                         static_cast<long long>(config.n_embd), static_cast<long long>(config.block_size),
-                         static_cast<long long>(config.vocab_size))
-            << strprintf("parameters: %lld (%lld decayed in %zu tensors, %lld not decayed in %zu tensors)\n",
-                         static_cast<long long>(decay + no_decay), static_cast<long long>(decay),
-                         model->decay_parameters().size(), static_cast<long long>(no_decay),
-                         model->no_decay_parameters().size())
-            << strprintf("per step and rank: %lld x %lld tokens x %lld accumulation = %.0f tokens, %.3g FLOPs (%.3g per token)\n",
-                         static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
-                         static_cast<long long>(o.grad_accum), tokens_per_step, flops_per_token * tokens_per_step,
-                         flops_per_token)
-            << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld | precision %s\n",
-                         static_cast<long long>(o.steps), o.lr, o.min_lr, static_cast<long long>(o.warmup_steps),
-                         bf16 ? "bf16 autocast" : "fp32")
-            << strprintf("memory per rank (estimate): weights %.2f GiB + gradients %.2f GiB + AdamW %.2f GiB + "
-                         "DDP buckets %.2f GiB + activations %.2f GiB = %.2f GiB\n",
-                         4 * params / gib, 4 * params / gib, 8 * params / gib, 4 * params / gib, activations / gib,
-                         (20 * params + activations) / gib);
+  std::cout
+      << strprintf("model: %lld layers, %lld heads, %lld wide, block %lld, vocab %lld\n",
+                   static_cast<long long>(config.n_layer), static_cast<long long>(config.n_head),
+                   static_cast<long long>(config.n_embd), static_cast<long long>(config.block_size),
+                   static_cast<long long>(config.vocab_size))
+      << strprintf("parameters: %lld (%lld decayed in %zu tensors, %lld not decayed in %zu tensors)\n",
+                   static_cast<long long>(decay + no_decay), static_cast<long long>(decay),
+                   model->decay_parameters().size(), static_cast<long long>(no_decay),
+                   model->no_decay_parameters().size())
+      << strprintf(
+             "per step and rank: %lld x %lld tokens x %lld accumulation = %.0f tokens, %.3g FLOPs (%.3g per token)\n",
+             static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
+             static_cast<long long>(o.grad_accum), tokens_per_step, flops_per_token * tokens_per_step, flops_per_token)
+      << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld | precision %s\n",
+                   static_cast<long long>(o.steps), o.lr, o.min_lr, static_cast<long long>(o.warmup_steps),
+                   bf16 ? "bf16 autocast" : "fp32")
+      << strprintf(
+             "memory per rank (estimate): weights %.2f GiB + gradients %.2f GiB + AdamW %.2f GiB + "
+             "DDP buckets %.2f GiB + activations %.2f GiB = %.2f GiB\n",
+             4 * params / gib, 4 * params / gib, 8 * params / gib, 4 * params / gib, activations / gib,
+             (20 * params + activations) / gib);
   return 0;
 }
 

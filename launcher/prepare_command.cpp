@@ -44,7 +44,9 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
         .init(TokenizerKind::gpt2);
     vocab_flag(t, &P::vocab);
     t.add("shard-tokens", &P::shard_tokens, "tokens per shard").init(100000000).check(positive);
-    t.add("val-tokens", &P::val_tokens, "tokens for val shards, taken first; 0: train only").init(1048576).check(non_negative);
+    t.add("val-tokens", &P::val_tokens, "tokens for val shards, taken first; 0: train only")
+        .init(1048576)
+        .check(non_negative);
     return t;
   }();
   return table;
@@ -141,7 +143,8 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
       });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::cout << strprintf("[%zu/%zu] %s: %llu tokens so far, %.1f MB/s", i + 1, inputs.size(), inputs[i].c_str(),
-                             static_cast<unsigned long long>(total), static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9))
+                             static_cast<unsigned long long>(total),
+                             static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9))
                 << std::endl;
     }
     if (to_train == 0) {

@@ -72,8 +72,8 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
 
   TrainFlags resolved = f;
   resolved.train = options;
-  parts.checkpoint_meta = CheckpointMeta{model_config, data.tokenizer_kind, data.tokenizer_data, 0,
-                                         train_flag_table().to_text(resolved)};
+  parts.checkpoint_meta =
+      CheckpointMeta{model_config, data.tokenizer_kind, data.tokenizer_data, 0, train_flag_table().to_text(resolved)};
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
   parts.sample = make_sampler(options, data, device);
   parts.stop_requested = std::move(stop_requested);

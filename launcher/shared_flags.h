@@ -26,8 +26,9 @@ auto& vocab_flag(OptionTable<Config>& table, Path... path) {
 template <typename Config, typename... Path>
 auto& precision_flag(OptionTable<Config>& table, Path... path) {
   return table
-      .add("precision", path..., "arithmetic of matmuls and attention (auto: bf16 autocast on CUDA, fp32 elsewhere); "
-                                 "weights stay fp32")
+      .add("precision", path...,
+           "arithmetic of matmuls and attention (auto: bf16 autocast on CUDA, fp32 elsewhere); "
+           "weights stay fp32")
       .names({{"auto", Precision::automatic}, {"fp32", Precision::fp32}, {"bf16", Precision::bf16}})
       .init(Precision::automatic);
 }

@@ -1,7 +1,7 @@
 #include "launcher/stop_signal.h"
 
-#include <csignal>
 #include <unistd.h>
+#include <csignal>
 
 namespace mygpt {
 namespace {

@@ -54,7 +54,8 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
     start_step = trainer->restore(load_checkpoint(*resume));
     output.print("resumed from " + resume->string() + " at step " + std::to_string(start_step));
   }
-  output.print("data: " + data.description + strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
+  output.print("data: " + data.description +
+               strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
   trainer->print_setup();
   output.open_metrics(/*append=*/start_step > 0);
 

@@ -35,7 +35,8 @@ OptionTable<TrainFlags> make_table() {
         "sequential: consecutive chunks sharded across ranks; random: random offsets per rank")
       .names({{"sequential", DataOrder::sequential}, {"random", DataOrder::random}})
       .init(DataOrder::sequential);
-  t.add("hellaswag", &F::data, &D::hellaswag, "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab");
+  t.add("hellaswag", &F::data, &D::hellaswag,
+        "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab");
 
   t.group("Model");
   t.add("preset", &F::model, &M::preset,
@@ -75,7 +76,9 @@ OptionTable<TrainFlags> make_table() {
   t.add("beta1", &F::train, &T::beta1, "AdamW's first-moment decay").init(0.9).check(in_range(0, 1, false));
   t.add("beta2", &F::train, &T::beta2, "AdamW's second-moment decay").init(0.95).check(in_range(0, 1, false));
   t.add("eps", &F::train, &T::eps, "AdamW's denominator epsilon").init(1e-8).check(positive);
-  t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables").init(1.0).check(non_negative);
+  t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables")
+      .init(1.0)
+      .check(non_negative);
   t.add("fused-loss", &F::train, &T::fused_loss,
         "compute the output head and cross-entropy in chunks of rows, never holding all logits (false: the plain "
         "loss, for comparison)")
@@ -85,7 +88,8 @@ OptionTable<TrainFlags> make_table() {
 
   t.group("Run");
   device_flag(t, &F::runtime, &R::device);
-  t.add("threads", &F::runtime, &R::threads, "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks")
+  t.add("threads", &F::runtime, &R::threads,
+        "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks")
       .init(0)
       .check(non_negative);
   t.add("out", &F::train, &T::out, "output folder: checkpoints, metrics.jsonl").init("out").check(not_empty);
@@ -99,7 +103,9 @@ OptionTable<TrainFlags> make_table() {
   t.add("keep-checkpoints", &F::train, &T::keep_checkpoints, "keep only the newest N checkpoints; 0 keeps all")
       .init(0)
       .check(non_negative);
-  t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps; 0 disables").init(250).check(non_negative);
+  t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps; 0 disables")
+      .init(250)
+      .check(non_negative);
   t.add("eval-steps", &F::train, &T::eval_steps, "validation batches per rank and evaluation").init(20).check(positive);
   t.add("hellaswag-every", &F::train, &T::hellaswag_every, "HellaSwag every N steps when --hellaswag is given")
       .init(250)
@@ -154,8 +160,9 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   if (o.total_batch_tokens > 0) {
     const int64_t per_micro_step = o.batch_size * o.seq_len * world_size;
     if (o.total_batch_tokens % per_micro_step != 0) {
-      throw std::invalid_argument("--total-batch-tokens " + std::to_string(o.total_batch_tokens) +
-                                  " is not a multiple of batch size x seq len x ranks = " + std::to_string(per_micro_step));
+      throw std::invalid_argument(
+          "--total-batch-tokens " + std::to_string(o.total_batch_tokens) +
+          " is not a multiple of batch size x seq len x ranks = " + std::to_string(per_micro_step));
     }
     o.grad_accum = o.total_batch_tokens / per_micro_step;
   }

@@ -15,8 +15,8 @@ namespace mygpt {
 // What only the launcher reads.
 struct RuntimeOptions {
   std::string device;
-  int64_t threads{};     // intra-op CPU threads per rank; 0: the node's cores divided by its ranks
-  std::string resume;    // "", "auto" or a checkpoint path
+  int64_t threads{};      // intra-op CPU threads per rank; 0: the node's cores divided by its ranks
+  std::string resume;     // "", "auto" or a checkpoint path
   double comm_timeout{};  // seconds before a stuck collective ends the job (NCCL); 0 waits forever
 };
 

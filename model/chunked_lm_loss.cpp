@@ -102,8 +102,8 @@ class ChunkedLmLossFunction : public torch::autograd::Function<ChunkedLmLossFunc
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& targets, int64_t chunk_rows, at::ScalarType dtype) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    ChunkedHeadResult result = run_chunked_head(hidden, weight, targets, chunk_rows, dtype, hidden.requires_grad(),
-                                                weight.requires_grad());
+    ChunkedHeadResult result =
+        run_chunked_head(hidden, weight, targets, chunk_rows, dtype, hidden.requires_grad(), weight.requires_grad());
     ctx->save_for_backward({result.grad_hidden, result.grad_weight});
     return result.row_losses.mean();
   }

@@ -54,8 +54,8 @@ std::string GptConfig::to_text() const {
   std::ostringstream out;
   out.precision(17);
   out << "vocab_size=" << vocab_size << "\nblock_size=" << block_size << "\nn_layer=" << n_layer
-      << "\nn_head=" << n_head << "\nn_embd=" << n_embd << "\ndropout=" << dropout
-      << "\nbias=" << (bias ? 1 : 0) << "\n";
+      << "\nn_head=" << n_head << "\nn_embd=" << n_embd << "\ndropout=" << dropout << "\nbias=" << (bias ? 1 : 0)
+      << "\n";
   return out.str();
 }
 

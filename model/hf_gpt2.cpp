@@ -140,12 +140,15 @@ ParsedHfConfig parse_hf_config(const fs::path& folder, int64_t vocab_multiple) {
   if (model_type != "gpt2") fields.fail("model_type", "'" + printable_name(model_type) + "' is not gpt2");
   const std::string activation = fields.text("activation_function", "gelu_new");
   if (activation != "gelu_new" && activation != "gelu_pytorch_tanh") {
-    fields.fail("activation_function", "'" + printable_name(activation) + "' is not supported (gelu_new or gelu_pytorch_tanh, the tanh GELU)");
+    fields.fail("activation_function",
+                "'" + printable_name(activation) + "' is not supported (gelu_new or gelu_pytorch_tanh, the tanh GELU)");
   }
   const double epsilon = fields.number("layer_norm_epsilon", 1e-5);
-  if (std::abs(epsilon - 1e-5) > 1e-12) fields.fail("layer_norm_epsilon", std::to_string(epsilon) + " is not supported (only 1e-5)");
+  if (std::abs(epsilon - 1e-5) > 1e-12)
+    fields.fail("layer_norm_epsilon", std::to_string(epsilon) + " is not supported (only 1e-5)");
   if (!fields.flag("scale_attn_weights", true)) fields.fail("scale_attn_weights", "false is not supported");
-  if (fields.flag("scale_attn_by_inverse_layer_idx", false)) fields.fail("scale_attn_by_inverse_layer_idx", "true is not supported");
+  if (fields.flag("scale_attn_by_inverse_layer_idx", false))
+    fields.fail("scale_attn_by_inverse_layer_idx", "true is not supported");
   if (fields.flag("add_cross_attention", false)) fields.fail("add_cross_attention", "true is not supported");
   (void)fields.flag("reorder_and_upcast_attn", false);  // checked for type only: same math in fp32
 
@@ -259,16 +262,19 @@ class HfWeights {
 void check_stored(const StoredTensor& stored, c10::IntArrayRef expected_shape) {
   const SafetensorsTensorInfo& info = stored.reader->info(stored.stored_name);
   if (info.dtype != torch::kFloat && info.dtype != torch::kHalf && info.dtype != torch::kBFloat16) {
-    throw std::invalid_argument(stored.label() + " has dtype " + info.dtype_name + " (GPT-2 weights must be F32, F16 or BF16)");
+    throw std::invalid_argument(stored.label() + " has dtype " + info.dtype_name +
+                                " (GPT-2 weights must be F32, F16 or BF16)");
   }
   if (c10::IntArrayRef(info.shape) != expected_shape) {
-    throw std::invalid_argument(stored.label() + " has shape " + shape_text(info.shape) + ", expected " + shape_text(expected_shape));
+    throw std::invalid_argument(stored.label() + " has shape " + shape_text(info.shape) + ", expected " +
+                                shape_text(expected_shape));
   }
 }
 
 torch::Tensor read_fp32(const StoredTensor& stored) {
   auto tensor = stored.reader->tensor(stored.stored_name).to(torch::kFloat);
-  if (!torch::isfinite(tensor).all().item<bool>()) throw std::invalid_argument(stored.label() + " holds NaN or infinite values");
+  if (!torch::isfinite(tensor).all().item<bool>())
+    throw std::invalid_argument(stored.label() + " holds NaN or infinite values");
   return tensor;
 }
 
@@ -320,7 +326,8 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
 
   torch::NoGradGuard no_grad;
   auto parameters = out.model->named_parameters();
-  if (parameters.size() != specs.size()) throw std::logic_error("GPT-2 import: the model's parameters and HF's tensors differ");
+  if (parameters.size() != specs.size())
+    throw std::logic_error("GPT-2 import: the model's parameters and HF's tensors differ");
   for (const auto& spec : specs) {
     auto* parameter = parameters.find(spec.name);
     if (parameter == nullptr) throw std::logic_error("GPT-2 import: the model has no parameter " + spec.name);
@@ -334,7 +341,8 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
     }
   }
   if (head != nullptr && !torch::equal(read_fp32(*head), out.model->wte->weight.slice(0, 0, vocab_size))) {
-    throw std::invalid_argument(head->label() + " differs from the token embedding (an untied output head is not supported)");
+    throw std::invalid_argument(head->label() +
+                                " differs from the token embedding (an untied output head is not supported)");
   }
   return out;
 }
@@ -342,8 +350,8 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
 void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder) {
   const GptConfig& config = model->config();
   if (vocab_size < 1 || vocab_size > config.vocab_size) {
-    throw std::invalid_argument("HF export: vocabulary size " + std::to_string(vocab_size) + " is not within the model's 1.." +
-                                std::to_string(config.vocab_size));
+    throw std::invalid_argument("HF export: vocabulary size " + std::to_string(vocab_size) +
+                                " is not within the model's 1.." + std::to_string(config.vocab_size));
   }
   create_output_directory(folder, "HF export folder");
 

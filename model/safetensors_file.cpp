@@ -34,13 +34,20 @@ struct DtypeEntry {
 
 // The reference implementation's dtypes that LibTorch can hold.
 constexpr DtypeEntry kDtypes[] = {
-    {"BOOL", torch::kBool, 1},          {"U8", torch::kByte, 1},
-    {"I8", torch::kChar, 1},            {"F8_E5M2", torch::kFloat8_e5m2, 1},
-    {"F8_E4M3", torch::kFloat8_e4m3fn, 1}, {"I16", torch::kShort, 2},
-    {"U16", torch::kUInt16, 2},         {"F16", torch::kHalf, 2},
-    {"BF16", torch::kBFloat16, 2},      {"I32", torch::kInt, 4},
-    {"U32", torch::kUInt32, 4},         {"F32", torch::kFloat, 4},
-    {"F64", torch::kDouble, 8},         {"I64", torch::kLong, 8},
+    {"BOOL", torch::kBool, 1},
+    {"U8", torch::kByte, 1},
+    {"I8", torch::kChar, 1},
+    {"F8_E5M2", torch::kFloat8_e5m2, 1},
+    {"F8_E4M3", torch::kFloat8_e4m3fn, 1},
+    {"I16", torch::kShort, 2},
+    {"U16", torch::kUInt16, 2},
+    {"F16", torch::kHalf, 2},
+    {"BF16", torch::kBFloat16, 2},
+    {"I32", torch::kInt, 4},
+    {"U32", torch::kUInt32, 4},
+    {"F32", torch::kFloat, 4},
+    {"F64", torch::kDouble, 8},
+    {"I64", torch::kLong, 8},
     {"U64", torch::kUInt64, 8},
 };
 
@@ -209,8 +216,8 @@ void SafetensorsReader::parse_header() {
          std::to_string(kSafetensorsMaxHeaderBytes) + " bytes");
   }
   if (header_length > size - 8) {
-    fail("header length " + std::to_string(header_length) + " runs past the end of the file (" +
-         std::to_string(size) + " bytes)");
+    fail("header length " + std::to_string(header_length) + " runs past the end of the file (" + std::to_string(size) +
+         " bytes)");
   }
   data_start_ = 8 + header_length;
   const uint64_t data_size = size - data_start_;
@@ -240,7 +247,8 @@ void SafetensorsReader::parse_header() {
     auto bad = [&](const std::string& problem) { fail(label + ": " + problem); };
     if (!entry.is_object()) bad("entry is not a JSON object");
     for (const auto& [field, value] : entry.items()) {
-      if (field != "dtype" && field != "shape" && field != "data_offsets") bad("unknown field '" + printable_name(field) + "'");
+      if (field != "dtype" && field != "shape" && field != "data_offsets")
+        bad("unknown field '" + printable_name(field) + "'");
     }
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) bad("dtype is missing or not a string");
     const std::string dtype_name = entry["dtype"].get<std::string>();
@@ -249,13 +257,15 @@ void SafetensorsReader::parse_header() {
 
     if (!entry.contains("shape") || !entry["shape"].is_array()) bad("shape is missing or not an array");
     const auto& dims = entry["shape"];
-    if (dims.size() > kMaxRank) bad("shape has " + std::to_string(dims.size()) + " dimensions, more than " + std::to_string(kMaxRank));
+    if (dims.size() > kMaxRank)
+      bad("shape has " + std::to_string(dims.size()) + " dimensions, more than " + std::to_string(kMaxRank));
     SafetensorsTensorInfo info{dtype->type, dtype->name, {}, 0, 0};
     uint64_t bytes = dtype->size;
     for (const auto& dim : dims) {
       uint64_t extent = 0;
       if (!read_unsigned(dim, extent)) bad("shape holds something other than a non-negative integer");
-      if (extent > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(bytes, extent, &bytes)) {
+      if (extent > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+          __builtin_mul_overflow(bytes, extent, &bytes)) {
         bad("shape's size overflows");
       }
       info.shape.push_back(static_cast<int64_t>(extent));
@@ -347,7 +357,9 @@ void write_safetensors(const fs::path& path, const std::vector<std::pair<std::st
     if (!tensor.defined()) fail(label + " is undefined");
     if (tensor.layout() != torch::kStrided) fail(label + " is not a dense tensor");
     const DtypeEntry* dtype = dtype_by_type(tensor.scalar_type());
-    if (dtype == nullptr) fail(label + " has dtype " + std::string(c10::toString(tensor.scalar_type())) + ", which safetensors cannot store");
+    if (dtype == nullptr)
+      fail(label + " has dtype " + std::string(c10::toString(tensor.scalar_type())) +
+           ", which safetensors cannot store");
     items.push_back({&name, tensor.detach().to(torch::kCPU).contiguous(), dtype});
   }
   for (const auto& [key, value] : metadata) {
@@ -363,9 +375,8 @@ void write_safetensors(const fs::path& path, const std::vector<std::pair<std::st
   uint64_t offset = 0;
   for (const auto& item : items) {
     const uint64_t bytes = static_cast<uint64_t>(item.data.numel()) * item.dtype->size;
-    header[*item.name] = {{"dtype", item.dtype->name},
-                          {"shape", item.data.sizes().vec()},
-                          {"data_offsets", {offset, offset + bytes}}};
+    header[*item.name] = {
+        {"dtype", item.dtype->name}, {"shape", item.data.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string header_text = header.dump();

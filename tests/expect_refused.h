@@ -17,7 +17,8 @@ void expect_refused(F&& f, const std::vector<std::string>& needles) {
   } catch (const std::invalid_argument& e) {
     const std::string message = e.what();
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    for (const auto& needle : needles) EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' not in: " << message;
+    for (const auto& needle : needles)
+      EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' not in: " << message;
   }
 }
 

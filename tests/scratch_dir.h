@@ -14,8 +14,8 @@ class ScratchDir {
  public:
   ScratchDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() / ("mygpt_" + std::string(info->test_suite_name()) + "_" +
-                                                      info->name() + "_" + std::to_string(::getpid()));
+    path_ = std::filesystem::temp_directory_path() /
+            ("mygpt_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" + std::to_string(::getpid()));
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
     std::filesystem::create_directories(path_);

@@ -26,7 +26,6 @@ using testing::invalid_argument_message;
 
 const torch::Device kCpu(torch::kCPU);
 
-
 // Distinct values that are not their own index, so a wrong offset cannot go unnoticed.
 std::shared_ptr<InMemoryTokens> numbered_tokens(size_t n) {
   std::vector<int64_t> tokens(n);
@@ -84,10 +83,10 @@ TEST(CharTokenizer, UnknownCharacterIsNamed) {
 
 TEST(CharTokenizer, InvalidUtf8IsRejected) {
   EXPECT_THROW(CharTokenizer::from_text(""), std::invalid_argument);
-  EXPECT_THROW(CharTokenizer::from_text("abc\xff"), std::invalid_argument);        // never a UTF-8 byte
-  EXPECT_THROW(CharTokenizer::from_text("abc\xc3"), std::invalid_argument);        // truncated sequence
+  EXPECT_THROW(CharTokenizer::from_text("abc\xff"), std::invalid_argument);         // never a UTF-8 byte
+  EXPECT_THROW(CharTokenizer::from_text("abc\xc3"), std::invalid_argument);         // truncated sequence
   EXPECT_THROW(CharTokenizer::from_text("a\xe2\x28\xa1z"), std::invalid_argument);  // bad continuation
-  EXPECT_THROW(CharTokenizer::from_text("\x80"), std::invalid_argument);           // lone continuation
+  EXPECT_THROW(CharTokenizer::from_text("\x80"), std::invalid_argument);            // lone continuation
   const CharTokenizer tok = CharTokenizer::from_text("abc");
   EXPECT_THROW(tok.encode("a\xc3"), std::invalid_argument);
   EXPECT_NE(invalid_argument_message([] { utf8_decode("ab\xff"); }).find("UTF-8"), std::string::npos);

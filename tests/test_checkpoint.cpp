@@ -16,16 +16,16 @@
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/token_source.h"
+#include "distributed/communicator.h"
 #include "model/gpt.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_support.h"
+#include "tests/training_fixture.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
-#include "distributed/communicator.h"
 #include "trainer/run_output.h"
-#include "trainer/trainer.h"
-#include "tests/scratch_dir.h"
-#include "tests/training_fixture.h"
 #include "trainer/stateful_parts.h"
-#include "tests/test_support.h"
+#include "trainer/trainer.h"
 
 namespace mygpt {
 namespace {
@@ -71,10 +71,10 @@ StateDict model_state(Gpt& model, const AdamW* optimizer = nullptr, const StateD
   return tensors;
 }
 
-void save(const fs::path& path, Gpt& model, const AdamW* optimizer, const CheckpointMeta& meta, const StateDict& extra = {}) {
+void save(const fs::path& path, Gpt& model, const AdamW* optimizer, const CheckpointMeta& meta,
+          const StateDict& extra = {}) {
   save_checkpoint(path, meta, model_state(model, optimizer, extra));
 }
-
 
 void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -190,9 +190,10 @@ TEST(Checkpoint, OptimizerStateMustMatchAndExist) {
 TEST(Checkpoint, ResumeGivesIdenticalLosses) {
   ScratchDir dir;
   auto args = [&](const std::string& seed) {
-    return std::vector<std::string>{"--preset", "tiny", "--block-size", "16", "--steps", "6", "--batch-size", "4",
-                                    "--seq-len", "16", "--warmup-steps", "2", "--lr", "1e-2", "--eval-every", "0",
-                                    "--out", dir.path().string(), "--device", "cpu", "--seed", seed};
+    return std::vector<std::string>{"--preset",     "tiny", "--block-size", "16", "--steps",        "6",
+                                    "--batch-size", "4",    "--seq-len",    "16", "--warmup-steps", "2",
+                                    "--lr",         "1e-2", "--eval-every", "0",  "--out",          dir.path().string(),
+                                    "--device",     "cpu",  "--seed",       seed};
   };
   const TrainingData data = testing::token_data(testing::random_tokens(1500, kVocab, 5), kVocab);
 

@@ -63,8 +63,8 @@ TEST(ChunkedLmLoss, EqualsThePlainLossAndItsGradientsForAnyChunking) {
   // Chunks that divide the rows, that do not (a short last chunk), one row per chunk, a single row,
   // one chunk larger than all rows, and the memory-chosen size. Chunks split rows only, so the
   // vocabulary (prime sizes here) never has to divide anything.
-  const std::vector<Case> cases = {{36, 23, 6}, {36, 23, 12}, {37, 23, 5}, {37, 23, 1}, {1, 23, 4},
-                                   {1, 23, 1},  {20, 97, 64}, {37, 31, 0}};
+  const std::vector<Case> cases = {{36, 23, 6}, {36, 23, 12}, {37, 23, 5},  {37, 23, 1},
+                                   {1, 23, 4},  {1, 23, 1},   {20, 97, 64}, {37, 31, 0}};
   for (const Case& c : cases) {
     const auto in = head_inputs(c.rows, c.vocab, 8, static_cast<uint64_t>(c.rows * 100 + c.chunk_rows));
     const auto fused = run(in, [&](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, c.chunk_rows); });
@@ -265,7 +265,7 @@ TEST(FusedLoss, HellaSwagPickFromLossesIgnoresTokensOutsideTheEnding) {
   auto losses = torch::tensor({{0.0, 5.0, 5.0}, {9.0, 1.0, 1.0}, {0.0, 3.0, 3.0}, {0.0, 4.0, 0.5}});
   auto mask = torch::tensor({{0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 1}}, torch::kLong);
   EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), 3);  // 0.5 over its one ending token
-  mask[3][2] = 1;                                                   // now (4 + 0.5) / 2
+  mask[3][2] = 1;                                                 // now (4 + 0.5) / 2
   EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), 1);
 }
 

@@ -95,7 +95,8 @@ TEST(HellaSwagReader, RejectsBadFiles) {
   expect_read_error(file.write(R"({"ctx": "c", "endings": ["a", "b", "c", "d"], "label": 4})"),
                     {"bad.txt:1:", "label"});
   expect_read_error(file.write(kJsonl + "\n" + R"({"ctx": "c", "label": )"), {"bad.txt:4:", "malformed JSON"});
-  expect_read_error(fs::temp_directory_path() / "mygpt_no_such_dir" / "missing.jsonl", {"missing.jsonl", "does not exist"});
+  expect_read_error(fs::temp_directory_path() / "mygpt_no_such_dir" / "missing.jsonl",
+                    {"missing.jsonl", "does not exist"});
 }
 
 TEST(HellaSwagReader, ReadsTheSharedValidationFile) {

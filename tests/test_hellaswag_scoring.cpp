@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt.h"
 #include "distributed/communicator.h"
-#include "trainer/hellaswag_eval.h"
+#include "model/gpt.h"
 #include "tests/test_support.h"
+#include "trainer/hellaswag_eval.h"
 
 namespace mygpt {
 namespace {
@@ -188,7 +188,8 @@ TEST(EvaluateHellaSwag, CountsMatchAnIndependentRowByRowScoring) {
   const auto examples = examples_with_known_answers(model, 10);
   ASSERT_EQ(examples.size(), 10u);
   size_t longest = 0;
-  for (const auto& ending : examples[3].endings) longest = std::max(longest, examples[3].context.size() + ending.size());
+  for (const auto& ending : examples[3].endings)
+    longest = std::max(longest, examples[3].context.size() + ending.size());
   ASSERT_GT(longest, static_cast<size_t>(model->config().block_size));  // scored on its last block_size tokens
   LocalCommunicator single;
   const HellaSwagResult all = evaluate_hellaswag(model, examples, 0, single, torch::kCPU, false);

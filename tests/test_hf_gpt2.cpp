@@ -61,10 +61,9 @@ torch::Tensor token_losses(Gpt& model, const torch::Tensor& tokens, int64_t voca
   model->eval();
   auto logits = limit_vocab(model->forward(tokens), vocab_limit);
   logits = logits.slice(1, 0, -1).reshape({-1, logits.size(-1)});
-  return torch::nn::functional::cross_entropy(
-      logits, tokens.slice(1, 1).reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  return torch::nn::functional::cross_entropy(logits, tokens.slice(1, 1).reshape({-1}),
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
 }
-
 
 NamedTensors read_all(const fs::path& file) {
   const auto reader = SafetensorsReader::open(file);
@@ -141,7 +140,9 @@ TEST(HfGpt2, ExportThenImportReproducesTheModel) {
   EXPECT_EQ(conv1d.sizes(), c10::IntArrayRef({32, 96}));  // HF's (in, out)
   EXPECT_TRUE(torch::equal(conv1d, model->named_parameters()["h.1.attn.c_attn.weight"].t()));
   for (const char* square : {"h.0.attn.c_proj.weight", "h.1.attn.c_proj.weight"}) {  // the shape cannot tell
-    EXPECT_TRUE(torch::equal(weights.tensor(std::string("transformer.") + square), model->named_parameters()[square].t())) << square;
+    EXPECT_TRUE(
+        torch::equal(weights.tensor(std::string("transformer.") + square), model->named_parameters()[square].t()))
+        << square;
   }
   EXPECT_EQ(weights.info("transformer.h.0.mlp.c_fc.weight").dtype_name, "F32");
 
@@ -242,16 +243,29 @@ TEST(HfGpt2, RefusesMissingExtraMisshapedAndMistypedTensors) {
   const std::vector<Case> cases = {
       {"missing", [](NamedTensors& t) { t.erase(t.begin() + 3); }, {"lacks tensor 'transformer."}},
       {"missing bias",
-       [](NamedTensors& t) { std::erase_if(t, [](const auto& p) { return p.first == "transformer.h.1.mlp.c_fc.bias"; }); },
+       [](NamedTensors& t) {
+         std::erase_if(t, [](const auto& p) { return p.first == "transformer.h.1.mlp.c_fc.bias"; });
+       },
        {"lacks tensor 'transformer.h.1.mlp.c_fc.bias'"}},
-      {"extra", [](NamedTensors& t) { t.emplace_back("transformer.h.0.attn.q_attn.weight", torch::zeros({32, 32})); },
+      {"extra",
+       [](NamedTensors& t) {
+         t.emplace_back("transformer.h.0.attn.q_attn.weight", torch::zeros({32, 32}));
+       },
        {"tensor 'transformer.h.0.attn.q_attn.weight'", "not a GPT-2 weight"}},
       {"not transposed",
-       [](NamedTensors& t) { auto& w = tensor_named(t, "transformer.h.0.attn.c_attn.weight"); w = w.t().contiguous(); },
+       [](NamedTensors& t) {
+         auto& w = tensor_named(t, "transformer.h.0.attn.c_attn.weight");
+         w = w.t().contiguous();
+       },
        {"tensor 'transformer.h.0.attn.c_attn.weight'", "shape [96, 32], expected [32, 96]"}},
-      {"integer weights", [](NamedTensors& t) { auto& w = tensor_named(t, "transformer.ln_f.weight"); w = w.to(torch::kLong); },
+      {"integer weights",
+       [](NamedTensors& t) {
+         auto& w = tensor_named(t, "transformer.ln_f.weight");
+         w = w.to(torch::kLong);
+       },
        {"tensor 'transformer.ln_f.weight'", "dtype I64"}},
-      {"NaN", [](NamedTensors& t) { tensor_named(t, "transformer.wpe.weight")[5][1] = NAN; },
+      {"NaN",
+       [](NamedTensors& t) { tensor_named(t, "transformer.wpe.weight")[5][1] = NAN; },
        {"tensor 'transformer.wpe.weight'", "NaN"}},
   };
   for (const auto& c : cases) {
@@ -341,7 +355,9 @@ TEST(HfGpt2, ReadsShardedWeightsAndRefusesABadIndex) {
   nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
   for (const auto& [name, t] : first) index["weight_map"][name] = "model-00001-of-00002.safetensors";
   for (const auto& [name, t] : second) index["weight_map"][name] = "model-00002-of-00002.safetensors";
-  const auto write_index = [&](const nlohmann::json& j) { write_file_atomically(folder / "model.safetensors.index.json", j.dump()); };
+  const auto write_index = [&](const nlohmann::json& j) {
+    write_file_atomically(folder / "model.safetensors.index.json", j.dump());
+  };
   write_index(index);
   auto imported = load_hf_gpt2(folder, 1);
   expect_same_parameters(imported.model, model);
@@ -353,7 +369,8 @@ TEST(HfGpt2, ReadsShardedWeightsAndRefusesABadIndex) {
   bad = index;
   bad["weight_map"][first.front().first] = "model-00002-of-00002.safetensors";
   write_index(bad);
-  expect_refused([&] { load_hf_gpt2(folder); }, {"model-00002-of-00002.safetensors", "lacks tensor '" + first.front().first});
+  expect_refused([&] { load_hf_gpt2(folder); },
+                 {"model-00002-of-00002.safetensors", "lacks tensor '" + first.front().first});
   bad = index;
   bad["weight_map"].erase(second.back().first);
   write_index(bad);
@@ -447,15 +464,16 @@ std::string reference_python() {
 
 bool python_has_transformers() {
   static const bool available = [] {
-    const std::string command = shell_quote(reference_python()) + " -c 'import transformers, safetensors' >/dev/null 2>&1";
+    const std::string command =
+        shell_quote(reference_python()) + " -c 'import transformers, safetensors' >/dev/null 2>&1";
     return !reference_python().empty() && std::system(command.c_str()) == 0;
   }();
   return available;
 }
 
-#define SKIP_WITHOUT_TRANSFORMERS()                                                                                 \
-  if (!python_has_transformers())                                                                                  \
-  GTEST_SKIP() << "transformers is not importable by '" << reference_python()                                      \
+#define SKIP_WITHOUT_TRANSFORMERS()                                           \
+  if (!python_has_transformers())                                             \
+  GTEST_SKIP() << "transformers is not importable by '" << reference_python() \
                << "' (pip install transformers safetensors there to run this comparison)"
 
 // Runs tests/hf_reference.py and returns the JSON of its last output line (null after a failure).
@@ -538,8 +556,9 @@ TEST(HfGpt2Transformers, TransformersReproducesTheLossOfAnExport) {
   export_hf_gpt2(padded, 100, dir.path() / "padded");
   export_hf_gpt2(biasless, 100, dir.path() / "biasless");
   const auto tokens = fixed_tokens(100);
-  const auto reference = run_reference(
-      {"loss", (dir.path() / "padded").string(), (dir.path() / "biasless").string(), "--tokens", tokens_argument(tokens)}, dir.path());
+  const auto reference = run_reference({"loss", (dir.path() / "padded").string(), (dir.path() / "biasless").string(),
+                                        "--tokens", tokens_argument(tokens)},
+                                       dir.path());
   ASSERT_FALSE(reference.is_null());
   expect_losses_match(token_losses(padded, tokens, 100), reference[0]);
   expect_losses_match(token_losses(biasless, tokens, 100), reference[1]);
@@ -549,7 +568,7 @@ TEST(HfGpt2Transformers, SafetensorsFilesInteroperateWithTheReference) {
   SKIP_WITHOUT_TRANSFORMERS();
   ScratchDir dir;
   const std::vector<std::pair<std::string, torch::ScalarType>> types = {
-      {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf}, {"BF16", torch::kBFloat16},
+      {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf},  {"BF16", torch::kBFloat16},
       {"I64", torch::kLong},   {"I32", torch::kInt},   {"I16", torch::kShort}, {"I8", torch::kChar}};
   NamedTensors ours;
   for (const auto& [name, type] : types) ours.emplace_back("t_" + name, (torch::arange(6) - 2).to(type).view({2, 3}));
@@ -557,7 +576,8 @@ TEST(HfGpt2Transformers, SafetensorsFilesInteroperateWithTheReference) {
   ours.emplace_back("t_BOOL", torch::tensor({true, false, true}));
   write_safetensors(dir.path() / "ours.safetensors", ours, {{"origin", "mygpt"}});
   const auto theirs_path = dir.path() / "theirs.safetensors";
-  const auto read_back = run_reference({"dtypes", theirs_path.string(), "--check", (dir.path() / "ours.safetensors").string()}, dir.path());
+  const auto read_back = run_reference(
+      {"dtypes", theirs_path.string(), "--check", (dir.path() / "ours.safetensors").string()}, dir.path());
   ASSERT_FALSE(read_back.is_null());
 
   const auto theirs = SafetensorsReader::open(theirs_path);

@@ -40,7 +40,6 @@ int64_t total_numel(const std::vector<torch::Tensor>& tensors) {
   return n;
 }
 
-
 TEST(GptModel, ForwardAndLossShapes) {
   Gpt model = tiny_model();
   auto idx = random_tokens(3, 10, 17);

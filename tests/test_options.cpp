@@ -62,7 +62,8 @@ TEST(Gpt2Recipe, AccumulationKeepsTheTotalBatchForAnyWorldAndMicroBatch) {
   EXPECT_EQ(recipe({"--preset", "gpt2", "--batch-size", "64"}, 8).options.grad_accum, 1);
   EXPECT_EQ(recipe({"--preset", "gpt2", "--seq-len", "512"}).options.grad_accum, 64);
   // The total batch applies to any preset when given explicitly: 4096 / (4 x 16 x 2) = 32.
-  const Recipe tiny = recipe({"--preset", "tiny", "--batch-size", "4", "--seq-len", "16", "--total-batch-tokens", "4096"}, 2);
+  const Recipe tiny =
+      recipe({"--preset", "tiny", "--batch-size", "4", "--seq-len", "16", "--total-batch-tokens", "4096"}, 2);
   EXPECT_EQ(tiny.options.grad_accum, 32);
 }
 
@@ -165,9 +166,11 @@ std::map<std::string, std::string> values_of(const std::string& text) {
 
 TEST(OptionTables, EveryDefaultInHelpIsTheDefaultARunUses) {
   // The fewest arguments each command accepts; every other option keeps its default.
-  const std::map<std::string, std::vector<std::string>> minimal = {
-      {"train", {}}, {"plan", {}}, {"generate", {"--checkpoint", "c"}},
-      {"eval", {"--checkpoint", "c"}}, {"prepare", {"--input", "a", "--out", "o"}}};
+  const std::map<std::string, std::vector<std::string>> minimal = {{"train", {}},
+                                                                   {"plan", {}},
+                                                                   {"generate", {"--checkpoint", "c"}},
+                                                                   {"eval", {"--checkpoint", "c"}},
+                                                                   {"prepare", {"--input", "a", "--out", "o"}}};
   for (const Command& c : command_table()) {
     const auto shown = help_defaults(c);
     const auto used = values_of(c.option_values(minimal.at(c.name)));
@@ -196,13 +199,20 @@ TEST(OptionTables, NamesAreUniqueAndTheTextFormListsEverySetOption) {
 
 TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--lr", "inf"}, "--lr"},           {{"--min-lr", "nan"}, "--min-lr"},
-      {{"--grad-clip", "nan"}, "--grad-clip"}, {{"--comm-timeout", "-1"}, "--comm-timeout"},
-      {{"--seed", "-1"}, "--seed"},        {{"--seed", "12x"}, "--seed"},
-      {{"--steps", "0"}, "--steps"},       {{"--data-order", "shuffled"}, "--data-order"},
-      {{"--precision", "fp16"}, "--precision"}, {{"--dropout", "1"}, "--dropout"},
-      {{"--val-fraction", "-0.1"}, "--val-fraction"}, {{"--beta2", "1"}, "--beta2"},
-      {{"--preset", "nope"}, "nope"},      {{"--out", ""}, "--out"}};
+      {{"--lr", "inf"}, "--lr"},
+      {{"--min-lr", "nan"}, "--min-lr"},
+      {{"--grad-clip", "nan"}, "--grad-clip"},
+      {{"--comm-timeout", "-1"}, "--comm-timeout"},
+      {{"--seed", "-1"}, "--seed"},
+      {{"--seed", "12x"}, "--seed"},
+      {{"--steps", "0"}, "--steps"},
+      {{"--data-order", "shuffled"}, "--data-order"},
+      {{"--precision", "fp16"}, "--precision"},
+      {{"--dropout", "1"}, "--dropout"},
+      {{"--val-fraction", "-0.1"}, "--val-fraction"},
+      {{"--beta2", "1"}, "--beta2"},
+      {{"--preset", "nope"}, "nope"},
+      {{"--out", ""}, "--out"}};
   for (const auto& [args, named] : cases) {
     try {
       train_flag_table().parse(args);

@@ -21,14 +21,15 @@ std::string le64(uint64_t value) {
   return out;
 }
 
-std::string file_bytes(const std::string& header, const std::string& data) { return le64(header.size()) + header + data; }
+std::string file_bytes(const std::string& header, const std::string& data) {
+  return le64(header.size()) + header + data;
+}
 
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
 std::string read_bytes(const std::filesystem::path& path) { return read_whole_file(path, "test file"); }
-
 
 bool same_bytes(const torch::Tensor& a, const torch::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
@@ -51,9 +52,9 @@ TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
   ScratchDir dir;
   const auto path = dir.path() / "all.safetensors";
   const std::vector<torch::ScalarType> types = {
-      torch::kDouble, torch::kFloat, torch::kHalf,   torch::kBFloat16, torch::kLong,         torch::kInt,
-      torch::kShort,  torch::kChar,  torch::kByte,   torch::kBool,     torch::kUInt16,       torch::kUInt32,
-      torch::kUInt64, torch::kFloat8_e5m2, torch::kFloat8_e4m3fn};
+      torch::kDouble, torch::kFloat,  torch::kHalf,   torch::kBFloat16,    torch::kLong,
+      torch::kInt,    torch::kShort,  torch::kChar,   torch::kByte,        torch::kBool,
+      torch::kUInt16, torch::kUInt32, torch::kUInt64, torch::kFloat8_e5m2, torch::kFloat8_e4m3fn};
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   int seed = 0;
   for (const auto type : types) {
@@ -110,7 +111,8 @@ TEST(Safetensors, WritesTheReferenceLayout) {
 
 TEST(Safetensors, ReadsFromMemoryAndNamesTheSource) {
   const std::string header = R"({"a":{"dtype":"I16","shape":[2],"data_offsets":[0,4]}, "__metadata__": null})";
-  const auto reader = SafetensorsReader::from_bytes(file_bytes(header, std::string("\x01\x00\xff\xff", 4)), "in-memory x");
+  const auto reader =
+      SafetensorsReader::from_bytes(file_bytes(header, std::string("\x01\x00\xff\xff", 4)), "in-memory x");
   EXPECT_TRUE(torch::equal(reader.tensor("a"), torch::tensor({1, -1}, torch::kShort)));
   EXPECT_TRUE(reader.metadata().empty());
   expect_refused([] { SafetensorsReader::from_bytes("abc", "in-memory y"); }, {"in-memory y", "too short"});
@@ -125,7 +127,9 @@ struct DamagedCase {
 std::vector<DamagedCase> damaged_cases() {
   const std::string f32x2 = R"("dtype":"F32","shape":[2])";
   const std::string eight(8, '\0');
-  auto one = [&](const std::string& entry, const std::string& data) { return file_bytes("{\"w\":{" + entry + "}}", data); };
+  auto one = [&](const std::string& entry, const std::string& data) {
+    return file_bytes("{\"w\":{" + entry + "}}", data);
+  };
   return {
       {"empty file", "", {"too short"}},
       {"shorter than the length field", std::string("\x05\x00\x00", 3), {"too short"}},
@@ -136,34 +140,57 @@ std::vector<DamagedCase> damaged_cases() {
       {"trailing garbage in the header", file_bytes("{}}", ""), {"not valid JSON"}},
       {"header not an object", file_bytes("[1,2]", ""), {"not a JSON object"}},
       {"invalid UTF-8", file_bytes("{\"\xff\xfe\":1}", ""), {"not valid JSON"}},
-      {"duplicate key", file_bytes(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"w":{}})", ""), {"repeats the key 'w'"}},
+      {"duplicate key",
+       file_bytes(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"w":{}})", ""),
+       {"repeats the key 'w'"}},
       {"deep nesting", file_bytes(R"({"w":{"shape":[[[[1]]]]}})", ""), {"nests deeper"}},
       {"entry not an object", file_bytes(R"({"w":[1]})", ""), {"tensor 'w'", "not a JSON object"}},
-      {"unknown field", one(f32x2 + R"(,"data_offsets":[0,8],"extra":1)", eight), {"tensor 'w'", "unknown field 'extra'"}},
-      {"unknown dtype", one(R"("dtype":"F128","shape":[2],"data_offsets":[0,8])", eight), {"tensor 'w'", "dtype 'F128'"}},
+      {"unknown field",
+       one(f32x2 + R"(,"data_offsets":[0,8],"extra":1)", eight),
+       {"tensor 'w'", "unknown field 'extra'"}},
+      {"unknown dtype",
+       one(R"("dtype":"F128","shape":[2],"data_offsets":[0,8])", eight),
+       {"tensor 'w'", "dtype 'F128'"}},
       {"dtype not a string", one(R"("dtype":4,"shape":[2],"data_offsets":[0,8])", eight), {"tensor 'w'", "dtype"}},
       {"no shape", one(R"("dtype":"F32","data_offsets":[0,8])", eight), {"tensor 'w'", "shape"}},
       {"negative dimension", one(R"("dtype":"F32","shape":[-2],"data_offsets":[0,8])", eight), {"tensor 'w'", "shape"}},
-      {"fractional dimension", one(R"("dtype":"F32","shape":[2.0],"data_offsets":[0,8])", eight), {"tensor 'w'", "shape"}},
-      {"size overflow", one(R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])", eight), {"tensor 'w'", "overflows"}},
-      {"dimension past int64", one(R"("dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,8])", eight), {"tensor 'w'", "overflows"}},
+      {"fractional dimension",
+       one(R"("dtype":"F32","shape":[2.0],"data_offsets":[0,8])", eight),
+       {"tensor 'w'", "shape"}},
+      {"size overflow",
+       one(R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])", eight),
+       {"tensor 'w'", "overflows"}},
+      {"dimension past int64",
+       one(R"("dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,8])", eight),
+       {"tensor 'w'", "overflows"}},
       {"offsets not a pair", one(f32x2 + R"(,"data_offsets":[0,8,16])", eight), {"tensor 'w'", "data_offsets"}},
       {"negative offset", one(f32x2 + R"(,"data_offsets":[-8,0])", eight), {"tensor 'w'", "data_offsets"}},
       {"offsets reversed", one(f32x2 + R"(,"data_offsets":[8,0])", eight), {"tensor 'w'", "begin after they end"}},
-      {"offsets past the data", one(f32x2 + R"(,"data_offsets":[0,8])", "1234"), {"tensor 'w'", "past the data region"}},
-      {"offset near 2^64", one(f32x2 + R"(,"data_offsets":[18446744073709551615,18446744073709551615])", eight),
+      {"offsets past the data",
+       one(f32x2 + R"(,"data_offsets":[0,8])", "1234"),
        {"tensor 'w'", "past the data region"}},
-      {"bytes do not match the shape", one(R"("dtype":"F32","shape":[3],"data_offsets":[0,8])", eight), {"tensor 'w'", "need 12"}},
+      {"offset near 2^64",
+       one(f32x2 + R"(,"data_offsets":[18446744073709551615,18446744073709551615])", eight),
+       {"tensor 'w'", "past the data region"}},
+      {"bytes do not match the shape",
+       one(R"("dtype":"F32","shape":[3],"data_offsets":[0,8])", eight),
+       {"tensor 'w'", "need 12"}},
       {"overlapping tensors",
-       file_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight),
+       file_bytes(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           eight),
        {"tensor 'b'", "overlaps tensor 'a'"}},
       {"gap between tensors",
-       file_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}})", eight),
+       file_bytes(
+           R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}})",
+           eight),
        {"tensor 'b'", "bytes 4..6"}},
       {"trailing bytes", one(f32x2 + R"(,"data_offsets":[0,8])", eight + "xyz"), {"3 bytes after the last tensor"}},
       {"metadata not an object", file_bytes(R"({"__metadata__":[1]})", ""), {"__metadata__"}},
       {"metadata value not a string", file_bytes(R"({"__metadata__":{"k":1}})", ""), {"__metadata__", "'k'"}},
-      {"name with a newline", file_bytes("{\"a\\nb\":{\"dtype\":\"Q\",\"shape\":[],\"data_offsets\":[0,0]}}", ""), {"tensor 'a\\x0ab'"}},
+      {"name with a newline",
+       file_bytes("{\"a\\nb\":{\"dtype\":\"Q\",\"shape\":[],\"data_offsets\":[0,0]}}", ""),
+       {"tensor 'a\\x0ab'"}},
   };
 }
 
@@ -192,7 +219,8 @@ TEST(Safetensors, RefusesEveryTruncationOfAGoodFile) {
 
 TEST(Safetensors, RefusesBoolBytesOtherThanZeroOrOne) {
   const auto reader = SafetensorsReader::from_bytes(
-      file_bytes(R"({"flags":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\x01\x00\x02", 3)), "bools");
+      file_bytes(R"({"flags":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\x01\x00\x02", 3)),
+      "bools");
   expect_refused([&] { reader.tensor("flags"); }, {"bools", "tensor 'flags'", "BOOL"});
 }
 
@@ -211,10 +239,18 @@ TEST(Safetensors, WriterRefusesBadInputAndLeavesNoFile) {
   const auto path = dir.path() / "out.safetensors";
   write_safetensors(path, {{"kept", torch::ones({2})}});
   const std::string before = read_bytes(path);
-  expect_refused([&] { write_safetensors(path, {{"a", torch::ones({1})}, {"a", torch::ones({1})}}); }, {path.string(), "'a' appears twice"});
+  expect_refused(
+      [&] {
+        write_safetensors(path, {{"a", torch::ones({1})}, {"a", torch::ones({1})}});
+      },
+      {path.string(), "'a' appears twice"});
   expect_refused([&] { write_safetensors(path, {{"__metadata__", torch::ones({1})}}); }, {"__metadata__"});
   expect_refused([&] { write_safetensors(path, {{"u", torch::Tensor()}}); }, {"tensor 'u'", "undefined"});
-  expect_refused([&] { write_safetensors(path, {{"c", torch::ones({2}, torch::kComplexFloat)}}); }, {"tensor 'c'", "cannot store"});
+  expect_refused(
+      [&] {
+        write_safetensors(path, {{"c", torch::ones({2}, torch::kComplexFloat)}});
+      },
+      {"tensor 'c'", "cannot store"});
   expect_refused([&] { write_safetensors(path, {{"bad\xff", torch::ones({1})}}); }, {"UTF-8"});
   expect_refused([&] { write_safetensors(path, {}, {{"k", "\xfe"}}); }, {"metadata value of 'k'", "UTF-8"});
   expect_refused([&] { write_safetensors(dir.path() / "no" / "such" / "x.safetensors", {}); }, {"x.safetensors"});
@@ -229,8 +265,9 @@ TEST(Safetensors, WriterRefusesBadInputAndLeavesNoFile) {
 TEST(Safetensors, SurvivesRandomDamage) {
   ScratchDir dir;
   const auto path = dir.path() / "seed.safetensors";
-  write_safetensors(path, {{"a", torch::ones({2, 3})}, {"b", torch::ones({3}, torch::kBool)}, {"c", torch::ones({1}, torch::kLong)}},
-                    {{"format", "pt"}});
+  write_safetensors(
+      path, {{"a", torch::ones({2, 3})}, {"b", torch::ones({3}, torch::kBool)}, {"c", torch::ones({1}, torch::kLong)}},
+      {{"format", "pt"}});
   const std::string good = read_bytes(path);
   std::mt19937 rng(1234);
   int accepted = 0;
@@ -240,10 +277,18 @@ TEST(Safetensors, SurvivesRandomDamage) {
     for (int e = 0; e < edits; ++e) {
       const std::size_t at = rng() % bytes.size();
       switch (rng() % 4) {
-        case 0: bytes[at] = static_cast<char>(rng() % 256); break;
-        case 1: bytes[at] = "0123456789[]{},:\"-."[rng() % 19]; break;
-        case 2: bytes.erase(at, 1 + rng() % 3); break;
-        default: bytes.insert(at, 1, static_cast<char>(rng() % 256)); break;
+        case 0:
+          bytes[at] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          bytes[at] = "0123456789[]{},:\"-."[rng() % 19];
+          break;
+        case 2:
+          bytes.erase(at, 1 + rng() % 3);
+          break;
+        default:
+          bytes.insert(at, 1, static_cast<char>(rng() % 256));
+          break;
       }
       if (bytes.empty()) bytes.push_back('x');
     }

@@ -48,8 +48,8 @@ std::string llmc_bytes(const std::vector<uint16_t>& tokens, int32_t version = 1,
 
 // An npy file as numpy writes it: the preamble plus the dict, padded with
 // spaces and a newline to a multiple of 64 bytes.
-std::string npy_bytes(const std::vector<uint16_t>& tokens, const std::string& descr = "<u2",
-                      std::string shape = "", int major = 1) {
+std::string npy_bytes(const std::vector<uint16_t>& tokens, const std::string& descr = "<u2", std::string shape = "",
+                      int major = 1) {
   if (shape.empty()) shape = "(" + std::to_string(tokens.size()) + ",)";
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   const std::size_t preamble = major == 1 ? 10 : 12;
@@ -203,9 +203,7 @@ TEST_F(TokenFilesTest, RejectsCorruptNpyFiles) {
   expect_rejected("extra_key.npy", extra_key, "unexpected key 'fortran_orden'");
 }
 
-TEST_F(TokenFilesTest, RejectsOddRawSize) {
-  expect_rejected("odd.bin", raw_bytes({1, 2, 3}) + "x", "odd size 7");
-}
+TEST_F(TokenFilesTest, RejectsOddRawSize) { expect_rejected("odd.bin", raw_bytes({1, 2, 3}) + "x", "odd size 7"); }
 
 TEST_F(TokenFilesTest, RejectsTokensOutsideVocabularyWithOffset) {
   const std::vector<uint16_t> tokens{5, 6, 50257, 8};
@@ -268,8 +266,7 @@ TEST_F(TokenFilesTest, ExpandsDirectorySortedWithSplit) {
                                       "edufineweb_val_000000.npy"}));
   EXPECT_EQ(names(expand_token_paths(dir_.string(), "train")),
             (std::vector<std::string>{"edufineweb_train_000001.npy", "edufineweb_train_000002.npy"}));
-  EXPECT_EQ(names(expand_token_paths(dir_.string(), "val")),
-            (std::vector<std::string>{"edufineweb_val_000000.npy"}));
+  EXPECT_EQ(names(expand_token_paths(dir_.string(), "val")), (std::vector<std::string>{"edufineweb_val_000000.npy"}));
 
   const TokenStream train = TokenStream::from_spec(dir_.string(), kGpt2Vocab, "train");
   std::vector<int64_t> tokens(2);
@@ -289,18 +286,15 @@ TEST_F(TokenFilesTest, ExpandsGlobSortedAndSingleFile) {
   EXPECT_EQ(names(expand_token_paths((dir_ / "*.bin").string(), "1")),
             (std::vector<std::string>{"shard_1.bin", "shard_10.bin"}));
   // An explicitly named file is taken as is, whatever the split word.
-  EXPECT_EQ(names(expand_token_paths((dir_ / "other.bin").string(), "train")),
-            (std::vector<std::string>{"other.bin"}));
+  EXPECT_EQ(names(expand_token_paths((dir_ / "other.bin").string(), "train")), (std::vector<std::string>{"other.bin"}));
 }
 
 TEST_F(TokenFilesTest, ExpansionFindingNothingNamesTheSpec) {
   write("train.bin", raw_bytes({1}));
   fs::create_directories(dir_ / "empty");
   const std::vector<std::pair<std::string, std::string>> specs{
-      {(dir_ / "missing.bin").string(), ""},
-      {(dir_ / "nothing_*.bin").string(), ""},
-      {(dir_ / "empty").string(), ""},
-      {dir_.string(), "val"},
+      {(dir_ / "missing.bin").string(), ""}, {(dir_ / "nothing_*.bin").string(), ""},
+      {(dir_ / "empty").string(), ""},       {dir_.string(), "val"},
       {(dir_ / "*.bin").string(), "val"},
   };
   for (const auto& [spec, split] : specs) {

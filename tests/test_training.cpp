@@ -15,15 +15,15 @@
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/token_source.h"
-#include "model/gpt.h"
-#include "trainer/adamw.h"
 #include "distributed/communicator.h"
+#include "model/gpt.h"
+#include "tests/scratch_dir.h"
+#include "tests/training_fixture.h"
+#include "trainer/adamw.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/run_output.h"
 #include "trainer/train_options.h"
 #include "trainer/trainer.h"
-#include "tests/scratch_dir.h"
-#include "tests/training_fixture.h"
 
 namespace mygpt {
 namespace {
@@ -35,7 +35,9 @@ using testing::token_data;
 constexpr int64_t kVocab = 23;
 constexpr int64_t kSeqLen = 16;
 
-std::shared_ptr<InMemoryTokens> random_tokens(size_t n, uint64_t seed = 11) { return testing::random_tokens(n, kVocab, seed); }
+std::shared_ptr<InMemoryTokens> random_tokens(size_t n, uint64_t seed = 11) {
+  return testing::random_tokens(n, kVocab, seed);
+}
 
 // A stream with structure a model learns in a few steps.
 std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n) {
@@ -47,10 +49,10 @@ std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n) {
 // A tiny model (2 layers, 2 heads, 32 wide, block 16) and a short schedule; `changes` replace flags.
 std::vector<std::string> small_args(const fs::path& out, const std::map<std::string, std::string>& changes = {}) {
   std::map<std::string, std::string> flags = {
-      {"preset", "tiny"},    {"block-size", "16"},  {"steps", "10"},       {"batch-size", "4"},
-      {"seq-len", "16"},     {"lr", "1e-3"},        {"min-lr", "1e-4"},    {"warmup-steps", "2"},
-      {"weight-decay", "0.1"}, {"grad-clip", "1.0"}, {"eval-every", "0"},   {"eval-steps", "2"},
-      {"log-every", "1000"}, {"out", out.string()}, {"device", "cpu"},     {"seed", "0"}};
+      {"preset", "tiny"},      {"block-size", "16"},  {"steps", "10"},     {"batch-size", "4"},
+      {"seq-len", "16"},       {"lr", "1e-3"},        {"min-lr", "1e-4"},  {"warmup-steps", "2"},
+      {"weight-decay", "0.1"}, {"grad-clip", "1.0"},  {"eval-every", "0"}, {"eval-steps", "2"},
+      {"log-every", "1000"},   {"out", out.string()}, {"device", "cpu"},   {"seed", "0"}};
   for (const auto& [name, value] : changes) flags[name] = value;
   std::vector<std::string> args;
   for (const auto& [name, value] : flags) {
@@ -139,7 +141,8 @@ TEST(AdamW, FusedUnfusedAndLibTorchAgree) {
   AdamW fused(fused_p.decay, fused_p.no_decay, options, /*use_fused=*/true);
   AdamW unfused(unfused_p.decay, unfused_p.no_decay, options, /*use_fused=*/false);
   // LibTorch's own AdamW, one optimizer per group.
-  torch::optim::AdamW ref_decay(ref_p.decay, torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1));
+  torch::optim::AdamW ref_decay(ref_p.decay,
+                                torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1));
   torch::optim::AdamW ref_no_decay(ref_p.no_decay,
                                    torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0));
   const auto initial = make_params(1).all();
@@ -254,14 +257,14 @@ TEST(Trainer, SameSeedSameLossesBitForBit) {
   const auto second = losses_of_run(1337, dir.path());
   ASSERT_EQ(first.size(), second.size());
   for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i], second[i]) << "entry " << i;  // exact
-  EXPECT_NE(losses_of_run(1338, dir.path()), first);  // the seed does matter
+  EXPECT_NE(losses_of_run(1338, dir.path()), first);                                          // the seed does matter
 }
 
 TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
   ScratchDir dir;
-  auto run = cpu_trainer(small_args(dir.path() / "out", {{"steps", "6"}, {"lr", "1e-2"}, {"eval-every", "3"},
-                                                         {"checkpoint-every", "4"}}),
-                         token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
+  auto run = cpu_trainer(
+      small_args(dir.path() / "out", {{"steps", "6"}, {"lr", "1e-2"}, {"eval-every", "3"}, {"checkpoint-every", "4"}}),
+      token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
   run->output().open_metrics(/*append=*/false);
 
   const double val_before = run->evaluate();
@@ -289,7 +292,8 @@ TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
   EXPECT_EQ(val_records, 3);  // steps 0, 3 and the last
   EXPECT_TRUE(fs::exists(checkpoint_path(dir.path() / "out", 4)));
   EXPECT_TRUE(fs::exists(checkpoint_path(dir.path() / "out", 6)));
-  EXPECT_EQ(latest_checkpoint(dir.path() / "out").value_or("").string(), checkpoint_path(dir.path() / "out", 6).string());
+  EXPECT_EQ(latest_checkpoint(dir.path() / "out").value_or("").string(),
+            checkpoint_path(dir.path() / "out", 6).string());
 }
 
 }  // namespace

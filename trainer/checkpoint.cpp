@@ -89,8 +89,8 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("checkpoint '" + path.string() + "' is not a mygpt-ddp checkpoint: it " + e.what());
   } catch (const c10::Error& e) {
-    throw std::invalid_argument("checkpoint '" + path.string() + "' is damaged: " +
-                                std::string(e.what_without_backtrace()).substr(0, 200));
+    throw std::invalid_argument("checkpoint '" + path.string() +
+                                "' is damaged: " + std::string(e.what_without_backtrace()).substr(0, 200));
   }
   return ckpt;
 }
@@ -137,7 +137,8 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path_or_dir) {
   if (std::filesystem::is_directory(path_or_dir)) {
     auto latest = latest_checkpoint(path_or_dir);
-    if (!latest) throw std::invalid_argument("directory '" + path_or_dir.string() + "' holds no checkpoint (ckpt_*.pt)");
+    if (!latest)
+      throw std::invalid_argument("directory '" + path_or_dir.string() + "' holds no checkpoint (ckpt_*.pt)");
     return *latest;
   }
   return path_or_dir;

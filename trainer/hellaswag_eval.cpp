@@ -29,7 +29,7 @@ HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaS
   const bool was_training = model->is_training();
   model->eval();
   const auto n = static_cast<size_t>(limit > 0 ? std::min<int64_t>(limit, static_cast<int64_t>(examples.size()))
-                                              : static_cast<int64_t>(examples.size()));
+                                               : static_cast<int64_t>(examples.size()));
   const int64_t block = model->config().block_size;
   int64_t correct = 0, total = 0;
   for (size_t i = static_cast<size_t>(comm.rank()); i < n; i += static_cast<size_t>(comm.world_size())) {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "dataloader/hellaswag_reader.h"
-#include "model/gpt.h"
 #include "distributed/communicator.h"
+#include "model/gpt.h"
 
 namespace mygpt {
 

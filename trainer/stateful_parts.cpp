@@ -38,7 +38,9 @@ void ModelState::load_state_dict(const StateDict& state) {
   if (used != state.size()) throw std::invalid_argument("model state holds tensors this model does not have");
 }
 
-void LoaderState::load_state_dict(const StateDict& state) { loader_.load_state(entry(state, "data loader", "position")); }
+void LoaderState::load_state_dict(const StateDict& state) {
+  loader_.load_state(entry(state, "data loader", "position"));
+}
 
 StateDict RandomState::state_dict() const {
   StateDict state{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}};

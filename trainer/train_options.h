@@ -21,11 +21,12 @@ struct TrainOptions {
   double weight_decay{};
   double beta1{}, beta2{}, eps{};  // AdamW
   double grad_clip{};
-  bool fused_loss{};             // chunked head + cross-entropy that never holds the whole logits            // 0 disables clipping (the norm is still reported)
-  Precision precision{};         // resolved for the device before training (never automatic there)
+  bool fused_loss{};      // chunked head + cross-entropy that never holds the whole logits            // 0 disables
+                          // clipping (the norm is still reported)
+  Precision precision{};  // resolved for the device before training (never automatic there)
   uint64_t seed{};
-  int64_t eval_every{};          // 0 disables periodic validation
-  int64_t eval_steps{};          // validation batches per rank and evaluation
+  int64_t eval_every{};  // 0 disables periodic validation
+  int64_t eval_steps{};  // validation batches per rank and evaluation
   int64_t log_every{};
   int64_t checkpoint_every{};    // 0: only at the end
   int64_t keep_checkpoints{};    // 0 keeps all
@@ -34,10 +35,10 @@ struct TrainOptions {
   int64_t sample_every{};        // rank 0 prints a sample every N steps; 0 disables
   std::string sample_prompt;
   int64_t sample_tokens{};
-  double peak_tflops{};          // the device's peak for MFU; 0 means unknown (looked up for known GPUs)
-  double bucket_mb{};            // DDP gradient bucket size
-  bool ddp_overlap{};            // start bucket all-reduces during backward
-  std::string out;               // output folder: checkpoints, metrics.jsonl
+  double peak_tflops{};  // the device's peak for MFU; 0 means unknown (looked up for known GPUs)
+  double bucket_mb{};    // DDP gradient bucket size
+  bool ddp_overlap{};    // start bucket all-reduces during backward
+  std::string out;       // output folder: checkpoints, metrics.jsonl
 };
 
 }  // namespace mygpt

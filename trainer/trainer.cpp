@@ -13,7 +13,8 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
       comm_(comm),
       output_(std::move(output)),
       schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
-      grad_sync_(p_.model->parameters(), comm_, static_cast<size_t>(options.bucket_mb * (1 << 20)), options.ddp_overlap),
+      grad_sync_(p_.model->parameters(), comm_, static_cast<size_t>(options.bucket_mb * (1 << 20)),
+                 options.ddp_overlap),
       model_state_(p_.model),
       loader_state_(*p_.train_loader),
       random_state_(p_.device) {
@@ -125,7 +126,8 @@ void Trainer::prune_checkpoints() {
 
 int64_t Trainer::restore(const Checkpoint& ckpt) {
   if (!(ckpt.meta.model_config == p_.model->config())) {
-    throw std::invalid_argument("the checkpoint's model shape differs from this run's (check --preset and model flags)");
+    throw std::invalid_argument(
+        "the checkpoint's model shape differs from this run's (check --preset and model flags)");
   }
   const auto world_entry = ckpt.tensors.find("world_size");
   if (world_entry == ckpt.tensors.end() || world_entry->second.numel() != 1) {
@@ -142,7 +144,8 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
       for (auto& [key, rows] : state) rows = rows[rank].clone();
       named.part.load_state_dict(state);
     } else if (named.part.on_other_world_size() == OnOtherWorldSize::reseed) {
-      named.part.reseed(options_.seed + static_cast<uint64_t>(ckpt.meta.step) * 1000003ULL + static_cast<uint64_t>(rank));
+      named.part.reseed(options_.seed + static_cast<uint64_t>(ckpt.meta.step) * 1000003ULL +
+                        static_cast<uint64_t>(rank));
       reseeded = true;
     } else {
       throw std::invalid_argument("the checkpoint was written by " + std::to_string(saved_world) + " ranks; its " +
@@ -165,8 +168,8 @@ bool Trainer::any_rank_wants_to_stop() {
 }
 
 void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt) {
-  const double tokens = static_cast<double>(options_.batch_size * options_.seq_len * options_.grad_accum *
-                                            comm_.world_size());
+  const double tokens =
+      static_cast<double>(options_.batch_size * options_.seq_len * options_.grad_accum * comm_.world_size());
   const double tok_per_sec = tokens / dt;
   smoothed_dt = smoothed_dt <= 0 ? dt : 0.9 * smoothed_dt + 0.1 * dt;
   // MFU per device: this rank's share of the tokens against one device's peak.
@@ -177,15 +180,22 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
   const double eta_s = smoothed_dt * static_cast<double>(options_.steps - step - 1);
   const bool last_step = step == options_.steps - 1;
   if (step % options_.log_every == 0 || last_step) {
-    output_.print(strprintf("step %5lld | loss: %.6f | lr %.4e | norm: %.4f | dt: %.2fms | tok/sec: %.2f | mfu: %s | "
-                               "mem: %.0f MiB | eta: %s",
-                               static_cast<long long>(step), r.loss, r.lr, r.grad_norm, dt * 1000.0, tok_per_sec,
-                               mfu >= 0 ? strprintf("%.2f%%", 100 * mfu).c_str() : "n/a", memory_mib,
-                               strprintf("%dh%02dm%02ds", static_cast<int>(eta_s / 3600),
-                                         static_cast<int>(eta_s / 60) % 60, static_cast<int>(eta_s) % 60).c_str()));
+    output_.print(
+        strprintf("step %5lld | loss: %.6f | lr %.4e | norm: %.4f | dt: %.2fms | tok/sec: %.2f | mfu: %s | "
+                  "mem: %.0f MiB | eta: %s",
+                  static_cast<long long>(step), r.loss, r.lr, r.grad_norm, dt * 1000.0, tok_per_sec,
+                  mfu >= 0 ? strprintf("%.2f%%", 100 * mfu).c_str() : "n/a", memory_mib,
+                  strprintf("%dh%02dm%02ds", static_cast<int>(eta_s / 3600), static_cast<int>(eta_s / 60) % 60,
+                            static_cast<int>(eta_s) % 60)
+                      .c_str()));
   }
-  nlohmann::json record = {{"step", step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-                           {"dt_ms", dt * 1000.0}, {"tok_per_sec", tok_per_sec}, {"peak_mem_mib", memory_mib},
+  nlohmann::json record = {{"step", step},
+                           {"loss", r.loss},
+                           {"lr", r.lr},
+                           {"grad_norm", r.grad_norm},
+                           {"dt_ms", dt * 1000.0},
+                           {"tok_per_sec", tok_per_sec},
+                           {"peak_mem_mib", memory_mib},
                            {"sync_wait_ms", grad_sync_.last_stats().wait_ms},
                            {"buckets_overlapped", grad_sync_.last_stats().buckets_launched_in_backward}};
   if (mfu >= 0) record["mfu"] = mfu;
@@ -223,7 +233,7 @@ TrainSummary Trainer::run(int64_t start_step) {
       const HellaSwagResult h =
           evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device, bf16());
       output_.print(strprintf("step %lld | hellaswag: %lld/%lld = %.4f", static_cast<long long>(step),
-                                 static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
+                              static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
       output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
     }
 

@@ -30,10 +30,10 @@ struct TrainerParts {
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
   std::vector<TokenizedHellaSwag> hellaswag;       // empty: no HellaSwag
   torch::Device device = torch::kCPU;
-  CheckpointMeta checkpoint_meta;                  // written into every checkpoint, with its step
-  std::function<double()> peak_memory_mib;         // CUDA allocator peak, or peak RSS on CPU
-  std::function<std::string(Gpt&)> sample;        // a text sample from the model (rank 0 prints it)
-  std::function<bool()> stop_requested;            // SIGINT/SIGTERM seen by this process
+  CheckpointMeta checkpoint_meta;           // written into every checkpoint, with its step
+  std::function<double()> peak_memory_mib;  // CUDA allocator peak, or peak RSS on CPU
+  std::function<std::string(Gpt&)> sample;  // a text sample from the model (rank 0 prints it)
+  std::function<bool()> stop_requested;     // SIGINT/SIGTERM seen by this process
 };
 
 struct StepResult {

@@ -20,19 +20,19 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "distributed/gradient_sync.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/mpi_world.h"
 #include "model/gpt.h"
 #include "model/gpt_config.h"
-#include "distributed/gradient_sync.h"
 
 namespace {
 
@@ -51,7 +51,8 @@ std::vector<double> parse_list(const std::string& text) {
   while (std::getline(in, item, ',')) {
     std::size_t used = 0;
     const double v = std::stod(item, &used);
-    if (used != item.size() || !(v > 0)) throw std::invalid_argument("--bucket-mb wants positive numbers, got '" + text + "'");
+    if (used != item.size() || !(v > 0))
+      throw std::invalid_argument("--bucket-mb wants positive numbers, got '" + text + "'");
     values.push_back(v);
   }
   if (values.empty()) throw std::invalid_argument("--bucket-mb is empty");
@@ -69,21 +70,28 @@ Options parse_options(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--preset") o.preset = value;
-    else if (flag == "--bucket-mb") o.bucket_mb = parse_list(value);
-    else if (flag == "--reps") o.reps = std::stoi(value);
-    else if (flag == "--warmup") o.warmup = std::stoi(value);
-    else if (flag == "--threads") o.threads = std::stoi(value);
-    else throw std::invalid_argument("unknown option " + flag);
+    if (flag == "--preset")
+      o.preset = value;
+    else if (flag == "--bucket-mb")
+      o.bucket_mb = parse_list(value);
+    else if (flag == "--reps")
+      o.reps = std::stoi(value);
+    else if (flag == "--warmup")
+      o.warmup = std::stoi(value);
+    else if (flag == "--threads")
+      o.threads = std::stoi(value);
+    else
+      throw std::invalid_argument("unknown option " + flag);
   }
-  if (o.reps <= 0 || o.warmup < 0 || o.threads < 0) throw std::invalid_argument("--reps > 0, --warmup >= 0, --threads >= 0");
+  if (o.reps <= 0 || o.warmup < 0 || o.threads < 0)
+    throw std::invalid_argument("--reps > 0, --warmup >= 0, --threads >= 0");
   return o;
 }
 
 struct Timing {
   std::string variant;
   int64_t buckets = 1;
-  double bucket_mb = 0;  // requested bucket size; 0 for the flat variants
+  double bucket_mb = 0;         // requested bucket size; 0 for the flat variants
   std::vector<double> seconds;  // slowest rank's time per repetition
 };
 
@@ -136,8 +144,9 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
   if (!mpi.world().uses_mpi) throw std::invalid_argument("start it under mpirun/srun (2 ranks or more)");
   const int world = mpi.world().world_size;
   const int rank = mpi.world().rank;
-  const int threads = o.threads > 0 ? o.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / mpi.world().local_size);
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / mpi.world().local_size);
   torch::set_num_threads(threads);
   mygpt::MpiCommunicator comm(MPI_COMM_WORLD, mpi.thread_serialized());
 
@@ -186,11 +195,13 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
 
   if (rank == 0) {
     const double bus_factor = 2.0 * (world - 1) / world;
-    std::printf("model %s: %lld parameters in %zu tensors, %.1f MiB of float32 gradients | %d ranks | %d thread(s) "
-                "per rank | %d reps after %d warm-up\n\n",
-                o.preset.c_str(), static_cast<long long>(numel), params.size(), bytes / (1 << 20), world, threads,
-                o.reps, o.warmup);
-    std::printf("| variant | bucket MiB | buckets | median ms per call | min ms | max ms | algbw GB/s | busbw GB/s |\n");
+    std::printf(
+        "model %s: %lld parameters in %zu tensors, %.1f MiB of float32 gradients | %d ranks | %d thread(s) "
+        "per rank | %d reps after %d warm-up\n\n",
+        o.preset.c_str(), static_cast<long long>(numel), params.size(), bytes / (1 << 20), world, threads, o.reps,
+        o.warmup);
+    std::printf(
+        "| variant | bucket MiB | buckets | median ms per call | min ms | max ms | algbw GB/s | busbw GB/s |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const auto& t : timings) {
       const double med = median(t.seconds);
@@ -205,12 +216,13 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
     std::printf("\n");
     for (const auto& t : timings) {
       const double med = median(t.seconds);
-      std::printf("RESULT {\"variant\": \"%s\", \"bucket_mb\": %g, \"buckets\": %lld, \"bytes\": %.0f, \"ranks\": %d, "
-                  "\"threads\": %d, \"reps\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
-                  "\"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"seconds\": [%s]}\n",
-                  t.variant.c_str(), t.bucket_mb, static_cast<long long>(t.buckets), bytes, world, threads, o.reps, med,
-                  *std::min_element(t.seconds.begin(), t.seconds.end()),
-                  *std::max_element(t.seconds.begin(), t.seconds.end()), bytes / med / 1e9, bytes / med / 1e9 * bus_factor, join(t.seconds).c_str());
+      std::printf(
+          "RESULT {\"variant\": \"%s\", \"bucket_mb\": %g, \"buckets\": %lld, \"bytes\": %.0f, \"ranks\": %d, "
+          "\"threads\": %d, \"reps\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
+          "\"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"seconds\": [%s]}\n",
+          t.variant.c_str(), t.bucket_mb, static_cast<long long>(t.buckets), bytes, world, threads, o.reps, med,
+          *std::min_element(t.seconds.begin(), t.seconds.end()), *std::max_element(t.seconds.begin(), t.seconds.end()),
+          bytes / med / 1e9, bytes / med / 1e9 * bus_factor, join(t.seconds).c_str());
     }
     std::fflush(stdout);
   }

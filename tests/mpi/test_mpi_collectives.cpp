@@ -21,12 +21,12 @@
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/token_source.h"
+#include "distributed/communicator.h"
+#include "distributed/gradient_sync.h"
 #include "distributed/job_communicators.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/mpi_world.h"
 #include "model/gpt.h"
-#include "distributed/communicator.h"
-#include "distributed/gradient_sync.h"
 #include "tests/test_support.h"
 
 namespace mygpt {
@@ -153,8 +153,8 @@ TEST(MpiCommunicator, BarrierWaitsForTheSlowestRank) {
 }
 
 TEST(MpiCommunicator, ListAllReducePacksAndUnpacks) {
-  std::vector<torch::Tensor> tensors = {torch::full({2, 3}, rank() + 1.0f), torch::arange(5, torch::kFloat) * (rank() + 1),
-                                        torch::full({1}, 1.0f)};
+  std::vector<torch::Tensor> tensors = {torch::full({2, 3}, rank() + 1.0f),
+                                        torch::arange(5, torch::kFloat) * (rank() + 1), torch::full({1}, 1.0f)};
   comm().all_reduce(tensors, ReduceOp::Sum);
   const float rank_sum = world() * (world() + 1) / 2.0f;
   EXPECT_EQ(tensors[0].sizes(), torch::IntArrayRef({2, 3}));
@@ -162,7 +162,8 @@ TEST(MpiCommunicator, ListAllReducePacksAndUnpacks) {
   EXPECT_TRUE(torch::equal(tensors[1], torch::arange(5, torch::kFloat) * rank_sum));
   EXPECT_TRUE(torch::equal(tensors[2], torch::full({1}, static_cast<float>(world()))));
 
-  std::vector<torch::Tensor> averaged = {torch::full({3}, static_cast<double>(rank())), torch::full({2, 2}, 2.0 * rank())};
+  std::vector<torch::Tensor> averaged = {torch::full({3}, static_cast<double>(rank())),
+                                         torch::full({2, 2}, 2.0 * rank())};
   comm().all_reduce(averaged, ReduceOp::Average);
   const double mean_rank = (world() - 1) / 2.0;
   EXPECT_TRUE(torch::allclose(averaged[0], torch::full({3}, mean_rank)));
