@@ -36,10 +36,9 @@ std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::
   return buckets;
 }
 
-GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes,
-                                           bool overlap)
+GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm,
+                                           size_t bucket_bytes, bool overlap)
     : params_(std::move(params)), comm_(comm), overlap_(overlap) {
-  if (comm_.world_size() == 1) return;  // nothing to synchronize, no hooks to pay for
   bucket_of_param_.resize(params_.size());
   for (auto& indices : plan_gradient_buckets(params_, bucket_bytes)) {
     Bucket bucket;
@@ -49,12 +48,15 @@ GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Co
       size += params_[k].numel();
       bucket_of_param_[k] = buckets_.size();
     }
-    bucket.flat = torch::empty({size}, params_[indices.front()].options().requires_grad(false));
+    bucket.flat = torch::zeros({size}, params_[indices.front()].options().requires_grad(false));
     bucket.params = std::move(indices);
     buckets_.push_back(std::move(bucket));
   }
+  for (auto& bucket : buckets_) {
+    for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
+  }
   stats_.buckets = static_cast<int64_t>(buckets_.size());
-  if (!overlap_) return;
+  if (!overlap_ || comm_.world_size() == 1) return;  // no hooks to pay for
   for (size_t k = 0; k < params_.size(); ++k) {
     // The accumulator's post hook runs once the new gradient has been added into param.grad.
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
@@ -69,6 +71,28 @@ GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Co
 
 GradientSynchronizer::~GradientSynchronizer() {
   for (auto& [accumulator, key] : hooks_) accumulator->del_post_hook(key);
+}
+
+torch::Tensor GradientSynchronizer::slot(const Bucket& bucket, size_t i) const {
+  const auto& p = params_[bucket.params[i]];
+  return bucket.flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
+}
+
+// Makes the parameter's gradient the view of its slot, keeping the values of a gradient it had.
+void GradientSynchronizer::bind(Bucket& bucket, size_t i) {
+  torch::NoGradGuard no_grad;
+  auto& p = params_[bucket.params[i]];
+  const torch::Tensor view = slot(bucket, i);
+  if (p.grad().defined() && p.grad().data_ptr() == view.data_ptr()) return;
+  if (p.grad().defined()) view.copy_(p.grad());
+  p.mutable_grad() = view;
+}
+
+void GradientSynchronizer::zero_grad() {
+  for (auto& bucket : buckets_) {
+    for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
+    bucket.flat.zero_();
+  }
 }
 
 void GradientSynchronizer::begin_micro_step(bool last_micro_step) {
@@ -92,22 +116,14 @@ void GradientSynchronizer::launch_ready_buckets_in_order() {
 }
 
 void GradientSynchronizer::launch(Bucket& bucket) {
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < bucket.params.size(); ++i) {
-    const auto& p = params_[bucket.params[i]];
-    auto slot = bucket.flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel());
-    if (p.grad().defined()) {
-      // Scaling on the way in makes the all-reduce a plain sum: one pass over the bytes fewer.
-      torch::mul_out(slot, p.grad().reshape({-1}), 1.0 / comm_.world_size());
-    } else {
-      slot.zero_();  // a parameter the loss did not reach contributes zero, on every rank alike
-    }
-  }
-  bucket.pending = comm_.all_reduce_async(bucket.flat, ReduceOp::Sum);
+  // A gradient replaced since zero_grad (not by backward, which accumulates in place) goes back into its
+  // slot, so what is reduced is always what the parameters hold.
+  for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
+  bucket.pending = comm_.all_reduce_async(bucket.flat, ReduceOp::Average);
 }
 
 void GradientSynchronizer::finish() {
-  if (buckets_.empty()) return;
+  if (comm_.world_size() == 1) return;
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   // Buckets whose hooks did not all fire (overlap off, or unused parameters) start now, still in order.
@@ -115,17 +131,8 @@ void GradientSynchronizer::finish() {
   for (auto& bucket : buckets_) {
     bucket.pending->wait();
     bucket.pending.reset();
-    for (size_t i = 0; i < bucket.params.size(); ++i) {
-      auto& p = params_[bucket.params[i]];
-      auto averaged = bucket.flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
-      if (p.grad().defined()) {
-        p.mutable_grad().copy_(averaged);
-      } else {
-        p.mutable_grad() = averaged.clone();
-      }
-    }
+    bucket.ready = 0;
   }
-  for (auto& bucket : buckets_) bucket.ready = 0;
   next_to_launch_ = 0;
   stats_.wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }

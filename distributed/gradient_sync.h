@@ -2,11 +2,14 @@
 // DDP gradient synchronization (what PyTorch's DistributedDataParallel does, which LibTorch lacks).
 //
 // After the last micro-step of an optimizer step every rank holds the average of all ranks' gradients;
-// earlier micro-steps only accumulate locally, with no communication. Gradients are packed into
-// buckets of about bucket_bytes in reverse parameter order (the order backward produces them), and a
-// bucket's all-reduce starts as soon as its last gradient is accumulated, from an autograd hook, so
-// communication overlaps the rest of backward. Buckets start strictly in order, so every rank issues
-// the same collectives in the same sequence.
+// earlier micro-steps only accumulate locally, with no communication. Gradients live in buckets of
+// about bucket_bytes in reverse parameter order (the order backward produces them): each parameter's
+// .grad is a view into its bucket (DDP's gradient_as_bucket_view), so backward accumulates straight into
+// the buffers that are all-reduced and nothing is copied in or out. A bucket's all-reduce starts as soon
+// as its last gradient is accumulated, from an autograd hook, so communication overlaps the rest of
+// backward. Buckets start strictly in order, so every rank issues the same collectives in the same
+// sequence. With one rank the buckets still hold the gradients (one memset zeroes them) and nothing is
+// communicated.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -39,9 +42,13 @@ class GradientSynchronizer {
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
+  // Zeroes every gradient (the buckets) before a step; replaces optimizers' zero_grad, which would drop
+  // the gradients and with them the views. A gradient that someone replaced is bound to its slot again.
+  void zero_grad();
   // Call before each micro-step's backward; communication happens only on the last one.
   void begin_micro_step(bool last_micro_step);
-  // Call after the last backward of a step: returns once every gradient holds the cross-rank average.
+  // Call after the last backward of a step. Once it returns every gradient holds the cross-rank average
+  // as far as later work on the device is concerned (for NCCL the host does not wait).
   void finish();
   const GradientSyncStats& last_stats() const { return stats_; }
 
@@ -56,6 +63,8 @@ class GradientSynchronizer {
   void on_gradient_ready(size_t param_index);
   void launch_ready_buckets_in_order();
   void launch(Bucket& bucket);
+  torch::Tensor slot(const Bucket& bucket, size_t i) const;
+  void bind(Bucket& bucket, size_t i);
 
   std::vector<torch::Tensor> params_;
   Communicator& comm_;

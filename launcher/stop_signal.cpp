@@ -1,6 +1,5 @@
 #include "launcher/stop_signal.h"
 
-#include <unistd.h>
 #include <csignal>
 
 namespace mygpt {
@@ -8,10 +7,10 @@ namespace {
 
 volatile std::sig_atomic_t g_stop_signals = 0;
 
-void on_stop_signal(int signal_number) {
-  g_stop_signals = g_stop_signals + 1;
-  if (g_stop_signals > 1) _exit(128 + signal_number);  // the user insists: no checkpoint, end now
-}
+// Only counts: the training loop sees the request at its next step, every rank stops at the same step
+// and rank 0 writes a checkpoint. Further signals while that is under way are counted and ignored, so an
+// impatient second Ctrl-C or a launcher's repeated SIGTERM cannot lose the checkpoint (SIGKILL still can).
+void on_stop_signal(int) { g_stop_signals = g_stop_signals + 1; }
 
 }  // namespace
 
@@ -19,6 +18,7 @@ void install_stop_signal_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // reads and writes in flight carry on rather than fail with EINTR
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // SIGINT and SIGTERM ask a training run to stop: it finishes the step, writes a checkpoint and exits
 // 0, so that `--resume auto` continues where it stopped (Slurm sends SIGTERM before preempting).
-// A second signal ends the process at once.
+// Further signals while the checkpoint is written are ignored (only SIGKILL ends the process at once).
 namespace mygpt {
 
 void install_stop_signal_handlers();

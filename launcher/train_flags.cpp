@@ -79,6 +79,11 @@ OptionTable<TrainFlags> make_table() {
   t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables")
       .init(1.0)
       .check(non_negative);
+  t.add("max-bad-steps", &F::train, &T::max_bad_steps,
+        "a step whose loss or gradient norm is not finite is skipped; this many in a row stop the run with a "
+        "checkpoint of the last good weights (exit 1)")
+      .init(10)
+      .check(positive);
   t.add("fused-loss", &F::train, &T::fused_loss,
         "compute the output head and cross-entropy in chunks of rows, never holding all logits (false: the plain "
         "loss, for comparison)")

@@ -315,5 +315,70 @@ TEST(Checkpoint, LatestAndResolve) {
   EXPECT_EQ(resolve_checkpoint(file).string(), file.string());
 }
 
+TEST(Checkpoint, DamageIsDetectedAndNamed) {
+  ScratchDir dir;
+  Gpt model = tiny_model(1);
+  AdamW optimizer = make_optimizer(model);
+  train_one_step(model, optimizer, 3);
+  const fs::path good = dir.path() / "good.pt";
+  save(good, model, &optimizer, sample_meta(3));
+  const std::string bytes = read_file(good);
+
+  // One flipped exponent bit in the last tensor's data, and a changed digit in the metadata (same length).
+  std::string flipped = bytes;
+  flipped[flipped.size() - 2] = static_cast<char>(flipped[flipped.size() - 2] ^ 0x40);
+  const fs::path bit = dir.write("bit.pt", flipped);
+  const std::string bit_message = invalid_argument_message([&] { load_checkpoint(bit); });
+  EXPECT_NE(bit_message.find(bit.string()), std::string::npos) << bit_message;
+  EXPECT_NE(bit_message.find("fails its checksum"), std::string::npos) << bit_message;
+  EXPECT_NE(bit_message.find("tensor '"), std::string::npos) << bit_message;
+
+  std::string edited = bytes;
+  const size_t at = edited.find("\"step\":\"3\"");
+  ASSERT_NE(at, std::string::npos);
+  edited[at + 8] = '5';
+  const fs::path meta = dir.write("meta.pt", edited);
+  const std::string meta_message = invalid_argument_message([&] { load_checkpoint(meta); });
+  EXPECT_NE(meta_message.find("metadata fails its checksum"), std::string::npos) << meta_message;
+
+  // Every truncation point is refused by name, none crashes.
+  for (size_t keep : {size_t{0}, size_t{7}, size_t{100}, bytes.size() / 3, bytes.size() - 1}) {
+    const fs::path cut = dir.write("cut.pt", bytes.substr(0, keep));
+    const std::string message = invalid_argument_message([&] { load_checkpoint(cut); });
+    EXPECT_NE(message.find(cut.string()), std::string::npos) << keep << ": " << message;
+  }
+  EXPECT_NO_THROW(load_checkpoint(good));
+}
+
+TEST(Checkpoint, StaleTemporariesOfOurOwnAreRemoved) {
+  ScratchDir dir;
+  dir.write(".ckpt_00000004.pt.tmp.4242", "partial");
+  dir.write("ckpt_00000005.pt.tmp", "partial, older builds' name");
+  dir.write(".notes.tmp.1", "not ours");
+  dir.write("ckpt_00000006.pt", "not a temporary");
+  EXPECT_EQ(remove_stale_checkpoint_temporaries(dir.path()), 2);
+  EXPECT_FALSE(fs::exists(dir.path() / ".ckpt_00000004.pt.tmp.4242"));
+  EXPECT_FALSE(fs::exists(dir.path() / "ckpt_00000005.pt.tmp"));
+  EXPECT_TRUE(fs::exists(dir.path() / ".notes.tmp.1"));
+  EXPECT_TRUE(fs::exists(dir.path() / "ckpt_00000006.pt"));
+}
+
+TEST(Checkpoint, ResumingBeyondTheLastStepIsRefused) {
+  ScratchDir dir;
+  const TrainingData data = testing::token_data(testing::random_tokens(1500, kVocab, 5), kVocab);
+  auto args = [&](const std::string& steps) {
+    return std::vector<std::string>{"--preset", "tiny", "--block-size", "16", "--steps", steps, "--batch-size", "4",
+                                    "--seq-len", "16", "--eval-every", "0", "--out", dir.path().string(),
+                                    "--device", "cpu"};
+  };
+  testing::cpu_trainer(args("5"), data)->run(0);
+  const Checkpoint five = load_checkpoint(checkpoint_path(dir.path(), 5));
+  const std::string message = invalid_argument_message([&] { testing::cpu_trainer(args("3"), data)->restore(five); });
+  EXPECT_NE(message.find("step 5, beyond --steps 3"), std::string::npos) << message;
+  auto same = testing::cpu_trainer(args("5"), data);
+  EXPECT_EQ(same->restore(five), 5);
+  EXPECT_EQ(same->run(5).steps_run, 0);  // nothing left to do, and nothing rewritten
+}
+
 }  // namespace
 }  // namespace mygpt

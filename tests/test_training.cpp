@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -294,6 +295,70 @@ TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
   EXPECT_TRUE(fs::exists(checkpoint_path(dir.path() / "out", 6)));
   EXPECT_EQ(latest_checkpoint(dir.path() / "out").value_or("").string(),
             checkpoint_path(dir.path() / "out", 6).string());
+}
+
+TEST(Trainer, NonFiniteStepsAreSkippedAndTooManyStopTheRun) {
+  ScratchDir dir;
+  auto run = cpu_trainer(small_args(dir.path(), {{"max-bad-steps", "2"}, {"checkpoint-every", "0"}}),
+                         token_data(random_tokens(2000), kVocab));
+  Gpt& model = run->model();
+  torch::Tensor cell = model->wte->weight[0][0];
+  const float original = cell.item<float>();
+  auto snapshot = [&] {
+    std::vector<torch::Tensor> copies;
+    for (const auto& p : model->parameters()) copies.push_back(p.detach().clone());
+    return copies;
+  };
+  {
+    torch::NoGradGuard no_grad;
+    cell.fill_(std::numeric_limits<float>::quiet_NaN());  // every logit of token 0 becomes NaN
+  }
+  const auto before = snapshot();
+  const StepResult bad = run->train_step(0);
+  EXPECT_TRUE(bad.skipped);
+  EXPECT_FALSE(std::isfinite(bad.loss));
+  const auto after = snapshot();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(torch::equal(before[i].nan_to_num(), after[i].nan_to_num()));
+  EXPECT_EQ(run->optimizer().steps_taken(), 0);
+  {
+    torch::NoGradGuard no_grad;
+    cell.fill_(original);
+  }
+  const StepResult good = run->train_step(1);
+  EXPECT_FALSE(good.skipped);
+  EXPECT_TRUE(std::isfinite(good.loss));
+  EXPECT_EQ(run->optimizer().steps_taken(), 1);
+
+  // Two bad steps in a row end the run with a checkpoint of the last good weights.
+  {
+    torch::NoGradGuard no_grad;
+    cell.fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  run->output().open_metrics(/*append=*/false);
+  EXPECT_THROW(run->run(2), std::runtime_error);
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir.path(), 4)));
+  EXPECT_EQ(run->optimizer().steps_taken(), 1);
+}
+
+TEST(Trainer, TheLastEvaluationSeesTheSavedWeights) {
+  ScratchDir dir;
+  auto run = cpu_trainer(small_args(dir.path() / "out", {{"steps", "4"}, {"eval-every", "2"}, {"lr", "1e-2"}}),
+                         token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
+  run->output().open_metrics(/*append=*/false);
+  const TrainSummary summary = run->run(0);
+  std::vector<int64_t> val_steps;
+  std::ifstream metrics(dir.path() / "out" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.contains("val_loss")) val_steps.push_back(record["step"].get<int64_t>());
+  }
+  EXPECT_EQ(val_steps, (std::vector<int64_t>{0, 2, 4}));  // 4: after the last step
+  // The final validation loss is that of the saved model.
+  const Checkpoint saved = load_checkpoint(checkpoint_path(dir.path() / "out", 4));
+  auto fresh = cpu_trainer(small_args(dir.path() / "other", {{"steps", "4"}}),
+                           token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
+  fresh->restore(saved);
+  EXPECT_EQ(fresh->evaluate(), summary.last_val_loss);
 }
 
 }  // namespace

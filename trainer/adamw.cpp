@@ -39,20 +39,22 @@ void AdamW::zero_grad() {
   }
 }
 
-void AdamW::step() {
+void AdamW::step(const std::optional<torch::Tensor>& found_inf) {
   torch::NoGradGuard no_grad;
+  ++steps_taken_;
+  // The unfused update has no found_inf input: it asks the device (only MPS takes this path).
+  if (!use_fused_ && found_inf && found_inf->item<float>() != 0) return;
   for (auto& g : groups_) {
     if (g.params.empty()) continue;
     if (use_fused_) {
-      step_group(g);
+      step_group(g, found_inf);
     } else {
       step_group_unfused(g);
     }
   }
-  ++steps_taken_;
 }
 
-void AdamW::step_group(Group& g) {
+void AdamW::step_group(Group& g, const std::optional<torch::Tensor>& found_inf) {
   std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq, steps;
   for (size_t i = 0; i < g.params.size(); ++i) {
     if (!g.params[i].grad().defined()) continue;  // a parameter the loss did not reach
@@ -65,7 +67,10 @@ void AdamW::step_group(Group& g) {
   if (params.empty()) return;
   torch::_foreach_add_(steps, 1);
   at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, options_.lr, options_.beta1,
-                    options_.beta2, g.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
+                    options_.beta2, g.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false,
+                    /*grad_scale=*/std::nullopt, found_inf);
+  // The kernel skipped the update; the step counts must not advance either (as torch.optim does).
+  if (found_inf) torch::_foreach_add_(steps, *found_inf, -1);
 }
 
 void AdamW::step_group_unfused(Group& g) {

@@ -4,6 +4,7 @@
 // ops. Devices without the fused kernel (MPS) take the same update written with ordinary tensor ops.
 #include <torch/torch.h>
 
+#include <optional>
 #include <vector>
 
 #include "trainer/stateful.h"
@@ -25,7 +26,12 @@ class AdamW final : public StatefulPart {
   void set_lr(double lr) { options_.lr = lr; }
   double lr() const { return options_.lr; }
   void zero_grad();
-  void step();
+  // One update of every parameter that has a gradient. found_inf (a float 0/1 tensor on the parameters'
+  // device, as AMP's GradScaler makes it) skips the whole update when 1, decided on the device so the
+  // host never waits; a skipped step does not count in the step numbers either.
+  void step(const std::optional<torch::Tensor>& found_inf = std::nullopt);
+  // The host's count of steps taken excludes one that found_inf skipped (known only after a sync).
+  void forget_skipped_step() { --steps_taken_; }
 
   std::vector<torch::Tensor> parameters() const;
   int64_t steps_taken() const { return steps_taken_; }
@@ -41,7 +47,7 @@ class AdamW final : public StatefulPart {
     std::vector<torch::Tensor> params, exp_avg, exp_avg_sq, steps;
     double weight_decay;
   };
-  void step_group(Group& group);
+  void step_group(Group& group, const std::optional<torch::Tensor>& found_inf);
   void step_group_unfused(Group& group);
 
   std::vector<Group> groups_;

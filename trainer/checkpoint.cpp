@@ -5,92 +5,126 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/checksum.h"
+#include "common/file_io.h"
+#include "model/safetensors_file.h"
 #include "trainer/stateful_parts.h"
 
 namespace mygpt {
 namespace {
 
+// A checkpoint is a safetensors file (so Python's `safetensors` reads it too). Its metadata holds the
+// run's description and an XXH64 checksum of every tensor's bytes and of the metadata itself; loading
+// verifies them all, so a damaged file is an error naming the tensor instead of a run on bad weights.
 constexpr const char* kFormatTag = "mygpt-ddp checkpoint";
-constexpr int64_t kFormatVersion = 2;
+constexpr const char* kFormatVersion = "3";
+const std::string kChecksumPrefix = "checksum.";
+const std::string kMetadataChecksum = "metadata_checksum";
 
-std::string read_string(torch::serialize::InputArchive& archive, const std::string& key) {
-  c10::IValue value;
-  if (!archive.try_read(key, value) || !value.isString()) throw std::invalid_argument("lacks '" + key + "'");
-  return value.toStringRef();
+uint64_t tensor_checksum(const torch::Tensor& cpu_contiguous) {
+  return xxh64(cpu_contiguous.data_ptr(), cpu_contiguous.nbytes());
 }
 
-int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {
-  c10::IValue value;
-  if (!archive.try_read(key, value) || !value.isInt()) throw std::invalid_argument("lacks '" + key + "'");
-  return value.toInt();
+// Over every metadata entry but its own checksum, in key order (std::map), each as "key=value\0".
+uint64_t metadata_checksum(const std::map<std::string, std::string>& metadata) {
+  std::string all;
+  for (const auto& [key, value] : metadata) {
+    if (key != kMetadataChecksum) all += key + "=" + value + '\0';
+  }
+  return xxh64(all);
+}
+
+const std::string& field(const std::map<std::string, std::string>& metadata, const std::string& key) {
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) throw std::invalid_argument("lacks '" + key + "'");
+  return it->second;
+}
+
+int64_t integer_field(const std::map<std::string, std::string>& metadata, const std::string& key) {
+  const std::string& text = field(metadata, key);
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 0) throw std::invalid_argument("has a bad '" + key + "'");
+  return value;
 }
 
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors) {
-  torch::serialize::OutputArchive archive;
-  archive.write("format", c10::IValue(std::string(kFormatTag)));
-  archive.write("format_version", c10::IValue(kFormatVersion));
-  archive.write("model_config", c10::IValue(meta.model_config.to_text()));
-  archive.write("tokenizer_kind", c10::IValue(std::string(tokenizer_kind_name(meta.tokenizer_kind))));
-  archive.write("tokenizer_data", c10::IValue(meta.tokenizer_data));
-  archive.write("step", c10::IValue(meta.step));
-  archive.write("run_config", c10::IValue(meta.run_config));
-  std::string names;
+  std::map<std::string, std::string> metadata = {
+      {"format", kFormatTag},
+      {"format_version", kFormatVersion},
+      {"model_config", meta.model_config.to_text()},
+      {"tokenizer_kind", std::string(tokenizer_kind_name(meta.tokenizer_kind))},
+      {"tokenizer_data", meta.tokenizer_data},
+      {"step", std::to_string(meta.step)},
+      {"run_config", meta.run_config},
+  };
+  std::vector<std::pair<std::string, torch::Tensor>> entries;
   for (const auto& [name, tensor] : tensors) {
-    archive.write("tensor." + name, tensor);
-    names += name + "\n";
+    const torch::Tensor cpu = tensor.to(torch::kCPU).contiguous();
+    metadata[kChecksumPrefix + name] = hex64(tensor_checksum(cpu));
+    entries.emplace_back(name, cpu);
   }
-  archive.write("tensor_names", c10::IValue(names));
-
-  std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path());
-  const auto tmp = std::filesystem::path(path.string() + ".tmp");
+  metadata[kMetadataChecksum] = hex64(metadata_checksum(metadata));
+  create_output_directory(path.parent_path().empty() ? "." : path.parent_path(), "checkpoint folder");
   try {
-    archive.save_to(tmp.string());
-    std::filesystem::rename(tmp, path);  // atomic on POSIX: readers see the old file or the new one
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
+    write_safetensors(path, entries, metadata);
+  } catch (const OutputFileError& e) {
+    throw OutputFileError(std::string("cannot save checkpoint: ") + e.what());
   }
 }
 
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path)) throw std::invalid_argument("checkpoint '" + path.string() + "' does not exist");
-  if (!std::filesystem::is_regular_file(path)) {
-    throw std::invalid_argument("checkpoint '" + path.string() + "' is not a file");
-  }
-  torch::serialize::InputArchive archive;
+  require_regular_file(path, "checkpoint");
+  const std::string name = "checkpoint '" + path.string() + "'";
+  std::optional<SafetensorsReader> reader;
   try {
-    archive.load_from(path.string(), torch::kCPU);
-  } catch (const c10::Error&) {
-    throw std::invalid_argument("checkpoint '" + path.string() + "' is truncated or not a checkpoint file");
+    reader = SafetensorsReader::open(path);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + " is truncated, damaged or not a checkpoint file (" + e.what() + ")");
   }
+  const auto& metadata = reader->metadata();
   Checkpoint ckpt;
   try {
-    if (read_string(archive, "format") != kFormatTag) throw std::invalid_argument("has a foreign format tag");
-    const int64_t version = read_int(archive, "format_version");
-    if (version != kFormatVersion) {
-      throw std::invalid_argument("has format version " + std::to_string(version) + ", this build reads " +
-                                  std::to_string(kFormatVersion));
-    }
-    ckpt.meta.model_config = GptConfig::from_text(read_string(archive, "model_config"));
-    ckpt.meta.tokenizer_kind = parse_tokenizer_kind(read_string(archive, "tokenizer_kind"));
-    ckpt.meta.tokenizer_data = read_string(archive, "tokenizer_data");
-    ckpt.meta.step = read_int(archive, "step");
-    ckpt.meta.run_config = read_string(archive, "run_config");
-    const std::string names = read_string(archive, "tensor_names");
-    for (size_t start = 0, end; (end = names.find('\n', start)) != std::string::npos; start = end + 1) {
-      const std::string name = names.substr(start, end - start);
-      torch::Tensor t;
-      if (!archive.try_read("tensor." + name, t)) throw std::invalid_argument("lacks tensor '" + name + "'");
-      ckpt.tensors[name] = t;
+    if (field(metadata, "format") != kFormatTag) throw std::invalid_argument("has a foreign format tag");
+    if (field(metadata, "format_version") != kFormatVersion) {
+      throw std::invalid_argument("has format version " + printable_name(field(metadata, "format_version")) +
+                                  ", this build reads " + kFormatVersion);
     }
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("checkpoint '" + path.string() + "' is not a mygpt-ddp checkpoint: it " + e.what());
-  } catch (const c10::Error& e) {
-    throw std::invalid_argument("checkpoint '" + path.string() +
-                                "' is damaged: " + std::string(e.what_without_backtrace()).substr(0, 200));
+    throw std::invalid_argument(name + " is not a mygpt-ddp checkpoint: it " + e.what());
+  }
+  try {
+    if (field(metadata, kMetadataChecksum) != hex64(metadata_checksum(metadata))) {
+      throw std::invalid_argument("its metadata fails its checksum");
+    }
+    ckpt.meta.model_config = GptConfig::from_text(field(metadata, "model_config"));
+    ckpt.meta.tokenizer_kind = parse_tokenizer_kind(field(metadata, "tokenizer_kind"));
+    ckpt.meta.tokenizer_data = field(metadata, "tokenizer_data");
+    ckpt.meta.step = integer_field(metadata, "step");
+    ckpt.meta.run_config = field(metadata, "run_config");
+    for (const std::string& tensor_name : reader->names()) {
+      torch::Tensor t = reader->tensor(tensor_name);
+      const auto sum = metadata.find(kChecksumPrefix + tensor_name);
+      if (sum == metadata.end()) throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' has no checksum");
+      if (sum->second != hex64(tensor_checksum(t))) {
+        throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' fails its checksum");
+      }
+      ckpt.tensors[tensor_name] = std::move(t);
+    }
+    for (const auto& [key, value] : metadata) {
+      if (key.rfind(kChecksumPrefix, 0) == 0 && !reader->has(key.substr(kChecksumPrefix.size()))) {
+        throw std::invalid_argument("tensor '" + printable_name(key.substr(kChecksumPrefix.size())) + "' is missing");
+      }
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + " is damaged: " + e.what());
   }
   return ckpt;
 }
@@ -132,6 +166,19 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
   }
   if (found.empty()) return std::nullopt;
   return *std::max_element(found.begin(), found.end());
+}
+
+int remove_stale_checkpoint_temporaries(const std::filesystem::path& dir) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // Our own names only: AtomicFileWriter's ".ckpt_*.tmp.<pid>", and "ckpt_*.pt.tmp" of older builds.
+    const bool ours = is_atomic_writer_temporary(entry.path(), "ckpt_") ||
+                      (name.rfind("ckpt_", 0) == 0 && name.size() > 7 && name.ends_with(".pt.tmp"));
+    if (ours && entry.is_regular_file(ec) && std::filesystem::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
 }
 
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path_or_dir) {

@@ -1,8 +1,10 @@
 #pragma once
 // Checkpoints: one file holding everything needed to sample from or resume a run: metadata (model shape,
-// tokenizer, step, the run's options) and named tensors (the state of every stateful part). Files are
-// written to a temporary name and renamed, so a crash never leaves a partial file where a good one was,
-// and are always read onto the CPU first so that a checkpoint saved on one device loads on any other.
+// tokenizer, step, the run's options) and named tensors (the state of every stateful part). The file is
+// a safetensors file whose metadata also holds a checksum of every tensor and of the metadata, all
+// verified on load. It is written durably (temporary file, fsync, rename, fsync of the folder), so a
+// crash, a full disk or a power cut never leaves a partial file under a checkpoint's name, and it is
+// always read onto the CPU first, so a checkpoint saved on one device loads on any other.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -31,7 +33,8 @@ struct Checkpoint {
 // Tensors are stored as they are given (on the CPU); the caller names them.
 void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors);
 
-// Throws std::invalid_argument naming the file for a missing, truncated, foreign or damaged one.
+// Throws std::invalid_argument naming the file (and the tensor) for a missing, truncated, foreign or
+// damaged one. A failed write throws OutputFileError and leaves no file behind.
 Checkpoint load_checkpoint(const std::filesystem::path& path);
 
 // The entries of one part ("model", "optimizer", ...) without the "<part>." prefix, and the reverse.
@@ -45,6 +48,8 @@ Gpt model_from_checkpoint(const Checkpoint& checkpoint);
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step);
 // The newest checkpoint in dir, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+// Removes the temporary files of checkpoint saves that were killed (only our own names); returns how many.
+int remove_stale_checkpoint_temporaries(const std::filesystem::path& dir);
 // A path that is a checkpoint file, or a directory whose newest checkpoint is taken.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path_or_dir);
 

@@ -1,7 +1,11 @@
 #include "trainer/run_output.h"
 
 #include <iostream>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
+
+#include "common/file_io.h"
 
 namespace mygpt {
 
@@ -25,6 +29,10 @@ void RunOutput::metrics(const nlohmann::json& record) {
   if (!writes_ || !metrics_.is_open()) return;
   metrics_ << record.dump() << '\n';
   metrics_.flush();
+  // A full disk must stop the run with a message, not leave a silently empty record.
+  if (!metrics_) {
+    throw OutputFileError("cannot write " + (out_dir_ / "metrics.jsonl").string() + ": " + std::strerror(errno));
+  }
 }
 
 }  // namespace mygpt

@@ -25,11 +25,12 @@ StepResult Trainer::train_step(int64_t step) {
   p_.model->train();
   const double lr = schedule_.at(step);
   p_.optimizer->set_lr(lr);
-  p_.optimizer->zero_grad();
+  grad_sync_.zero_grad();
 
   // Gradient accumulation: each micro-batch's loss is scaled by 1/A so the summed gradient is the
   // gradient of the mean loss over all A micro-batches.
-  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
+  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
+  auto loss_sum = torch::zeros({}, on_device);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
     Batch batch = p_.train_loader->next(p_.device);
     grad_sync_.begin_micro_step(micro == options_.grad_accum - 1);
@@ -43,13 +44,31 @@ StepResult Trainer::train_step(int64_t step) {
   }
   // Average gradients across ranks; from here on every rank holds the same gradient.
   grad_sync_.finish();
-  comm_.all_reduce(loss_sum, ReduceOp::Average);
+  // One small all-reduce carries the mean loss and whether any rank was asked to stop: ranks may see a
+  // signal at different steps, and must stop at the same one.
+  auto shared = torch::stack({loss_sum, torch::zeros({}, on_device).fill_(stop_requested_here() ? 1.0 : 0.0)});
+  comm_.all_reduce(shared, ReduceOp::Average);
+  const torch::Tensor mean_loss = shared[0], stop = shared[1];
 
-  // Clip by the global norm (max_norm = infinity when disabled, so the norm is still measured).
-  const double max_norm = options_.grad_clip > 0 ? options_.grad_clip : std::numeric_limits<double>::infinity();
-  const double grad_norm = torch::nn::utils::clip_grad_norm_(p_.optimizer->parameters(), max_norm);
-  p_.optimizer->step();
-  return {loss_sum.item<double>(), grad_norm, lr};
+  // Clip by the global norm, on the device, with multi-tensor kernels (a handful of launches for all
+  // gradients). Norms per parameter, then their norm: the same sum whatever the bucket sizes.
+  std::vector<torch::Tensor> gradients;
+  for (const auto& p : p_.optimizer->parameters()) gradients.push_back(p.grad());
+  const torch::Tensor grad_norm = torch::linalg_vector_norm(torch::stack(torch::_foreach_norm(gradients)), 2);
+  if (options_.grad_clip > 0) {
+    torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
+  }
+  // A step whose loss or gradient norm is not finite changes nothing. Both are the same on every rank
+  // by now, so every rank skips alike, and the fused optimizer decides on the device.
+  const torch::Tensor found_inf = torch::logical_not(torch::isfinite(grad_norm) & torch::isfinite(mean_loss)).to(torch::kFloat);
+  p_.optimizer->step(found_inf);
+
+  // The one wait for the device in a step.
+  const torch::Tensor host = torch::stack({mean_loss, grad_norm, found_inf, stop}).to(torch::kCPU);
+  const auto* v = host.data_ptr<float>();
+  const bool skipped = v[2] != 0;
+  if (skipped) p_.optimizer->forget_skipped_step();
+  return {v[0], v[1], lr, skipped, v[3] > 0};
 }
 
 double Trainer::evaluate() {
@@ -129,6 +148,10 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
     throw std::invalid_argument(
         "the checkpoint's model shape differs from this run's (check --preset and model flags)");
   }
+  if (ckpt.meta.step > options_.steps) {
+    throw std::invalid_argument("the checkpoint is at step " + std::to_string(ckpt.meta.step) + ", beyond --steps " +
+                                std::to_string(options_.steps) + ": raise --steps to continue it");
+  }
   const auto world_entry = ckpt.tensors.find("world_size");
   if (world_entry == ckpt.tensors.end() || world_entry->second.numel() != 1) {
     throw std::invalid_argument("the checkpoint does not say how many ranks wrote it");
@@ -159,13 +182,7 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
   return ckpt.meta.step;
 }
 
-bool Trainer::any_rank_wants_to_stop() {
-  if (!p_.stop_requested) return false;
-  // Ranks may see the signal at different steps; they must stop at the same one.
-  auto flag = torch::tensor({p_.stop_requested() ? 1.0f : 0.0f}).to(p_.device);
-  comm_.all_reduce(flag, ReduceOp::Max);
-  return flag.item<float>() > 0;
-}
+bool Trainer::stop_requested_here() const { return p_.stop_requested && p_.stop_requested(); }
 
 void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt) {
   const double tokens =
@@ -190,6 +207,7 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
                       .c_str()));
   }
   nlohmann::json record = {{"step", step},
+                           {"skipped", r.skipped},
                            {"loss", r.loss},
                            {"lr", r.lr},
                            {"grad_norm", r.grad_norm},
@@ -216,33 +234,47 @@ void Trainer::print_setup() const {
                           bf16() ? "bf16 autocast" : "fp32"));
 }
 
+void Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
+  auto due = [&](int64_t every) { return every > 0 && (final || step % every == 0); };
+  if (p_.val_loader != nullptr && due(options_.eval_every)) {
+    const double val_loss = evaluate();
+    summary.last_val_loss = val_loss;
+    output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));
+    output_.metrics({{"step", step}, {"val_loss", val_loss}});
+  }
+  if (!p_.hellaswag.empty() && due(options_.hellaswag_every)) {
+    const HellaSwagResult h =
+        evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device, bf16());
+    output_.print(strprintf("step %lld | hellaswag: %lld/%lld = %.4f", static_cast<long long>(step),
+                            static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
+    output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
+  }
+  if (p_.sample && due(options_.sample_every) && output_.writes()) {
+    output_.print(strprintf("step %lld | sample: ", static_cast<long long>(step)) + p_.sample(p_.model));
+  }
+}
+
 TrainSummary Trainer::run(int64_t start_step) {
   using Clock = std::chrono::steady_clock;
   TrainSummary summary;
+  if (start_step >= options_.steps) {
+    output_.print("nothing to train: the run is at step " + std::to_string(start_step) + " of " +
+                  std::to_string(options_.steps));
+    return summary;
+  }
+  if (output_.writes()) {
+    if (const int removed = remove_stale_checkpoint_temporaries(output_.out_dir())) {
+      output_.print("removed " + std::to_string(removed) + " unfinished checkpoint file(s) of an earlier run");
+    }
+  }
   double smoothed_dt = 0;
+  int64_t bad_in_a_row = 0;
   for (int64_t step = start_step; step < options_.steps; ++step) {
-    const bool last_step = step == options_.steps - 1;
-    auto due = [&](int64_t every) { return every > 0 && (step % every == 0 || last_step); };
-    if (p_.val_loader != nullptr && due(options_.eval_every)) {
-      const double val_loss = evaluate();
-      summary.last_val_loss = val_loss;
-      output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));
-      output_.metrics({{"step", step}, {"val_loss", val_loss}});
-    }
-    if (!p_.hellaswag.empty() && due(options_.hellaswag_every)) {
-      const HellaSwagResult h =
-          evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device, bf16());
-      output_.print(strprintf("step %lld | hellaswag: %lld/%lld = %.4f", static_cast<long long>(step),
-                              static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
-      output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
-    }
-
-    if (p_.sample && due(options_.sample_every) && output_.writes()) {
-      output_.print(strprintf("step %lld | sample: ", static_cast<long long>(step)) + p_.sample(p_.model));
-    }
+    // Evaluations at step s see the weights after s steps (the last ones come after the loop).
+    evaluate_at(step, /*final=*/false, summary);
 
     const auto t0 = Clock::now();
-    const StepResult r = train_step(step);  // .item() inside waits for the device, so dt is real
+    const StepResult r = train_step(step);  // ends by waiting for the device, so dt is real
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (summary.steps_run == 0) summary.first_loss = r.loss;
     summary.last_loss = r.loss;
@@ -250,18 +282,33 @@ TrainSummary Trainer::run(int64_t start_step) {
     log_step(step, r, dt, smoothed_dt);
 
     const int64_t steps_done = step + 1;
-    if (!last_step && any_rank_wants_to_stop()) {
+    bad_in_a_row = r.skipped ? bad_in_a_row + 1 : 0;
+    if (r.skipped) {
+      ++summary.steps_skipped;
+      output_.print(strprintf("step %lld | skipped: loss or gradient norm not finite (%lld in a row, --max-bad-steps %lld)",
+                              static_cast<long long>(step), static_cast<long long>(bad_in_a_row),
+                              static_cast<long long>(options_.max_bad_steps)));
+      if (bad_in_a_row >= options_.max_bad_steps) {
+        // The skipped steps changed no weights: this checkpoint holds the last good state.
+        save_checkpoint_at(steps_done);
+        throw std::runtime_error(std::to_string(bad_in_a_row) + " steps in a row had a non-finite loss or gradient "
+                                 "norm (lower --lr?); stopped with a checkpoint of the last good weights at step " +
+                                 std::to_string(steps_done));
+      }
+    }
+    if (step + 1 == options_.steps) break;
+    if (r.stop_requested) {
       // Preemption (Slurm sends SIGTERM) or Ctrl-C: keep the work done so far and end cleanly.
       output_.print("stop requested: saving a checkpoint at step " + std::to_string(steps_done));
       save_checkpoint_at(steps_done);
       summary.stopped_early = true;
       return summary;
     }
-    if (options_.checkpoint_every > 0 && steps_done % options_.checkpoint_every == 0 && !last_step) {
-      save_checkpoint_at(steps_done);
-    }
+    if (options_.checkpoint_every > 0 && steps_done % options_.checkpoint_every == 0) save_checkpoint_at(steps_done);
   }
   save_checkpoint_at(options_.steps);
+  // The last evaluations run on the weights just saved.
+  evaluate_at(options_.steps, /*final=*/true, summary);
   return summary;
 }
 

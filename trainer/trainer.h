@@ -37,15 +37,18 @@ struct TrainerParts {
 };
 
 struct StepResult {
-  double loss;       // mean over all micro-batches of all ranks
-  double grad_norm;  // global norm after synchronization, before clipping
+  double loss;        // mean over all micro-batches of all ranks
+  double grad_norm;   // global norm after synchronization, before clipping
   double lr;
+  bool skipped;       // the loss or the gradient norm was not finite: the weights did not change
+  bool stop_requested;  // some rank was asked to stop (SIGINT/SIGTERM)
 };
 
 struct TrainSummary {
   double first_loss = 0, last_loss = 0;
   double last_val_loss = -1;  // -1 when no validation ran
   int64_t steps_run = 0;
+  int64_t steps_skipped = 0;   // not finite: no update
   bool stopped_early = false;  // a stop signal ended the run after a checkpoint
 };
 
@@ -86,8 +89,10 @@ class Trainer {
   std::vector<NamedPart> stateful_parts();
   StateDict checkpoint_tensors();
   void log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt);
+  // Validation, HellaSwag and a sample, each when due at this step (all of them when final).
+  void evaluate_at(int64_t step, bool final, TrainSummary& summary);
   void prune_checkpoints();
-  bool any_rank_wants_to_stop();
+  bool stop_requested_here() const;
   bool bf16() const { return options_.precision == Precision::bf16; }
 
   TrainerParts p_;

@@ -2,8 +2,9 @@
 
 usage: compare_runs.py TOLERANCE "LABEL|RUN_A|RUN_B|same" "LABEL|RUN_A|RUN_B|different" ...
 
-A checkpoint is a torch::serialize::OutputArchive, a TorchScript module zip, so torch.jit.load reads it;
-its "tensor.model.*" entries are the weights and "tensor.loader.position" is the data position. Prints one
+A checkpoint is a safetensors file: "model.*" tensors are the weights and "loader.position" is the
+data position. It is read here with a few lines of Python rather than the safetensors package, so the
+test needs nothing beyond torch. Prints one
 line per pair, "ok" or "FAIL": a "same" pair passes when losses and weights agree within TOLERANCE, a
 "different" pair (a control that the comparison can fail at all) when they do not. One process
 compares every pair, since importing torch is the slow part.
@@ -11,6 +12,7 @@ compares every pair, since importing torch is the slow part.
 import glob
 import json
 import os
+import struct
 import sys
 
 import torch
@@ -26,10 +28,28 @@ def final_state(run):
     checkpoints = sorted(glob.glob(os.path.join(run, "ckpt_*.pt")))
     if not checkpoints:
         raise SystemExit(f"no checkpoint in {run}")
-    module = torch.jit.load(checkpoints[-1], map_location="cpu")
-    # Tensors are stored as "tensor.<part>.<name>" attributes: "tensor.model.wte.weight", ...
-    state = {k.removeprefix("tensor."): v for k, v in module.state_dict().items()}
-    return os.path.basename(checkpoints[-1]), state
+    return os.path.basename(checkpoints[-1]), read_safetensors(checkpoints[-1])
+
+
+DTYPES = {"F32": torch.float32, "F64": torch.float64, "BF16": torch.bfloat16, "F16": torch.float16,
+          "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (header_len,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + header_len])
+    start = 8 + header_len
+    state = {}
+    for name, entry in header.items():
+        if name == "__metadata__" or entry["dtype"] not in DTYPES:
+            continue
+        begin, end = entry["data_offsets"]
+        raw = bytearray(data[start + begin:start + end])
+        state[name] = torch.frombuffer(raw, dtype=DTYPES[entry["dtype"]]).reshape(entry["shape"]) if raw else \
+            torch.zeros(entry["shape"], dtype=DTYPES[entry["dtype"]])
+    return state
 
 
 def data_position(state):

@@ -210,7 +210,9 @@ TEST(MpiCommunicator, SynchronousModeWithoutACommunicationThread) {
 GptConfig tiny_model_config() { return testing::small_config(16, 16); }
 
 // Runs `micro_steps` forward/backward passes on rank-specific data with a GradientSynchronizer, then
-// checks that every gradient equals the per-parameter all-reduce average of this rank's local gradient.
+// checks that every gradient equals the per-parameter all-reduce average of the local gradient that a
+// twin model without synchronization computed from the same data (the synchronizer's gradients are
+// views into buckets that are reduced in place, during backward).
 // Two optimizer steps reuse the synchronizer, so its reset between steps is covered too.
 struct SyncOutcome {
   GradientSyncStats stats;
@@ -218,28 +220,31 @@ struct SyncOutcome {
 };
 
 SyncOutcome check_gradient_sync(size_t bucket_bytes, bool overlap, int micro_steps) {
-  torch::manual_seed(42);  // the same weights on every rank
+  torch::manual_seed(42);  // the same weights on every rank, in both models
   Gpt model(tiny_model_config());
-  const auto params = model->parameters();
+  torch::manual_seed(42);
+  Gpt reference_model(tiny_model_config());  // the same passes without synchronization: local gradients
+  const auto params = model->parameters(), reference_params = reference_model->parameters();
   GradientSynchronizer sync(params, comm(), bucket_bytes, overlap);
   SyncOutcome outcome;
   outcome.params = params.size();
   for (int step = 0; step < 2; ++step) {
-    model->zero_grad();
+    sync.zero_grad();
+    reference_model->zero_grad();
     for (int micro = 0; micro < micro_steps; ++micro) {
       torch::manual_seed(1000 * step + 100 * micro + rank());  // different data on every rank
       auto x = torch::randint(16, {3, 16}, torch::kLong);
       auto y = torch::randint(16, {3, 16}, torch::kLong);
       sync.begin_micro_step(micro == micro_steps - 1);
       (model->loss(x, y) / static_cast<double>(micro_steps)).backward();
+      (reference_model->loss(x, y) / static_cast<double>(micro_steps)).backward();
     }
-    std::vector<torch::Tensor> local;
-    for (const auto& p : params) local.push_back(p.grad().clone());
     sync.finish();
 
     double spread = 0;
     for (size_t k = 0; k < params.size(); ++k) {
-      auto reference = local[k].clone();
+      const auto local = reference_params[k].grad();
+      auto reference = local.clone();
       comm().all_reduce(reference, ReduceOp::Average);  // one tensor at a time: no buckets involved
       const double scale = reference.abs().max().item<double>();
       // Sums of two ranks are exact and order-free. With three, MPI may add in a different order for a
@@ -247,7 +252,7 @@ SyncOutcome check_gradient_sync(size_t bucket_bytes, bool overlap, int micro_ste
       const double tolerance = world() == 2 ? 0.0 : 4e-7 * scale;
       const double diff = (params[k].grad() - reference).abs().max().item<double>();
       EXPECT_LE(diff, tolerance) << "parameter " << k << ", bucket_bytes " << bucket_bytes << ", overlap " << overlap;
-      spread = std::max(spread, (local[k] - reference).abs().max().item<double>());
+      spread = std::max(spread, (local - reference).abs().max().item<double>());
     }
     // The ranks really did differ before the sync, so the comparison above means something.
     EXPECT_GT(max_over_ranks(spread), 1e-6) << "every rank had the same gradients: the test data is not rank-specific";
