@@ -19,8 +19,9 @@ void install_stop_signal_handlers() {
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // reads and writes in flight carry on rather than fail with EINTR
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  // SIGUSR1 too: Open MPI's mpirun forwards it to every rank (SIGTERM makes mpirun itself end the job
+  // with exit 1, even after the ranks saved their checkpoint and exited 0).
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaction(signal, &action, nullptr);
 }
 
 bool stop_requested() { return g_stop_signals > 0; }

@@ -1,5 +1,5 @@
 #pragma once
-// SIGINT and SIGTERM ask a training run to stop: it finishes the step, writes a checkpoint and exits
+// SIGINT, SIGTERM and SIGUSR1 ask a training run to stop: it finishes the step, writes a checkpoint and exits
 // 0, so that `--resume auto` continues where it stopped (Slurm sends SIGTERM before preempting).
 // Further signals while the checkpoint is written are ignored (only SIGKILL ends the process at once).
 namespace mygpt {
