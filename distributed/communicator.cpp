@@ -10,12 +10,15 @@ class CompletedCollective final : public PendingCollective {
 
 }  // namespace
 
-void Communicator::all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
-  if (tensors.empty() || world_size() == 1) return;
+// Runs `collective` on one flat copy of the tensors and writes the result back into them.
+template <typename Collective>
+void on_flat_copy(std::vector<torch::Tensor>& tensors, Collective&& collective) {
+  if (tensors.empty()) return;
+  torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> flat_views;
   for (const auto& t : tensors) flat_views.push_back(t.reshape({-1}));
   auto flat = torch::cat(flat_views);
-  all_reduce(flat, op);
+  collective(flat);
   int64_t offset = 0;
   for (auto& t : tensors) {
     t.copy_(flat.slice(0, offset, offset + t.numel()).view_as(t));
@@ -23,10 +26,14 @@ void Communicator::all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op) 
   }
 }
 
-double Communicator::all_reduce_scalar(double value, ReduceOp op) {
-  auto t = torch::tensor({value}, torch::kDouble);
-  all_reduce(t, op);
-  return t.item<double>();
+void Communicator::all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
+  if (world_size() == 1) return;
+  on_flat_copy(tensors, [&](torch::Tensor& flat) { all_reduce(flat, op); });
+}
+
+void Communicator::broadcast(std::vector<torch::Tensor>& tensors, int root) {
+  if (world_size() == 1) return;
+  on_flat_copy(tensors, [&](torch::Tensor& flat) { broadcast(flat, root); });
 }
 
 torch::Tensor Communicator::gather_rows(const torch::Tensor& mine) {

@@ -33,9 +33,10 @@ class Communicator {
   virtual void broadcast(torch::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
 
-  // All-reduces a list of tensors by packing them into one flat buffer (one collective, not many).
+  // All-reduce and broadcast of a list of tensors, packed into one flat buffer (one collective, not
+  // many); the tensors are written in place.
   void all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
-  double all_reduce_scalar(double value, ReduceOp op);
+  void broadcast(std::vector<torch::Tensor>& tensors, int root);
   // Row r of the result is rank r's tensor, flattened (every rank passes the same numel). Built from
   // one all-reduce of a zero-padded table, so no gather primitive is needed from the backends.
   torch::Tensor gather_rows(const torch::Tensor& mine);
@@ -48,6 +49,7 @@ class LocalCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   std::string backend_name() const override { return "local"; }
   void all_reduce(torch::Tensor&, ReduceOp) override {}
+  using Communicator::broadcast;
   std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor, ReduceOp) override;
   void broadcast(torch::Tensor&, int) override {}
   void barrier() override {}

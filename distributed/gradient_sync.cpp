@@ -7,19 +7,9 @@
 namespace mygpt {
 
 void broadcast_model_state(torch::nn::Module& model, Communicator& comm) {
-  if (comm.world_size() == 1) return;
-  torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> tensors = model.parameters();
   for (const auto& b : model.buffers()) tensors.push_back(b);
-  std::vector<torch::Tensor> flat_views;
-  for (const auto& t : tensors) flat_views.push_back(t.reshape({-1}));
-  auto flat = torch::cat(flat_views);
-  comm.broadcast(flat, 0);
-  int64_t offset = 0;
-  for (auto& t : tensors) {
-    t.copy_(flat.slice(0, offset, offset + t.numel()).view_as(t));
-    offset += t.numel();
-  }
+  comm.broadcast(tensors, 0);
 }
 
 std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::Tensor>& params, size_t bucket_bytes) {
@@ -36,8 +26,8 @@ std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::
   return buckets;
 }
 
-GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm,
-                                           size_t bucket_bytes, bool overlap)
+GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes,
+                                           bool overlap)
     : params_(std::move(params)), comm_(comm), overlap_(overlap) {
   bucket_of_param_.resize(params_.size());
   for (auto& indices : plan_gradient_buckets(params_, bucket_bytes)) {

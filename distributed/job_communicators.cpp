@@ -13,7 +13,10 @@ JobCommunicators::JobCommunicators(const MpiSession& mpi, const torch::Device& d
     return;
   }
   host_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, mpi.thread_serialized());
-  if (device.is_cuda()) device_ = make_nccl_communicator(*host_, device.index(), timeout_seconds);
+  if (device.is_cuda()) {
+    device_ = make_nccl_communicator(*host_, device.index(), timeout_seconds,
+                                     [&mpi](const std::string& message) { mpi.fail_job(message, 1); });
+  }
 }
 
 void require_same_config_on_all_ranks(Communicator& comm, const std::string& config_text) {

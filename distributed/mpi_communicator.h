@@ -34,6 +34,7 @@ class MpiCommunicator final : public Communicator {
   void broadcast(torch::Tensor& tensor, int root) override;
   void barrier() override;
   using Communicator::all_reduce;
+  using Communicator::broadcast;
 
  private:
   std::future<void> submit(std::function<void()> work);

@@ -1,6 +1,7 @@
 #include "distributed/mpi_world.h"
 
 #include <cstdlib>
+#include <iostream>
 #include <stdexcept>
 
 namespace mygpt {
@@ -38,6 +39,13 @@ MpiSession::~MpiSession() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+}
+
+void MpiSession::fail_job(const std::string& message, int exit_code) const {
+  const std::string rank = world_.world_size > 1 ? "rank " + std::to_string(world_.rank) + ": " : "";
+  // One write: pieces from several ranks or threads would interleave.
+  std::cerr << rank + "mygpt-ddp: error: " + message + "\n" << std::flush;
+  abort_job(exit_code);
 }
 
 void MpiSession::abort_job(int exit_code) const {

@@ -32,6 +32,9 @@ class MpiSession {
   bool thread_serialized() const { return thread_serialized_; }
   // Kills every rank of the job; used when this rank cannot go on, so that no peer waits forever.
   [[noreturn]] void abort_job(int exit_code) const;
+  // Prints the one-line error ("rank R: mygpt-ddp: error: ..." in a job of several ranks) and ends the
+  // job; safe to call from any thread (the NCCL watchdog calls it).
+  [[noreturn]] void fail_job(const std::string& message, int exit_code) const;
 
  private:
   WorldInfo world_;

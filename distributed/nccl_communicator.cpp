@@ -1,5 +1,7 @@
-// NCCL backend. Collectives run on LibTorch's current CUDA stream, except all_reduce_async, which
-// runs on a side stream so that gradient buckets are reduced while backward keeps computing.
+// NCCL backend. Collectives run on LibTorch's current CUDA stream, except all_reduce_async, which runs
+// on a side stream so that gradient buckets are reduced while backward keeps computing. The host never
+// waits for a collective here: completion is ordered on the GPU with events, and one watchdog thread
+// (nccl_watchdog.h) turns a collective that hangs or fails into the end of the job.
 #include "distributed/nccl_communicator.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -8,10 +10,10 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <chrono>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
+
+#include "distributed/nccl_watchdog.h"
 
 namespace mygpt {
 namespace {
@@ -53,147 +55,130 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-class NcclCommunicator;
-
-// Completion of a collective on the side stream. wait() makes the current stream wait for it and,
-// meanwhile, watches the clock and NCCL's error state so that a dead peer becomes an exception.
+// Completion of a collective on the side stream: wait() orders the current stream after it.
 class NcclPending final : public PendingCollective {
  public:
-  NcclPending(ncclComm_t comm, cudaEvent_t done, double timeout_seconds, c10::DeviceIndex device)
-      : comm_(comm), done_(done), timeout_seconds_(timeout_seconds), device_(device) {}
-  ~NcclPending() override { cudaEventDestroy(done_); }
-  void wait() override;
+  NcclPending(std::shared_ptr<CudaEvent> done, const NcclWatchdog& watchdog, c10::DeviceIndex device)
+      : done_(std::move(done)), watchdog_(watchdog), device_(device) {}
+  void wait() override {
+    if (watchdog_.failed()) throw std::runtime_error("the NCCL communicator was aborted");
+    check_cuda(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_->get(), 0),
+               "cudaStreamWaitEvent");
+  }
 
  private:
-  ncclComm_t comm_;
-  cudaEvent_t done_;
-  double timeout_seconds_;
+  std::shared_ptr<CudaEvent> done_;
+  const NcclWatchdog& watchdog_;
   c10::DeviceIndex device_;
 };
 
-void wait_for_event(ncclComm_t comm, cudaEvent_t event, double timeout_seconds) {
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    const cudaError_t state = cudaEventQuery(event);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) check_cuda(state, "waiting for an NCCL collective");
-    ncclResult_t async_error = ncclSuccess;
-    ncclCommGetAsyncError(comm, &async_error);
-    if (async_error != ncclSuccess && async_error != ncclInProgress) {
-      ncclCommAbort(comm);
-      throw std::runtime_error(std::string("NCCL error: ") + ncclGetErrorString(async_error));
-    }
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (timeout_seconds > 0 && waited > timeout_seconds) {
-      ncclCommAbort(comm);
-      throw std::runtime_error("NCCL collective did not finish within " + std::to_string(timeout_seconds) +
-                               " s: a peer rank is gone or stuck");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+ncclComm_t init_comm(Communicator& bootstrap, int device_index) {
+  // This process drives one GPU: make it current for everything that follows (streams, NCCL).
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
+  ncclUniqueId id;
+  if (bootstrap.rank() == 0 && ncclGetUniqueId(&id) != ncclSuccess) throw std::runtime_error("ncclGetUniqueId failed");
+  auto id_bytes = torch::empty({static_cast<int64_t>(sizeof(id))}, torch::kByte);
+  std::memcpy(id_bytes.data_ptr(), &id, sizeof(id));
+  bootstrap.broadcast(id_bytes, 0);
+  std::memcpy(&id, id_bytes.data_ptr(), sizeof(id));
+  ncclComm_t comm = nullptr;
+  const ncclResult_t result = ncclCommInitRank(&comm, bootstrap.world_size(), id, bootstrap.rank());
+  if (result != ncclSuccess) {
+    throw std::runtime_error(std::string("ncclCommInitRank failed: ") + ncclGetErrorString(result));
   }
-}
-
-void NcclPending::wait() {
-  wait_for_event(comm_, done_, timeout_seconds_);
-  check_cuda(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_, 0), "cudaStreamWaitEvent");
+  return comm;
 }
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(Communicator& bootstrap, int device_index, double timeout_seconds)
+  NcclCommunicator(Communicator& bootstrap, int device_index, double timeout_seconds,
+                   std::function<void(const std::string&)> on_failure)
       : rank_(bootstrap.rank()),
         size_(bootstrap.world_size()),
-        device_index_(device_index),
-        timeout_seconds_(timeout_seconds),
-        side_stream_(
-            c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_index))) {
-    // This process drives one GPU: make it current for everything that follows (streams, NCCL).
-    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
-    ncclUniqueId id;
-    if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    auto id_bytes = torch::empty({static_cast<int64_t>(sizeof(id))}, torch::kByte);
-    std::memcpy(id_bytes.data_ptr(), &id, sizeof(id));
-    bootstrap.broadcast(id_bytes, 0);
-    std::memcpy(&id, id_bytes.data_ptr(), sizeof(id));
-    check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
-  }
-
-  ~NcclCommunicator() override {
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
-  }
+        device_(static_cast<c10::DeviceIndex>(device_index)),
+        comm_(init_comm(bootstrap, device_index)),
+        watchdog_(comm_, timeout_seconds, std::move(on_failure)),
+        side_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
   using Communicator::all_reduce;
+  using Communicator::broadcast;
 
   void all_reduce(torch::Tensor& tensor, ReduceOp op) override {
     require_cuda(tensor);
-    auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_));
+    const auto stream = c10::cuda::getCurrentCUDAStream(device_).stream();
     check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), nccl_type(tensor),
-                        nccl_op(op), comm_, stream.stream()),
+                        nccl_op(op), comm_.get(), stream),
           "ncclAllReduce");
+    watch(stream, "all-reduce");
   }
 
   std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor tensor, ReduceOp op) override {
     require_cuda(tensor);
-    const auto device = static_cast<c10::DeviceIndex>(device_index_);
-    auto compute = c10::cuda::getCurrentCUDAStream(device);
     // The side stream must see the gradients that the compute stream wrote into the bucket.
-    cudaEvent_t ready, done;
-    check_cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(ready, compute.stream()), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(side_stream_.stream(), ready, 0), "cudaStreamWaitEvent");
-    cudaEventDestroy(ready);
+    const CudaEvent ready;
+    check_cuda(cudaEventRecord(ready.get(), c10::cuda::getCurrentCUDAStream(device_).stream()), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(side_stream_.stream(), ready.get(), 0), "cudaStreamWaitEvent");
     // Tell the caching allocator the bucket is in use on the side stream too.
     c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), side_stream_);
     check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), nccl_type(tensor),
-                        nccl_op(op), comm_, side_stream_.stream()),
+                        nccl_op(op), comm_.get(), side_stream_.stream()),
           "ncclAllReduce");
-    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(done, side_stream_.stream()), "cudaEventRecord");
-    return std::make_unique<NcclPending>(comm_, done, timeout_seconds_, device);
+    return std::make_unique<NcclPending>(watch(side_stream_.stream(), "gradient bucket all-reduce"), watchdog_,
+                                         device_);
   }
 
   void broadcast(torch::Tensor& tensor, int root) override {
     require_cuda(tensor);
-    auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_));
+    const auto stream = c10::cuda::getCurrentCUDAStream(device_).stream();
     check(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), nccl_type(tensor),
-                        root, comm_, stream.stream()),
+                        root, comm_.get(), stream),
           "ncclBroadcast");
+    watch(stream, "broadcast");
   }
 
   void barrier() override {
-    // A one-element all-reduce that the host waits for: every rank has reached this point.
-    auto token = torch::zeros({1}, torch::TensorOptions().device(torch::kCUDA, device_index_));
-    all_reduce_async(token, ReduceOp::Sum)->wait();
-    check_cuda(
-        cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_)).stream()),
-        "barrier");
+    // A one-element all-reduce that the host waits for: every rank has reached this point. A hang here
+    // is the watchdog's to end.
+    auto token = torch::zeros({1}, torch::TensorOptions().device(torch::kCUDA, device_));
+    all_reduce(token, ReduceOp::Sum);
+    check_cuda(cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(device_).stream()), "barrier");
+    if (watchdog_.failed()) throw std::runtime_error("the NCCL communicator was aborted");
   }
 
  private:
+  std::shared_ptr<CudaEvent> watch(cudaStream_t stream, const char* what) {
+    auto done = std::make_shared<CudaEvent>();
+    check_cuda(cudaEventRecord(done->get(), stream), "cudaEventRecord");
+    watchdog_.watch(done, what);
+    return done;
+  }
   void check(ncclResult_t result, const char* what) {
-    if (result == ncclSuccess) return;
-    std::string detail = comm_ != nullptr ? ncclGetLastError(comm_) : "";
+    if (result == ncclSuccess || result == ncclInProgress) return;
+    comm_.abort_on_close();
+    const std::string detail = ncclGetLastError(comm_.get());
     throw std::runtime_error(std::string(what) + " failed: " + ncclGetErrorString(result) +
                              (detail.empty() ? "" : " (" + detail + ")"));
   }
   void require_cuda(const torch::Tensor& t) const {
+    if (watchdog_.failed()) throw std::runtime_error("the NCCL communicator was aborted");
     if (!t.is_cuda() || !t.is_contiguous()) throw std::logic_error("NCCL backend needs contiguous CUDA tensors");
   }
 
-  int rank_, size_, device_index_;
-  double timeout_seconds_;
+  int rank_, size_;
+  c10::DeviceIndex device_;
+  NcclComm comm_;  // destroyed after the watchdog (members go in reverse order)
+  NcclWatchdog watchdog_;
   c10::cuda::CUDAStream side_stream_;
-  ncclComm_t comm_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device_index,
-                                                     double timeout_seconds) {
-  return std::make_unique<NcclCommunicator>(bootstrap, device_index, timeout_seconds);
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device_index, double timeout_seconds,
+                                                     std::function<void(const std::string&)> on_failure) {
+  return std::make_unique<NcclCommunicator>(bootstrap, device_index, timeout_seconds, std::move(on_failure));
 }
 
 }  // namespace mygpt

@@ -367,9 +367,10 @@ TEST(Checkpoint, ResumingBeyondTheLastStepIsRefused) {
   ScratchDir dir;
   const TrainingData data = testing::token_data(testing::random_tokens(1500, kVocab, 5), kVocab);
   auto args = [&](const std::string& steps) {
-    return std::vector<std::string>{"--preset", "tiny", "--block-size", "16", "--steps", steps, "--batch-size", "4",
-                                    "--seq-len", "16", "--eval-every", "0", "--out", dir.path().string(),
-                                    "--device", "cpu"};
+    return std::vector<std::string>{
+        "--preset", "tiny",      "--block-size", "16",           "--steps", steps,   "--batch-size",
+        "4",        "--seq-len", "16",           "--eval-every", "0",       "--out", dir.path().string(),
+        "--device", "cpu"};
   };
   testing::cpu_trainer(args("5"), data)->run(0);
   const Checkpoint five = load_checkpoint(checkpoint_path(dir.path(), 5));

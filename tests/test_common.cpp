@@ -49,11 +49,11 @@ TEST(FileIo, ReadsRegularFilesAndRefusesEverythingElse) {
   EXPECT_EQ(read_whole_file(dir.write("empty.txt", ""), "data file"), "");
   const fs::path fifo = dir.path() / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  for (const auto& [path, problem] : std::vector<std::pair<fs::path, std::string>>{
-           {dir.path() / "absent", "does not exist"},
-           {dir.path(), "is a directory"},
-           {fifo, "not a regular file"},
-           {"/dev/zero", "not a regular file"}}) {
+  for (const auto& [path, problem] :
+       std::vector<std::pair<fs::path, std::string>>{{dir.path() / "absent", "does not exist"},
+                                                     {dir.path(), "is a directory"},
+                                                     {fifo, "not a regular file"},
+                                                     {"/dev/zero", "not a regular file"}}) {
     const std::string message = invalid_argument_message([&] { read_whole_file(path, "data file"); });
     EXPECT_NE(message.find("data file '" + path.string() + "'"), std::string::npos) << message;
     EXPECT_NE(message.find(problem), std::string::npos) << message;

@@ -114,6 +114,7 @@ class PretendRank final : public Communicator {
   void broadcast(torch::Tensor&, int) override {}
   void barrier() override {}
   using Communicator::all_reduce;
+  using Communicator::broadcast;
 
  private:
   int rank_, world_;

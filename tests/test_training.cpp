@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <limits>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numbers>

@@ -112,7 +112,8 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     for (const std::string& tensor_name : reader->names()) {
       torch::Tensor t = reader->tensor(tensor_name);
       const auto sum = metadata.find(kChecksumPrefix + tensor_name);
-      if (sum == metadata.end()) throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' has no checksum");
+      if (sum == metadata.end())
+        throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' has no checksum");
       if (sum->second != hex64(tensor_checksum(t))) {
         throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' fails its checksum");
       }

@@ -1,8 +1,8 @@
 #include "trainer/run_output.h"
 
-#include <iostream>
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <stdexcept>
 
 #include "common/file_io.h"

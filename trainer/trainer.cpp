@@ -60,7 +60,8 @@ StepResult Trainer::train_step(int64_t step) {
   }
   // A step whose loss or gradient norm is not finite changes nothing. Both are the same on every rank
   // by now, so every rank skips alike, and the fused optimizer decides on the device.
-  const torch::Tensor found_inf = torch::logical_not(torch::isfinite(grad_norm) & torch::isfinite(mean_loss)).to(torch::kFloat);
+  const torch::Tensor found_inf =
+      torch::logical_not(torch::isfinite(grad_norm) & torch::isfinite(mean_loss)).to(torch::kFloat);
   p_.optimizer->step(found_inf);
 
   // The one wait for the device in a step.
@@ -285,13 +286,15 @@ TrainSummary Trainer::run(int64_t start_step) {
     bad_in_a_row = r.skipped ? bad_in_a_row + 1 : 0;
     if (r.skipped) {
       ++summary.steps_skipped;
-      output_.print(strprintf("step %lld | skipped: loss or gradient norm not finite (%lld in a row, --max-bad-steps %lld)",
-                              static_cast<long long>(step), static_cast<long long>(bad_in_a_row),
-                              static_cast<long long>(options_.max_bad_steps)));
+      output_.print(
+          strprintf("step %lld | skipped: loss or gradient norm not finite (%lld in a row, --max-bad-steps %lld)",
+                    static_cast<long long>(step), static_cast<long long>(bad_in_a_row),
+                    static_cast<long long>(options_.max_bad_steps)));
       if (bad_in_a_row >= options_.max_bad_steps) {
         // The skipped steps changed no weights: this checkpoint holds the last good state.
         save_checkpoint_at(steps_done);
-        throw std::runtime_error(std::to_string(bad_in_a_row) + " steps in a row had a non-finite loss or gradient "
+        throw std::runtime_error(std::to_string(bad_in_a_row) +
+                                 " steps in a row had a non-finite loss or gradient "
                                  "norm (lower --lr?); stopped with a checkpoint of the last good weights at step " +
                                  std::to_string(steps_done));
       }

@@ -37,10 +37,10 @@ struct TrainerParts {
 };
 
 struct StepResult {
-  double loss;        // mean over all micro-batches of all ranks
-  double grad_norm;   // global norm after synchronization, before clipping
+  double loss;       // mean over all micro-batches of all ranks
+  double grad_norm;  // global norm after synchronization, before clipping
   double lr;
-  bool skipped;       // the loss or the gradient norm was not finite: the weights did not change
+  bool skipped;         // the loss or the gradient norm was not finite: the weights did not change
   bool stop_requested;  // some rank was asked to stop (SIGINT/SIGTERM)
 };
 

@@ -41,7 +41,11 @@ int rank() { return g_comm->rank(); }
 int world() { return g_comm->world_size(); }
 
 // The largest value of x over all ranks.
-double max_over_ranks(double x) { return comm().all_reduce_scalar(x, ReduceOp::Max); }
+double max_over_ranks(double x) {
+  auto t = torch::tensor({x}, torch::kDouble);
+  comm().all_reduce(t, ReduceOp::Max);
+  return t.item<double>();
+}
 
 // ---------------------------------------------------------------------------------------------------
 // The world and the MPI communicator
