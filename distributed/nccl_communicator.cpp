@@ -72,9 +72,28 @@ class NcclPending final : public PendingCollective {
   c10::DeviceIndex device_;
 };
 
+// Two ranks on one physical GPU (a launcher that showed every task the same single GPU) would deadlock
+// or fail deep inside NCCL: compare the GPUs' UUIDs across ranks first.
+void require_one_rank_per_gpu(Communicator& bootstrap, int device_index) {
+  cudaDeviceProp properties{};
+  check_cuda(cudaGetDeviceProperties(&properties, device_index), "cudaGetDeviceProperties");
+  auto uuid = torch::empty({static_cast<int64_t>(sizeof properties.uuid.bytes)}, torch::kByte);
+  std::memcpy(uuid.data_ptr(), properties.uuid.bytes, sizeof properties.uuid.bytes);
+  const torch::Tensor all = bootstrap.gather_rows(uuid);
+  for (int64_t a = 0; a < all.size(0); ++a) {
+    for (int64_t b = a + 1; b < all.size(0); ++b) {
+      if (torch::equal(all[a], all[b])) {
+        throw std::invalid_argument("ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                                    " would share one GPU: start at most one rank per GPU");
+      }
+    }
+  }
+}
+
 ncclComm_t init_comm(Communicator& bootstrap, int device_index) {
   // This process drives one GPU: make it current for everything that follows (streams, NCCL).
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
+  require_one_rank_per_gpu(bootstrap, device_index);
   ncclUniqueId id;
   if (bootstrap.rank() == 0 && ncclGetUniqueId(&id) != ncclSuccess) throw std::runtime_error("ncclGetUniqueId failed");
   auto id_bytes = torch::empty({static_cast<int64_t>(sizeof(id))}, torch::kByte);

@@ -7,6 +7,15 @@
 
 namespace mygpt {
 
+int cuda_index_for_rank(int local_rank, int local_size, int visible_gpus) {
+  if (visible_gpus >= local_size) return local_rank;
+  // Slurm's --gpus-per-task / --gpu-bind show each task one GPU of its own: cuda:0. Whether two ranks
+  // still share one physical GPU is checked by the NCCL backend, which compares the GPUs' UUIDs.
+  if (visible_gpus == 1) return 0;
+  throw std::invalid_argument(std::to_string(local_size) + " ranks on this node but only " +
+                              std::to_string(visible_gpus) + " CUDA GPUs visible to each: start at most one rank per GPU");
+}
+
 torch::Device pick_device(const std::string& spec, int local_rank, int local_size) {
   std::string kind = spec;
   if (kind == "auto") {
@@ -16,12 +25,10 @@ torch::Device pick_device(const std::string& spec, int local_rank, int local_siz
   if (kind == "cuda") {
     if (!torch::cuda::is_available())
       throw std::invalid_argument("device 'cuda' requested but no CUDA GPU is available");
-    const auto gpus = static_cast<int>(torch::cuda::device_count());
-    if (local_size > gpus) {
-      throw std::invalid_argument(std::to_string(local_size) + " ranks on this node but only " + std::to_string(gpus) +
-                                  " CUDA GPU(s): start at most one rank per GPU");
-    }
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+    const int index = cuda_index_for_rank(local_rank, local_size, static_cast<int>(torch::cuda::device_count()));
+    // TF32 for fp32 matmuls, the same for every command (train, eval, generate).
+    at::globalContext().setFloat32MatmulPrecision("high");
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
   if (kind == "mps") {
     if (!torch::mps::is_available()) throw std::invalid_argument("device 'mps' requested but MPS is not available");

@@ -7,9 +7,14 @@
 
 namespace mygpt {
 
-// "auto" prefers cuda > mps > cpu. "cuda" on a rank picks cuda:<local_rank>. A device that is not
-// available (or fewer GPUs than local ranks) throws std::invalid_argument naming the problem.
+// "auto" prefers cuda > mps > cpu. "cuda" on a rank picks cuda:<local_rank> (see cuda_index_for_rank)
+// and turns on TF32 for fp32 matmuls. A device that is not available (or fewer GPUs than local ranks)
+// throws std::invalid_argument naming the problem.
 torch::Device pick_device(const std::string& spec, int local_rank = 0, int local_size = 1);
+
+// The CUDA device index of a rank: its local rank when the node's ranks see enough GPUs, 0 when each
+// rank sees exactly one (one GPU bound per task); otherwise std::invalid_argument (oversubscription).
+int cuda_index_for_rank(int local_rank, int local_size, int visible_gpus);
 
 // Seeds the CPU generator and, where present, every CUDA device and MPS.
 void seed_everything(uint64_t seed);

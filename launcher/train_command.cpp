@@ -36,7 +36,6 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   JobCommunicators comms(mpi, device, f.runtime.comm_timeout);
   require_same_config_on_all_ranks(comms.host(), train_flag_table().to_text(f) + "build=" + MYGPT_VERSION);
   Communicator& comm = comms.device();
-  if (device.is_cuda()) at::globalContext().setFloat32MatmulPrecision("high");  // TF32 for fp32 matmuls
 
   const RunOutput header = RunOutput::for_rank(w.rank, f.train.out);
   header.print("device: " + device_name(device));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "launcher/commands.h"
+#include "launcher/device.h"
 #include "launcher/train_flags.h"
 #include "tests/scratch_dir.h"
 
@@ -239,6 +240,17 @@ TEST(OptionTables, ConfigFilesMustBeRegularFilesOfKnownOptions) {
   EXPECT_EQ(parsed.config.data.data_order, DataOrder::random);
   EXPECT_TRUE(parsed.gave("steps"));
   EXPECT_FALSE(parsed.gave("lr"));
+}
+
+TEST(DeviceChoice, EachRankGetsItsOwnGpuOrIsRefused) {
+  EXPECT_EQ(cuda_index_for_rank(0, 1, 1), 0);
+  EXPECT_EQ(cuda_index_for_rank(3, 8, 8), 3);
+  EXPECT_EQ(cuda_index_for_rank(1, 2, 4), 1);
+  // Slurm's --gpus-per-task=1: every task sees one GPU of its own, cuda:0.
+  EXPECT_EQ(cuda_index_for_rank(5, 8, 1), 0);
+  // More ranks than the GPUs each sees, but more than one visible: oversubscription.
+  EXPECT_THROW(cuda_index_for_rank(2, 4, 2), std::invalid_argument);
+  EXPECT_THROW(cuda_index_for_rank(0, 3, 2), std::invalid_argument);
 }
 
 }  // namespace
