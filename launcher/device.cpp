@@ -13,7 +13,8 @@ int cuda_index_for_rank(int local_rank, int local_size, int visible_gpus) {
   // still share one physical GPU is checked by the NCCL backend, which compares the GPUs' UUIDs.
   if (visible_gpus == 1) return 0;
   throw std::invalid_argument(std::to_string(local_size) + " ranks on this node but only " +
-                              std::to_string(visible_gpus) + " CUDA GPUs visible to each: start at most one rank per GPU");
+                              std::to_string(visible_gpus) +
+                              " CUDA GPUs visible to each: start at most one rank per GPU");
 }
 
 torch::Device pick_device(const std::string& spec, int local_rank, int local_size) {

@@ -1,0 +1,231 @@
+// Tests of the CUDA and NCCL paths (CTest label `cuda`). Each one skips with one line where no CUDA GPU
+// is visible, so the suite passes on machines with 0, 1 or 8 GPUs; scripts/gpu_check.sh runs them on a
+// GPU node. One GPU allows one NCCL rank, so the NCCL tests present a 1-rank communicator as a larger
+// world of identical ranks (WorldOfCopies) to drive the code paths of several ranks.
+#include <ATen/SDPBackend.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/gradient_sync.h"
+#include "distributed/nccl_communicator.h"
+#include "launcher/device.h"
+#include "model/sampling.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_support.h"
+#include "tests/training_fixture.h"
+#include "trainer/stateful_parts.h"
+
+namespace mygpt {
+namespace {
+
+#define REQUIRE_CUDA() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible: CUDA test skipped"
+
+constexpr int64_t kVocab = 37;
+const torch::Device kCuda(torch::kCUDA, 0);
+
+std::vector<std::string> tiny_args(const std::string& out, const std::string& precision, const std::string& steps) {
+  return {"--preset", "tiny", "--block-size",   "16", "--seq-len",    "16", "--batch-size", "8",       "--steps", steps,
+          "--lr",     "3e-3", "--warmup-steps", "2",  "--eval-every", "0",  "--precision",  precision, "--out",   out};
+}
+
+std::unique_ptr<Trainer> trainer_on(const torch::Device& device, const std::vector<std::string>& args,
+                                    const TrainingData& data, Communicator& comm) {
+  return build_trainer(testing::train_flags(args), data, comm, device);
+}
+
+// Ordered data a small model learns quickly, so losses fall visibly.
+TrainingData pattern_data() {
+  std::vector<int64_t> v(20000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7 + i / 5) % kVocab);
+  return testing::token_data(std::make_shared<InMemoryTokens>(std::move(v)), kVocab);
+}
+
+TEST(Cuda, Fp32LossesEqualTheCpuRun) {
+  REQUIRE_CUDA();
+  ScratchDir dir;
+  LocalCommunicator single;
+  const TrainingData data = pattern_data();
+  auto cpu = trainer_on(torch::kCPU, tiny_args((dir.path() / "cpu").string(), "fp32", "20"), data, single);
+  pick_device("cuda");
+  at::globalContext().setFloat32MatmulPrecision("highest");  // TF32 off: compare true fp32 arithmetic
+  auto gpu = trainer_on(kCuda, tiny_args((dir.path() / "gpu").string(), "fp32", "20"), data, single);
+  for (int64_t step = 0; step < 20; ++step) {
+    const double a = cpu->train_step(step).loss, b = gpu->train_step(step).loss;
+    EXPECT_NEAR(b, a, 1e-4 * std::abs(a)) << "step " << step;
+  }
+  at::globalContext().setFloat32MatmulPrecision("high");
+}
+
+TEST(Cuda, Bf16AutocastTrainsWithFp32MasterWeights) {
+  REQUIRE_CUDA();
+  ScratchDir dir;
+  LocalCommunicator single;
+  auto run = trainer_on(kCuda, tiny_args(dir.path().string(), "bf16", "40"), pattern_data(), single);
+  const double first = run->train_step(0).loss;
+  double last = first;
+  for (int64_t step = 1; step < 40; ++step) last = run->train_step(step).loss;
+  EXPECT_LT(last, 0.8 * first);
+  for (const auto& p : run->model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
+  for (const auto& [name, t] : run->optimizer().state_dict()) {
+    if (t.is_floating_point()) {
+      EXPECT_EQ(t.scalar_type(), torch::kFloat) << name;
+    }
+  }
+}
+
+TEST(Cuda, Bf16AttentionUsesAFlashKernel) {
+  REQUIRE_CUDA();
+  auto q = torch::randn({4, 12, 256, 64}, torch::TensorOptions().dtype(torch::kBFloat16).device(kCuda));
+  const auto backend = static_cast<at::SDPBackend>(at::_fused_sdp_choice(q, q, q, {}, 0.0, /*is_causal=*/true));
+  EXPECT_TRUE(backend == at::SDPBackend::flash_attention || backend == at::SDPBackend::cudnn_attention)
+      << "SDPA chose backend " << static_cast<int>(backend) << " (1: flash, 3: cuDNN flash)";
+}
+
+TEST(Cuda, CheckpointFromCudaSamplesOnCpuAndResumesOnCuda) {
+  REQUIRE_CUDA();
+  ScratchDir dir;
+  LocalCommunicator single;
+  const TrainingData data = pattern_data();
+  const auto args = tiny_args(dir.path().string(), "bf16", "6");
+  auto straight = trainer_on(kCuda, tiny_args((dir.path() / "straight").string(), "bf16", "6"), data, single);
+  std::vector<double> expected;
+  for (int64_t step = 0; step < 6; ++step) expected.push_back(straight->train_step(step).loss);
+  {
+    auto first = trainer_on(kCuda, args, data, single);
+    for (int64_t step = 0; step < 3; ++step) first->train_step(step);
+    first->save_checkpoint_at(3);
+  }
+  const Checkpoint ckpt = load_checkpoint(checkpoint_path(dir.path(), 3));
+  Gpt on_cpu = model_from_checkpoint(ckpt);  // read on the CPU
+  const auto sample = generate(on_cpu, torch::zeros({1, 1}, torch::kLong), SamplingOptions{8, 1.0, 0});
+  EXPECT_EQ(sample.size(1), 9);
+  auto resumed = trainer_on(kCuda, args, data, single);
+  resumed->restore(ckpt);
+  for (int64_t step = 3; step < 6; ++step) {
+    EXPECT_NEAR(resumed->train_step(step).loss, expected[step], 1e-5 * std::abs(expected[step])) << step;
+  }
+}
+
+TEST(Cuda, GeneratorStateRoundTrips) {
+  REQUIRE_CUDA();
+  RandomState state(kCuda);
+  torch::manual_seed(5);
+  const StateDict saved = state.state_dict();
+  ASSERT_TRUE(saved.count("device"));
+  const auto a = torch::rand({16}, torch::TensorOptions().device(kCuda));
+  state.load_state_dict(saved);
+  const auto b = torch::rand({16}, torch::TensorOptions().device(kCuda));
+  EXPECT_TRUE(torch::equal(a, b));
+}
+
+// A 1-rank NCCL communicator presented as `world` identical ranks: a sum comes back `world` times the
+// input, an average or a maximum unchanged, just as all-reduces over identical ranks would.
+class WorldOfCopies final : public Communicator {
+ public:
+  WorldOfCopies(Communicator& inner, int world) : inner_(inner), world_(world) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return world_; }
+  std::string backend_name() const override { return inner_.backend_name(); }
+  void all_reduce(torch::Tensor& t, ReduceOp op) override {
+    inner_.all_reduce(t, op);
+    if (op == ReduceOp::Sum) t.mul_(world_);
+  }
+  std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor t, ReduceOp op) override {
+    if (op == ReduceOp::Sum) throw std::logic_error("WorldOfCopies: async sums are not modelled");
+    return inner_.all_reduce_async(t, op);
+  }
+  void broadcast(torch::Tensor& t, int root) override { inner_.broadcast(t, root); }
+  void barrier() override { inner_.barrier(); }
+  using Communicator::all_reduce;
+  using Communicator::broadcast;
+
+ private:
+  Communicator& inner_;
+  int world_;
+};
+
+std::unique_ptr<Communicator> one_rank_nccl() {
+  LocalCommunicator bootstrap;
+  try {
+    return make_nccl_communicator(bootstrap, 0, /*timeout_seconds=*/60,
+                                  [](const std::string& message) { ADD_FAILURE() << "watchdog: " << message; });
+  } catch (const std::invalid_argument&) {
+    return nullptr;  // this build has no NCCL backend
+  }
+}
+
+TEST(Nccl, CollectivesOfEveryTypeAndOp) {
+  REQUIRE_CUDA();
+  auto nccl = one_rank_nccl();
+  if (!nccl) GTEST_SKIP() << "this build has no NCCL backend";
+  WorldOfCopies world(*nccl, 4);
+  for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kLong, torch::kByte}) {
+    const auto input = torch::arange(1, 9, torch::TensorOptions().dtype(dtype).device(kCuda));
+    auto sum = input.clone(), avg = input.clone(), max = input.clone();
+    world.all_reduce(sum, ReduceOp::Sum);
+    world.all_reduce(max, ReduceOp::Max);
+    if (dtype != torch::kByte) world.all_reduce(avg, ReduceOp::Average);
+    EXPECT_TRUE(torch::equal(sum.cpu(), (input * 4).cpu())) << dtype;
+    EXPECT_TRUE(torch::equal(max.cpu(), input.cpu())) << dtype;
+    EXPECT_TRUE(torch::equal(avg.cpu(), input.cpu())) << dtype;
+  }
+  auto b = torch::arange(5, torch::TensorOptions().dtype(torch::kFloat).device(kCuda));
+  nccl->broadcast(b, 0);
+  EXPECT_TRUE(torch::equal(b.cpu(), torch::arange(5, torch::kFloat)));
+  const auto rows = nccl->gather_rows(torch::ones({3}, torch::TensorOptions().device(kCuda)));
+  EXPECT_EQ(rows.sizes(), (std::vector<int64_t>{1, 3}));
+  nccl->barrier();
+  std::vector<torch::Tensor> list = {torch::ones({2}, kCuda), torch::full({3}, 2.0, kCuda)};
+  world.all_reduce(list, ReduceOp::Sum);
+  EXPECT_TRUE(torch::equal(list[1].cpu(), torch::full({3}, 8.0)));
+}
+
+class NcclGradientSync : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NcclGradientSync, BucketsGiveTheAveragedGradients) {
+  REQUIRE_CUDA();
+  auto nccl = one_rank_nccl();
+  if (!nccl) GTEST_SKIP() << "this build has no NCCL backend";
+  WorldOfCopies world(*nccl, 2);  // hooks and buckets as for two ranks
+  torch::manual_seed(3);
+  Gpt model(testing::small_config(kVocab, 16));
+  model->to(kCuda);
+  torch::manual_seed(3);
+  Gpt reference(testing::small_config(kVocab, 16));
+  reference->to(kCuda);
+  GradientSynchronizer sync(model->parameters(), world, /*bucket_bytes=*/4096, /*overlap=*/GetParam());
+  for (int step = 0; step < 2; ++step) {
+    sync.zero_grad();
+    reference->zero_grad();
+    for (int micro = 0; micro < 2; ++micro) {
+      auto x = torch::randint(kVocab, {4, 16}, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
+      sync.begin_micro_step(micro == 1);
+      (model->loss(x, x) / 2.0).backward();
+      (reference->loss(x, x) / 2.0).backward();
+    }
+    sync.finish();
+    const auto mine = model->parameters(), theirs = reference->parameters();
+    for (size_t k = 0; k < mine.size(); ++k) {
+      EXPECT_TRUE(torch::allclose(mine[k].grad(), theirs[k].grad(), 1e-6, 1e-7)) << "parameter " << k;
+    }
+    EXPECT_GT(sync.last_stats().buckets, 1);
+    if (GetParam()) {
+      EXPECT_GT(sync.last_stats().buckets_launched_in_backward, 0);
+    } else {
+      EXPECT_EQ(sync.last_stats().buckets_launched_in_backward, 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, NcclGradientSync, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "On" : "Off"; });
+
+}  // namespace
+}  // namespace mygpt
