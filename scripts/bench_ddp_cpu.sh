@@ -14,59 +14,22 @@
 # which variant goes first (a shared machine drifts). From our metrics.jsonl: the mean time finish()
 # waited for communication (sync_wait_ms: the exposed part) and how many buckets started during backward.
 set -euo pipefail
+# shellcheck source=bench/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo"
-command_line="scripts/bench_ddp_cpu.sh"
-(( $# )) && command_line+="$(printf ' %q' "$@")"
+bench_options np=2 steps=40 skip=5 repeat=2 threads=1 model="--preset small --n-layer 6 --n-embd 256" batch=8 \
+  seq-len=128 grad-accum=1 bucket-mb=25 data="$repo/../shared/data/tinyshakespeare.txt" -- "$@"
+(( steps > skip )) || bench_usage_error "--steps must exceed --skip"
 
-np=2
-steps=40
-skip=5
-repeat=2
-threads=1
-model="--preset small --n-layer 6 --n-embd 256"
-batch=8
-seq_len=128
-grad_accum=1
-bucket_mb=25
-append=1
-data="$repo/../shared/data/tinyshakespeare.txt"
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --np) np="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --skip) skip="$2"; shift 2 ;;
-    --repeat) repeat="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --model) model="$2"; shift 2 ;;
-    --batch) batch="$2"; shift 2 ;;
-    --seq-len) seq_len="$2"; shift 2 ;;
-    --grad-accum) grad_accum="$2"; shift 2 ;;
-    --bucket-mb) bucket_mb="$2"; shift 2 ;;
-    --data) data="$2"; shift 2 ;;
-    --no-append) append=0; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "bench_ddp_cpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
-(( steps > skip )) || { echo "bench_ddp_cpu.sh: --steps must exceed --skip" >&2; exit 2; }
-
-python="$repo/.venv/bin/python"
-torchrun="$repo/.venv/bin/torchrun"
 twin="$repo/scripts/bench/pytorch_ddp_train.py"
-built="$repo/build/mygpt-ddp"
-[[ -x "$built" ]] || { echo "bench_ddp_cpu.sh: $built is missing; run scripts/setup.sh first" >&2; exit 1; }
-[[ -x "$torchrun" ]] || { echo "bench_ddp_cpu.sh: $torchrun is missing; run scripts/setup.sh first" >&2; exit 1; }
-[[ -f "$data" ]] || { echo "bench_ddp_cpu.sh: data file $data is missing (expected the shared tinyshakespeare.txt)" >&2; exit 1; }
-data="$(cd "$(dirname "$data")" && pwd)/$(basename "$data")"
+bench_need_built "$repo/build/mygpt-ddp" "$python" "$torchrun"
+[[ -f "$data" ]] || bench_die "data file $data is missing (expected the shared tinyshakespeare.txt)"
+data="$(bench_abs_path "$data")"
 
 # shellcheck source=mpi_env.sh
 source "$repo/scripts/mpi_env.sh"
-work="$(mktemp -d "${TMPDIR:-/tmp}/bench_ddp_cpu.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-binary="$work/mygpt-ddp"  # a private copy: a rebuild during the run cannot change what is measured
-cp "$built" "$binary"
+bench_work_dir
+binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
 
 # The same flags go to both sides (pytorch_ddp_train.py takes mygpt-ddp train's flags).
 flags="$model --batch-size $batch --seq-len $seq_len --grad-accum $grad_accum --steps $steps --seed 1337"
@@ -75,37 +38,26 @@ flags="$model --batch-size $batch --seq-len $seq_len --grad-accum $grad_accum --
 # gives our ranks the same. Neither side pins ranks to cores (torchrun does not; mpirun would).
 export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
 
-torch_version="$("$python" -c 'import torch; print(torch.__version__)')"
-mpi_version="$(mpirun --version 2>&1 | head -n 1)"
-# GNU nproc honours OMP_NUM_THREADS, which is set above: count the CPUs without it.
-cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
-cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
-load="$(cut -d' ' -f1-3 /proc/loadavg)"
-echo "torch $torch_version | $mpi_version | $cpus CPUs ($cpu_model) | $mem | load average at start: $load"
+bench_machine_facts
 echo "config: $flags | $np ranks x $threads thread(s) | buckets $bucket_mb MiB"
 
 variants=(cpp cpp-no-overlap py)
 for ((rep = 1; rep <= repeat; rep++)); do
-  # Rotate the order, so that no variant always runs first (or last) on a drifting machine.
-  order=("${variants[@]:$(( (rep - 1) % 3 ))}" "${variants[@]:0:$(( (rep - 1) % 3 ))}")
-  for variant in "${order[@]}"; do
+  for variant in $(bench_rotate "$rep" "${variants[@]}"); do
     run="$work/$variant-r$rep"
     echo "== run $rep/$repeat: $variant"
     case "$variant" in
       cpp|cpp-no-overlap)
         overlap=true; [[ $variant == cpp-no-overlap ]] && overlap=false
         # shellcheck disable=SC2086  # flags are words on purpose
-        "${MYGPT_MPIRUN[@]}" --bind-to none -np "$np" setsid -w "$binary" train "$data" --device cpu \
+        bench_run "$run.log" C++ "${MYGPT_MPIRUN[@]}" -np "$np" setsid -w "$binary" train "$data" --device cpu \
             --threads "$threads" --eval-every 0 --log-every 10 --bucket-mb "$bucket_mb" --ddp-overlap "$overlap" \
-            $flags --out "$run" >"$run.log" 2>&1 || {
-          cat "$run.log" >&2; echo "bench_ddp_cpu.sh: the C++ run failed" >&2; exit 1; }
+            $flags --out "$run"
         cp "$run/metrics.jsonl" "$run.jsonl" ;;
       py)
         # shellcheck disable=SC2086
-        "$torchrun" --standalone --nproc_per_node "$np" "$twin" --data "$data" --threads "$threads" --log-every 10 \
-            --skip-steps "$skip" --bucket-mb "$bucket_mb" $flags --metrics "$run.jsonl" >"$run.log" 2>&1 || {
-          cat "$run.log" >&2; echo "bench_ddp_cpu.sh: the Python run failed" >&2; exit 1; }
+        bench_run "$run.log" Python "$torchrun" --standalone --nproc_per_node "$np" "$twin" --data "$data" \
+            --threads "$threads" --log-every 10 --skip-steps "$skip" --bucket-mb "$bucket_mb" $flags --metrics "$run.jsonl"
         ;;
     esac
     grep '^step' "$run.log" | tail -n 2
@@ -124,11 +76,7 @@ from pytorch_allreduce import plan_buckets
 
 # Our bucket count for this model: the same plan as trainer/gradient_sync.cpp, on the twin's
 # parameters (registered in the same order as model/gpt.cpp's). The vocabulary: the data's characters.
-a = twin.parse_args(["--data", "-"] + flags)
-n_layer, n_head, n_embd, block, _ = twin.PRESETS[a.preset]
-text = open(os.environ["BENCH_DATA"], encoding="utf-8").read()
-model = twin.Gpt(len(set(text)), a.block_size or block, a.n_layer or n_layer, a.n_head or n_head, a.n_embd or n_embd, 0.0)
-params = list(model.parameters())
+params = list(twin.CharRun(twin.parse_args(["--data", os.environ["BENCH_DATA"]] + flags)).model.parameters())
 buckets = len(plan_buckets(params, int(bucket_mb * (1 << 20))))
 grad_mib = sum(p.numel() for p in params) * 4 / 2**20
 
@@ -156,25 +104,8 @@ for v in ("cpp", "cpp-no-overlap", "py"):
           f"| {statistics.median(s['dt_ms'] for s in timed[v]):.0f} | {wait} | {overlapped} "
           f"| {runs[v][0][0]['loss']:.4f} | {dloss:.2e} |")
 PY
-echo
-cat "$table"
-
-if [[ $append -eq 1 ]]; then
-  out="$repo/docs/BENCHMARKS.md"
-  [[ -f "$out" ]] || { echo "bench_ddp_cpu.sh: $out is missing" >&2; exit 1; }
-  {
-    echo
-    echo "## Data-parallel CPU training, $np ranks, C++ (MPI) vs PyTorch DDP (gloo), $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo
-    echo "- machine: $cpus CPUs, $cpu_model, $mem RAM; load average at start $load"
-    echo "- torch $torch_version (.venv, both sides); $mpi_version; $threads intra-op thread(s) per rank, OMP_NUM_THREADS=$threads"
-    echo "- command: \`$command_line\`"
-    echo "- C++: \`mpirun --oversubscribe --bind-to none -np $np setsid -w build/mygpt-ddp train tinyshakespeare.txt --device cpu --threads $threads --eval-every 0 --bucket-mb $bucket_mb --ddp-overlap true|false $flags\`"
-    echo "- PyTorch: \`torchrun --standalone --nproc_per_node $np scripts/bench/pytorch_ddp_train.py --data tinyshakespeare.txt --threads $threads --bucket-mb $bucket_mb $flags\` (DDP bucket_cap_mb=$bucket_mb, AdamW fused, clip 1.0, warmup + cosine LR, sequential sharded batches)"
-    echo "- $repeat runs per variant rotating which goes first; median over the steps after the first $skip of each run; tok/s counts every rank's tokens"
-    echo
-    cat "$table"
-  } >>"$out"
-  echo
-  echo "appended to docs/BENCHMARKS.md"
-fi
+bench_report "Data-parallel CPU training, $np ranks, C++ (MPI) vs PyTorch DDP (gloo)" "$table" \
+  "torch $torch_version (.venv, both sides); $mpi_version; $threads intra-op thread(s) per rank, OMP_NUM_THREADS=$threads" \
+  "C++: \`mpirun --oversubscribe --bind-to none -np $np setsid -w build/mygpt-ddp train tinyshakespeare.txt --device cpu --threads $threads --eval-every 0 --bucket-mb $bucket_mb --ddp-overlap true|false $flags\`" \
+  "PyTorch: \`torchrun --standalone --nproc_per_node $np scripts/bench/pytorch_ddp_train.py --data tinyshakespeare.txt --threads $threads --bucket-mb $bucket_mb $flags\` (DDP bucket_cap_mb=$bucket_mb, AdamW fused, clip 1.0, warmup + cosine LR, sequential sharded batches)" \
+  "$repeat runs per variant rotating which goes first; median over the steps after the first $skip of each run; tok/s counts every rank's tokens"

@@ -22,74 +22,31 @@
 # waits for gradient buckets after backward; median). --model-flags (e.g. "--n-layer 2") shrinks the
 # model on both sides, for a quick check of the script itself.
 set -euo pipefail
+# shellcheck source=bench/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo"
-command_line="scripts/bench_gpt2_cpu.sh"
-[[ $# -gt 0 ]] && command_line+="$(printf ' %q' "$@")"
+bench_options steps=6 skip=2 batch-size=1 seq-len=256 threads=2 ranks=2 model-flags="" \
+  text="$repo/../shared/data/tinyshakespeare.txt" vocab="$repo/../shared/data/gpt2" -- "$@"
+(( steps > skip && skip >= 1 )) || bench_usage_error "need --steps > --skip >= 1"
 
-steps=6
-skip=2
-batch=1
-seq=256
-threads=2
-ranks=2
-model_flags=""
-text="$repo/../shared/data/tinyshakespeare.txt"
-vocab="$repo/../shared/data/gpt2"
-append=1
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --steps) steps="$2"; shift 2 ;;
-    --skip) skip="$2"; shift 2 ;;
-    --batch-size) batch="$2"; shift 2 ;;
-    --seq-len) seq="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --ranks) ranks="$2"; shift 2 ;;
-    --model-flags) model_flags="$2"; shift 2 ;;
-    --text) text="$2"; shift 2 ;;
-    --vocab) vocab="$2"; shift 2 ;;
-    --no-append) append=0; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "bench_gpt2_cpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
-(( steps > skip && skip >= 1 )) || { echo "bench_gpt2_cpu.sh: need --steps > --skip >= 1" >&2; exit 2; }
-
-binary="$repo/build/mygpt-ddp"
-python="$repo/.venv/bin/python"
 twin="$repo/scripts/bench/pytorch_gpt2_cpu.py"
 monitor="$repo/scripts/bench/step_cpu_monitor.py"
-[[ -x "$binary" ]] || { echo "bench_gpt2_cpu.sh: $binary is missing; run scripts/setup.sh first" >&2; exit 1; }
-[[ -x "$python" ]] || { echo "bench_gpt2_cpu.sh: $python is missing; run scripts/setup.sh first" >&2; exit 1; }
-[[ -f "$text" ]] || { echo "bench_gpt2_cpu.sh: text file $text is missing" >&2; exit 1; }
-[[ -f "$vocab/encoder.json" && -f "$vocab/vocab.bpe" ]] || {
-  echo "bench_gpt2_cpu.sh: $vocab must hold encoder.json and vocab.bpe" >&2; exit 1; }
-command -v mpirun >/dev/null || { echo "bench_gpt2_cpu.sh: mpirun is missing" >&2; exit 1; }
+bench_need_built "$repo/build/mygpt-ddp" "$python"
+[[ -f "$text" ]] || bench_die "text file $text is missing"
+bench_need_vocab "$vocab"
+command -v mpirun >/dev/null || bench_die "mpirun is missing"
 # shellcheck source=scripts/mpi_env.sh
 source "$repo/scripts/mpi_env.sh"
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/bench_gpt2_cpu.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-cp "$binary" "$work/mygpt-ddp"  # a rebuild while we run cannot swap it halfway
-binary="$work/mygpt-ddp"
-
-ncpu="$(nproc)"
-torch_version="$("$python" -c 'import torch; print(torch.__version__)')"
-mpi_version="$(mpirun --version 2>/dev/null | head -n 1)"
-cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
-load="$(cut -d' ' -f1-3 /proc/loadavg)"
-echo "torch $torch_version | $mpi_version | $ncpu CPUs ($cpu_model) | $mem | load average at start: $load"
-if awk -v n="$ncpu" '{ exit !($1 > n) }' /proc/loadavg; then
-  echo "bench_gpt2_cpu.sh: warning: the load average exceeds the CPU count; step times will be slow and noisy" >&2
-fi
+bench_work_dir
+binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
+bench_machine_facts
 
 shards="$work/shards"
 "$binary" prepare --tokenizer gpt2 --vocab "$vocab" --input "$text" --out "$shards" --val-tokens 0 | tail -n 1
 
 # The same flags go to both sides (the Python twin defaults to the gpt2 recipe's lr, min lr, warmup).
-common=(--batch-size "$batch" --seq-len "$seq" --grad-accum 1 --steps "$steps" --seed 1337)
+common=(--batch-size "$batch_size" --seq-len "$seq_len" --grad-accum 1 --steps "$steps" --seed 1337)
 # shellcheck disable=SC2206  # model flags are words on purpose
 common+=($model_flags)
 cpp_flags=(train "$shards" --preset gpt2 --device cpu --total-batch-tokens 0 --precision fp32 --eval-every 0
@@ -106,14 +63,13 @@ run() {
     else cmd=("${MYGPT_MPIRUN[@]}" -np "$world" "$binary" "${cpp_flags[@]}" --threads "$t" --out "$work/$name"); fi
   else
     if (( world == 1 )); then cmd=("$python" "$twin")
-    else cmd=("$repo/.venv/bin/torchrun" --standalone --nproc_per_node "$world" "$twin"); fi
+    else cmd=("$torchrun" --standalone --nproc_per_node "$world" "$twin"); fi
     cmd+=(--data "$shards" --threads "$t" --skip-steps "$skip" --metrics "$work/$name.jsonl" "${common[@]}")
   fi
   echo "\$ OMP_NUM_THREADS=$t ${cmd[*]}" >"$work/$name.cmd"
   # The CPU window: from the end of step skip-1 to the end of the last step, the steps the median covers.
   cmd=("$python" "$monitor" --from-step "$((skip - 1))" --to-step "$((steps - 1))" -- "${cmd[@]}")
-  OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" "${cmd[@]}" >"$work/$name.log" 2>&1 || {
-    cat "$work/$name.log" >&2; echo "bench_gpt2_cpu.sh: the $side run on $world rank(s) failed" >&2; exit 1; }
+  OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" bench_run "$work/$name.log" "$side on $world rank(s)" "${cmd[@]}"
   if [[ $side == cpp ]]; then
     cp "$work/$name/metrics.jsonl" "$work/$name.jsonl"
     rm -rf "${work:?}/$name"  # the final checkpoint: 1.5 GB for gpt2
@@ -130,7 +86,7 @@ run cpp-n "$ranks" cpp
 elapsed_s=$((SECONDS - start_s))
 
 table="$work/table.md"
-"$python" - "$work" "$skip" "$batch" "$seq" "$ranks" "$threads" >"$table" <<'PY'
+"$python" - "$work" "$skip" "$batch_size" "$seq_len" "$ranks" "$threads" >"$table" <<'PY'
 import json, statistics, sys
 work, skip, batch, seq, ranks, threads = sys.argv[1], *map(int, sys.argv[2:])
 def steps(name):
@@ -163,28 +119,14 @@ for tag, world, t in (("1", 1, threads), ("n", ranks, 1)):
 print(f"\n{ranks} ranks vs 1 rank, tok/s: C++ {rate['n']['cpp'] / rate['1']['cpp']:.2f}x, "
       f"Python {rate['n']['py'] / rate['1']['py']:.2f}x")
 PY
-echo
-cat "$table"
+model_line="$(grep -m1 '^model:' "$work/cpp-1.log" || true)"
+run_commands=()
+for name in cpp-1 py-1 cpp-n py-n; do
+  run_commands+=("${name}: \`$(sed "s|$work/mygpt-ddp|build/mygpt-ddp|g; s|$work|TMP|g; s|$repo/||g" "$work/$name.cmd" | cut -c 3-)\`")
+done
 echo "(the four runs took ${elapsed_s} s)"
-
-if [[ $append -eq 1 ]]; then
-  out="$repo/docs/BENCHMARKS.md"
-  [[ -f "$out" ]] || { echo "bench_gpt2_cpu.sh: $out is missing" >&2; exit 1; }
-  model_line="$(grep -m1 '^model:' "$work/cpp-1.log" || true)"
-  {
-    echo
-    echo "## GPT-2 124M CPU training step, C++ vs Python, 1 and $ranks ranks, $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo
-    echo "- machine: $ncpu CPUs, $cpu_model, $mem RAM; load average (1/5/15 min) at start $load, at end $(cut -d' ' -f1-3 /proc/loadavg); the four runs took ${elapsed_s} s"
-    echo "- versions: torch $torch_version for both sides (.venv), $mpi_version; Python DDP over gloo under torchrun"
-    echo "- command: \`$command_line\`"
-    echo "- ${model_line:-model: gpt2 preset}; batch $batch x $seq per rank, grad accum 1, fp32, seed 1337, $steps steps, median over steps $skip..$((steps - 1)); data: GPT-2 shards from \`mygpt-ddp prepare\` of $(basename "$text") (--val-tokens 0)"
-    for name in cpp-1 py-1 cpp-n py-n; do
-      echo "- ${name}: \`$(sed "s|$work/mygpt-ddp|build/mygpt-ddp|g; s|$work|TMP|g; s|$repo/||g" "$work/$name.cmd" | cut -c 3-)\`"
-    done
-    echo
-    cat "$table"
-  } >>"$out"
-  echo
-  echo "appended to docs/BENCHMARKS.md"
-fi
+bench_report "GPT-2 124M CPU training step, C++ vs Python, 1 and $ranks ranks" "$table" \
+  "the four runs took ${elapsed_s} s" \
+  "versions: torch $torch_version for both sides (.venv), $mpi_version; Python DDP over gloo under torchrun" \
+  "${model_line:-model: gpt2 preset}; batch $batch_size x $seq_len per rank, grad accum 1, fp32, seed 1337, $steps steps, median over steps $skip..$((steps - 1)); data: GPT-2 shards from \`mygpt-ddp prepare\` of $(basename "$text") (--val-tokens 0)" \
+  "${run_commands[@]}"

@@ -4,61 +4,15 @@
 #
 #   bash cli_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir>
 #
-# Prints one line per check and a final "N passed, M failed"; exits non-zero if any check failed.
+# Prints one line per check and a final "N passed, M failed, K skipped"; exits non-zero unless every
+# check passed (tests/lib.sh).
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-BIN=${1:?usage: cli_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir>}
+use_binary "${1:-}"
 DATA_DIR=${2:-}
-if [[ ! -x $BIN ]]; then
-  echo "FAIL: binary '$BIN' is not executable"
-  echo "0 passed, 1 failed"
-  exit 1
-fi
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/mygpt_e2e.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-
-passed=0
-failed=0
-pass() { echo "PASS: $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $1${2:+ -- $2}"; failed=$((failed + 1)); }
-
-# run NAME ARGS...: runs the binary; stdout in $WORK/NAME.out, stderr in $WORK/NAME.err, exit code in RC.
-run() {
-  local name=$1
-  shift
-  "$BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
-  RC=$?
-}
-
-# No ckpt_* file anywhere under DIR (a directory that does not exist holds none).
-no_checkpoint_in() { [[ -z $(find "$1" -name 'ckpt_*' 2>/dev/null) ]]; }
-
-# expect_bad_input NAME REGEX OUT_DIR ARGS...: exit code 2, exactly one line on stderr that matches
-# REGEX (case-insensitive), and no checkpoint under OUT_DIR (pass "" when the command writes none).
-expect_bad_input() {
-  local name=$1 pattern=$2 out=$3
-  shift 3
-  run "$name" "$@"
-  local err="$WORK/$name.err"
-  local lines
-  lines=$(wc -l <"$err")
-  if [[ $RC -ne 2 ]]; then
-    fail "$name" "exit code $RC, expected 2; stderr: $(head -c 300 "$err")"
-  elif [[ $lines -ne 1 ]]; then
-    fail "$name" "stderr has $lines lines, expected 1: $(head -c 300 "$err")"
-  elif ! grep -qiE -- "$pattern" "$err"; then
-    fail "$name" "message '$(cat "$err")' does not match /$pattern/"
-  elif [[ -n $out ]] && ! no_checkpoint_in "$out"; then
-    fail "$name" "a failed run left a checkpoint in $out"
-  else
-    pass "$name: exit 2, $(cat "$err")"
-  fi
-}
-
-# metric_values KEY FILE: the numbers of "KEY": in a metrics.jsonl, one per line.
-metric_values() { sed -n "s/.*\"$1\":\([-+0-9.eE]*\).*/\1/p" "$2"; }
+make_work_dir e2e
+RUN_TIMEOUT=0  # the real training run below takes as long as the machine needs
 
 # Small settings that would finish in a second if a bad input were wrongly accepted.
 SMALL=(--preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --threads 1 --device cpu)
@@ -103,7 +57,7 @@ if [[ $HAVE_GPU -eq 0 ]]; then
     train builtin:sort --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --threads 1 --steps 2 \
     --device cuda --out "$WORK/o_cuda"
 else
-  echo "SKIP: train: --device cuda without a GPU (this machine has a GPU)"
+  skip "train: --device cuda without a GPU (this machine has a GPU)"
 fi
 expect_bad_input "train: unknown flag" "no-such-flag" "$WORK/o_flag" \
   train builtin:sort "${SMALL[@]}" --steps 2 --no-such-flag 3 --out "$WORK/o_flag"
@@ -223,7 +177,7 @@ CORPUS="$DATA_DIR/tinyshakespeare.txt"
 PROMPT="ROMEO:"
 MIN_DROP=1.0  # measured: 4.19 -> 2.45 (first loss -> mean of the last 10)
 if [[ ! -f $CORPUS ]]; then
-  echo "SKIP: $CORPUS is absent; training on builtin:sort instead"
+  skip "$CORPUS is absent; training on builtin:sort instead"
   CORPUS="builtin:sort"
   PROMPT="3141="
   MIN_DROP=0.8  # measured: 2.49 -> 1.38; the random digits of each prompt put the floor near 1.0
@@ -302,5 +256,4 @@ else
   fi
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

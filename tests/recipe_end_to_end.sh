@@ -5,92 +5,20 @@
 #
 #   bash recipe_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir> [<mpirun>]
 #
-# Prints one line per check and a final "N passed, M failed"; exits non-zero if any check failed.
+# Prints one line per check and a final "N passed, M failed, K skipped"; exits non-zero unless every
+# check passed (tests/lib.sh).
 # Parts that need the shared data (GPT-2 vocabulary, tinyshakespeare, HellaSwag) print SKIP when it
 # is absent; the 2-rank parts print SKIP when there is no mpirun.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-BIN=${1:?usage: recipe_end_to_end.sh <path-to-mygpt-ddp> <shared-data-dir> [<mpirun>]}
+use_binary "${1:-}"
 DATA_DIR=${2:-}
-MPIRUN_BIN=${3:-$(command -v mpirun || true)}
-HERE=$(cd "$(dirname "$0")" && pwd)
-if [[ ! -x $BIN ]]; then
-  echo "FAIL: binary '$BIN' is not executable"
-  echo "0 passed, 1 failed"
-  exit 1
-fi
-BIN=$(realpath "$BIN")
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/mygpt_recipe_e2e.XXXXXX")
-trap '[[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-source "$HERE/../scripts/mpi_env.sh"  # lets Open MPI run as root
-MPIRUN=()
-if [[ -n $MPIRUN_BIN ]] && command -v "$MPIRUN_BIN" >/dev/null 2>&1; then
-  MPIRUN=("$MPIRUN_BIN")
-  # Open MPI (its mpiexec says "OpenRTE") refuses more ranks than cores unless told.
-  "$MPIRUN_BIN" --version 2>&1 | grep -qiE "open ?mpi|openrte" && MPIRUN+=(--oversubscribe)
-fi
+use_mpirun "${3:-}"
+make_work_dir recipe_e2e
 PY=python3
-[[ -x $HERE/../.venv/bin/python ]] && PY=$HERE/../.venv/bin/python
+[[ -x $REPO_DIR/.venv/bin/python ]] && PY=$REPO_DIR/.venv/bin/python
 
-START=$SECONDS
-passed=0
-failed=0
-pass() { echo "PASS: $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $1${2:+ -- $2}"; failed=$((failed + 1)); }
-skip() { echo "SKIP: $1"; }
-finish() {
-  echo "$passed passed, $failed failed ($((SECONDS - START)) s)"
-  [[ $failed -eq 0 ]]
-  exit
-}
-
-# run NAME ARGS...: runs the binary; stdout in $WORK/NAME.out, stderr in $WORK/NAME.err, exit code in RC.
-run() {
-  local name=$1
-  shift
-  timeout 120 "$BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
-  RC=$?
-}
-# run_np N NAME ARGS...: the same under mpirun with N ranks (stdout and stderr of all ranks).
-run_np() {
-  local n=$1 name=$2
-  shift 2
-  timeout 120 "${MPIRUN[@]}" -np "$n" "$BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
-  RC=$?
-}
-# expect_ok NAME ARGS...: exit 0.
-expect_ok() {
-  local name=$1
-  shift
-  run "$name" "$@"
-  if [[ $RC -eq 0 ]]; then return 0; fi
-  fail "$name" "exit $RC: $(tail -c 300 "$WORK/$name.err")"
-  return 1
-}
-# expect_bad NAME REGEX ARGS...: exit 2 and exactly one stderr line that matches REGEX.
-expect_bad() {
-  local name=$1 pattern=$2
-  shift 2
-  run "$name" "$@"
-  local err="$WORK/$name.err" lines
-  lines=$(wc -l <"$err")
-  if [[ $RC -ne 2 ]]; then
-    fail "$name" "exit $RC, expected 2; stderr: $(head -c 300 "$err")"
-  elif [[ $lines -ne 1 ]]; then
-    fail "$name" "stderr has $lines lines, expected 1: $(head -c 300 "$err")"
-  elif ! grep -qE -- "$pattern" "$err"; then
-    fail "$name" "message '$(cat "$err")' does not match /$pattern/"
-  else
-    return 0
-  fi
-  return 1
-}
-
-# train_losses FILE: the "loss" numbers of the train records of a metrics.jsonl, as written (strings).
-train_losses() { grep -o '"loss":[^,}]*' "$1" | cut -d: -f2; }
-val_losses() { grep -o '"val_loss":[^,}]*' "$1" | cut -d: -f2; }
 # keep_train_records FILE N: truncates a metrics.jsonl after its N-th train record.
 keep_train_records() {
   awk -v n="$2" '{ print } /"loss":/ { if (++seen == n) exit }' "$1" >"$1.tmp" && mv "$1.tmp" "$1"
@@ -163,11 +91,7 @@ EOF_PY
 bad_prepare() {
   local name=$1 pattern=$2 out=$3
   shift 3
-  if expect_bad "$name" "$pattern" prepare "$@" --out "$out"; then
-    if [[ -z $(find "$out" -name '*.bin' 2>/dev/null) ]]; then pass "$name: exit 2, $(cat "$WORK/$name.err")"; else
-      fail "$name" "shards left behind: $(find "$out" -name '*.bin' | tr '\n' ' ')"
-    fi
-  fi
+  expect_bad_input "$name" "$pattern" "$out" prepare "$@" --out "$out"
 }
 
 # tinyshakespeare into llm.c shards in $SHARDS (the data of the later parts).
@@ -260,14 +184,11 @@ h = header[:]; h[1] = 7; write("bad_version.bin", h, data[1024:])
 open(f"{sys.argv[2]}/short.bin", "wb").write(data[:600])   # llm.c magic, header cut short
 open(f"{sys.argv[2]}/odd.bin", "wb").write(data[1024:1125])  # raw, odd number of bytes
 EOF
+# Bad token data: exit 2, one line, and no checkpoint.
 bad_train() {
   local name=$1 pattern=$2
   shift 2
-  if expect_bad "$name" "$pattern" train "$@" "${TINY[@]}" --steps 3 --out "$WORK/o_bad_$name"; then
-    if [[ -z $(ckpt_list "$WORK/o_bad_$name") ]]; then pass "$name: exit 2, $(cat "$WORK/$name.err")"; else
-      fail "$name" "a checkpoint was written"
-    fi
-  fi
+  expect_bad_input "$name" "$pattern" "$WORK/o_bad_$name" train "$@" "${TINY[@]}" --steps 3 --out "$WORK/o_bad_$name"
 }
 bad_train count_too_big "count_too_big\.bin" "$WORK/count_too_big.bin"
 bad_train count_too_small "count_too_small\.bin" "$WORK/count_too_small.bin"
@@ -287,31 +208,29 @@ resume_check() {
   local id=$1 label=$2 np=$3
   shift 3
   local straight=$WORK/straight_$id resumed=$WORK/resumed_$id
-  local runner=(run)
-  [[ $np -gt 1 ]] && runner=(run_np "$np")
   local args=("$SHARDS" "${TINY[@]}" --steps $S --eval-every 5 --eval-steps 2 "$@")
-  "${runner[@]}" "straight_$id" train "${args[@]}" --out "$straight"
+  run_np "$np" "straight_$id" train "${args[@]}" --out "$straight"
   [[ $RC -eq 0 ]] || { fail "$label: straight run" "exit $RC: $(tail -c 300 "$WORK/straight_$id.err")"; return; }
-  "${runner[@]}" "first_$id" train "${args[@]}" --checkpoint-every $K --out "$resumed"
+  run_np "$np" "first_$id" train "${args[@]}" --checkpoint-every $K --out "$resumed"
   [[ $RC -eq 0 ]] || { fail "$label: checkpointed run" "exit $RC: $(tail -c 300 "$WORK/first_$id.err")"; return; }
   # Stop after step K: later checkpoints and metrics never happened.
   for f in "$resumed"/ckpt_*; do
     [[ $(basename "$f") == "$(printf 'ckpt_%08d.pt' $K)" ]] || rm -f "$f"
   done
   keep_train_records "$resumed/metrics.jsonl" $K
-  "${runner[@]}" "resume_$id" train "${args[@]}" --checkpoint-every $K --resume auto --out "$resumed"
+  run_np "$np" "resume_$id" train "${args[@]}" --checkpoint-every $K --resume auto --out "$resumed"
   [[ $RC -eq 0 ]] || { fail "$label: resumed run" "exit $RC: $(tail -c 300 "$WORK/resume_$id.err")"; return; }
   grep -qF "resumed from $resumed/$(printf 'ckpt_%08d.pt' $K) at step $K" "$WORK/resume_$id.out" ||
     { fail "$label: resume message" "$(grep -i resum "$WORK/resume_$id.out")"; return; }
   local a b n
-  a=$(train_losses "$straight/metrics.jsonl")
-  b=$(train_losses "$resumed/metrics.jsonl")
+  a=$(metric_values loss "$straight/metrics.jsonl")
+  b=$(metric_values loss "$resumed/metrics.jsonl")
   n=$(grep -c . <<<"$b")
   if [[ $n -ne $S ]]; then
     fail "$label: resumed metrics" "$n train records, want $S"
   elif [[ $a != "$b" ]]; then
     fail "$label: losses differ after resuming at step $K" "$(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
-  elif [[ $(val_losses "$straight/metrics.jsonl") != "$(val_losses "$resumed/metrics.jsonl")" ]]; then
+  elif [[ $(metric_values val_loss "$straight/metrics.jsonl") != "$(metric_values val_loss "$resumed/metrics.jsonl")" ]]; then
     fail "$label: validation losses differ after resuming"
   elif [[ $(sed -n "$((K + 1))p" <<<"$a") == $(sed -n "$((K + 2))p" <<<"$a") ]]; then
     fail "$label: the losses do not change from step to step ($(sed -n "$((K + 1))p" <<<"$a"))"
@@ -337,8 +256,8 @@ if [[ ${#MPIRUN[@]} -gt 0 ]]; then
         fail "2-rank sequential checkpoint on 1 rank" "no note: $(grep -i resum "$WORK/cross_seq.out")"
       else
         # Same data and weights: the losses equal the 2-rank run's to float tolerance.
-        verdict=$(paste -d' ' <(train_losses "$WORK/straight_np2/metrics.jsonl" | sed -n "$((K + 1)),\$p") \
-                                <(train_losses "$WORK/cross_seq/metrics.jsonl") |
+        verdict=$(paste -d' ' <(metric_values loss "$WORK/straight_np2/metrics.jsonl" | sed -n "$((K + 1)),\$p") \
+                                <(metric_values loss "$WORK/cross_seq/metrics.jsonl") |
                   awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > max) max = d } END { printf "%d %.3g", n, max }')
         read -r n maxdiff <<<"$verdict"
         if [[ $n -eq $((S - K)) ]] && awk -v m="$maxdiff" 'BEGIN { exit !(m < 1e-4) }'; then
@@ -384,18 +303,18 @@ CKPT=$WORK/eval_model
 VOCAB=()
 [[ $HAVE_DATA -eq 1 ]] && VOCAB=(--vocab "$GPT2")
 if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 "${VOCAB[@]}" --out "$CKPT"; then
-  if expect_ok eval_val eval --checkpoint "$CKPT" --val "$SHARDS/val_000000.bin" --eval-steps 2 --batch-size 2 --seq-len 16; then
+  if expect_ok eval_val eval --checkpoint "$CKPT" --device cpu --val "$SHARDS/val_000000.bin" --eval-steps 2 --batch-size 2 --seq-len 16; then
     grep -qE "^val loss: [0-9.]+ \(2 batches of 2 x 16 tokens\)" "$WORK/eval_val.out" &&
       pass "eval --val: $(grep 'val loss' "$WORK/eval_val.out")" || fail "eval --val" "$(cat "$WORK/eval_val.out")"
   fi
-  if expect_ok eval_val_no_vocab eval --checkpoint "$WORK/o_shard_dir" --val "$SHARDS/val_*" --eval-steps 2 \
+  if expect_ok eval_val_no_vocab eval --checkpoint "$WORK/o_shard_dir" --device cpu --val "$SHARDS/val_*" --eval-steps 2 \
        --batch-size 2 --seq-len 16; then
     grep -q "^val loss: " "$WORK/eval_val_no_vocab.out" &&
       pass "eval --val on a checkpoint trained without --vocab: $(grep 'val loss' "$WORK/eval_val_no_vocab.out")" ||
       fail "eval --val without tokenizer" "$(cat "$WORK/eval_val_no_vocab.out")"
   fi
   if [[ $HAVE_DATA -eq 1 && -f $HELLASWAG ]]; then
-    if expect_ok eval_hellaswag eval --checkpoint "$CKPT" --hellaswag "$HELLASWAG" --examples 20; then
+    if expect_ok eval_hellaswag eval --checkpoint "$CKPT" --device cpu --hellaswag "$HELLASWAG" --examples 20; then
       line=$(grep "hellaswag accuracy:" "$WORK/eval_hellaswag.out")
       if [[ $line =~ ^hellaswag\ accuracy:\ ([0-9.]+)\ \(([0-9]+)/20\ examples ]] &&
          awk -v a="${BASH_REMATCH[1]}" -v k="${BASH_REMATCH[2]}" 'BEGIN { exit !(a * 20 > k - 0.01 && a * 20 < k + 0.01) }'; then
@@ -407,9 +326,9 @@ if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 "$
   else
     skip "eval --hellaswag: no GPT-2 vocabulary or no $HELLASWAG"
   fi
-  expect_bad eval_no_mode "exactly one of" eval --checkpoint "$CKPT" &&
+  expect_bad eval_no_mode "exactly one of" eval --checkpoint "$CKPT" --device cpu &&
     pass "eval without a mode: exit 2, $(cat "$WORK/eval_no_mode.err")"
-  expect_bad eval_two_modes "exactly one of" eval --checkpoint "$CKPT" --val "$SHARDS" --task builtin:sort &&
+  expect_bad eval_two_modes "exactly one of" eval --checkpoint "$CKPT" --device cpu --val "$SHARDS" --task builtin:sort &&
     pass "eval with two modes: exit 2, $(cat "$WORK/eval_two_modes.err")"
 fi
 

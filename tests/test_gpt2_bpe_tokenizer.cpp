@@ -1,14 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tests/scratch_dir.h"
 
 #ifndef MYGPT_SHARED_DATA_DIR
 #define MYGPT_SHARED_DATA_DIR "../shared/data"
@@ -37,26 +36,6 @@ std::string read_file(const fs::path& path) {
 }
 
 void write_file(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// A fresh directory per test, removed when the test ends.
-class TempDir {
- public:
-  TempDir()
-      : path_(fs::temp_directory_path() / ("mygpt_bpe_test_" + std::to_string(std::random_device{}()) + "_" +
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // --- Real OpenAI files -------------------------------------------------------------------------
 
@@ -166,21 +145,6 @@ TEST_F(RealGpt2Tokenizer, TinyShakespeareRoundTripAndTokenCounts) {
   EXPECT_EQ(llmc.size(), 338028u);
 }
 
-TEST_F(RealGpt2Tokenizer, EncodingSpeedOnTinyShakespeare) {
-  const fs::path path = kSharedData / "tinyshakespeare.txt";
-  if (!fs::exists(path)) GTEST_SKIP() << path.string() << " absent; see README";
-  const std::string text = read_file(path);
-  // A tokenizer of its own, so that the first pass really starts with an empty word cache.
-  const Gpt2BpeTokenizer fresh = Gpt2BpeTokenizer::load(kGpt2Dir);
-  for (const char* pass : {"cold cache", "warm cache"}) {
-    const auto start = std::chrono::steady_clock::now();
-    const std::vector<int32_t> ids = fresh.encode(text);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("[ info ] GPT-2 BPE encode, %s: %.1f MB/s (%zu bytes, %zu tokens, %.1f ms, one thread)\n", pass,
-                text.size() / seconds / 1e6, text.size(), ids.size(), seconds * 1e3);
-  }
-}
-
 // --- Small generated vocabularies: merge order and every way loading can fail --------------------
 
 // OpenAI's bytes_to_unicode(), written out again here so the test does not trust the code it tests.
@@ -247,7 +211,7 @@ TEST(Gpt2BpeTokenizerMerges, FollowEncoderPyOrder) {
   // every "ab c" of a round before it looks at new pairs, so "abcabc" stays two tokens; merging one
   // pair at a time would give "abcab" + "c".
   const GeneratedVocab vocab({{"a", "b"}, {"a", "bc"}, {"abc", "ab"}, {"ab", "c"}, {"b", "c"}, {"a", "a"}});
-  const TempDir dir;
+  const ScratchDir dir;
   vocab.write(dir.path());
   const Gpt2BpeTokenizer tokenizer = Gpt2BpeTokenizer::load(dir.path());
   EXPECT_EQ(tokenizer.encode("abcabc"), (std::vector<int32_t>{vocab.id("abc"), vocab.id("abc")}));
@@ -281,7 +245,7 @@ class Gpt2BpeTokenizerErrors : public ::testing::Test {
     static const GeneratedVocab shared({});
     return shared;
   }
-  TempDir dir;
+  ScratchDir dir;
 };
 
 TEST_F(Gpt2BpeTokenizerErrors, MissingDirectoryOrFile) {

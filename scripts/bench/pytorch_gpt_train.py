@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""The Python PyTorch twin of `mygpt-ddp train` on one CPU process, for side-by-side benchmarks.
+"""The Python PyTorch twin of `mygpt-ddp train` on one CPU process, for side-by-side benchmarks, and
+the one implementation that every PyTorch twin (pytorch_ddp_train.py, pytorch_gpt2_cpu.py,
+pytorch_allreduce.py) imports: the model, the loaders, the schedule, the optimizer and the timed
+training loop, single-process or DDP.
 
 It mirrors, line for line where it matters, the C++ code it is compared with:
   model/gpt.cpp, model/gpt_config.cpp   GPT-2: token + position embeddings, pre-LN blocks, causal
@@ -7,9 +10,16 @@ It mirrors, line for line where it matters, the C++ code it is compared with:
                                         output head tied to the token embedding, GPT-2 init
   dataloader/char_tokenizer.cpp,        character tokenizer (sorted unique code points), last
   dataloader/token_source.cpp           val-fraction held out (unused here: no validation)
-  dataloader/batch_loader.cpp           sequential consecutive B*T(+1) chunks, cyclic stream
-  trainer/trainer.cpp                   grads set to None, loss/A per micro-batch, clip_grad_norm_,
-                                        LR schedule, AdamW step, loss.item() per step
+  dataloader/batch_loader.cpp           sequential consecutive B*T(+1) chunks, cyclic stream; with
+                                        N ranks rank r reads chunk (position + r), then the
+                                        position moves on by N chunks (ShardedBatchLoader)
+  launcher/train_command.cpp            seed, then build the model on every rank; rank 0's weights
+                                        win (our broadcast_model_state; DDP broadcasts them)
+  trainer/trainer.cpp                   grads set to None, loss/A per micro-batch, gradient sync
+                                        only on the last one (DDP.no_sync before it), the loss
+                                        averaged over ranks, clip_grad_norm_, LR schedule, AdamW
+                                        step, loss.item() per step
+  trainer/gradient_sync.cpp             buckets all-reduced during backward (DDP's Reducer, gloo)
   trainer/adamw.cpp                     two groups (dim >= 2 decayed), betas (0.9, 0.95), eps 1e-8,
                                         ATen's fused AdamW kernel (fused=True)
   trainer/lr_schedule.cpp               linear warmup (step + 1) then cosine to min_lr at --steps
@@ -22,15 +32,19 @@ The last line of output is machine-readable:
   RESULT {"median_tok_per_sec": ..., ...}
 """
 import argparse
+import contextlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 # model/gpt_config.cpp presets: n_layer, n_head, n_embd, block_size, dropout (character data: the
 # tokenizer decides the vocabulary size).
@@ -101,8 +115,7 @@ class Gpt(nn.Module):
         super().__init__()
         if n_embd % n_head != 0:
             raise ValueError(f"n_head ({n_head}) does not divide n_embd ({n_embd})")
-        self.block_size = block_size
-        self.n_layer = n_layer
+        self.block_size, self.n_layer, self.n_head, self.n_embd = block_size, n_layer, n_head, n_embd
         self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
         self.drop = nn.Dropout(dropout)
@@ -143,6 +156,21 @@ class Gpt(nn.Module):
         logits = self(idx)
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
 
+    def summary(self):
+        return (f"{self.n_layer} layers, {self.n_head} heads, {self.n_embd} wide, block {self.block_size}, "
+                f"vocab {self.wte.num_embeddings} | {sum(p.numel() for p in self.parameters())} parameters")
+
+
+class GptLoss(nn.Module):
+    """DDP wraps forward(); ours returns the loss, as GptImpl::loss does."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.gpt = gpt
+
+    def forward(self, idx, targets):
+        return self.gpt.loss(idx, targets)
+
 
 def char_tokenize(text):
     chars = sorted(set(text))  # code-point order, as CharTokenizer::from_text
@@ -171,6 +199,19 @@ class SequentialBatchLoader:
         return buffer[:chunk].view(self.B, self.T), buffer[1:].view(self.B, self.T)
 
 
+class ShardedBatchLoader(SequentialBatchLoader):
+    """Rank r of W reads chunks r, r + W, r + 2W, ... of the same cyclic stream."""
+
+    def __init__(self, tokens, batch_size, seq_len, rank, world_size):
+        super().__init__(tokens, batch_size, seq_len)
+        self.position, self.world_size = rank, world_size
+
+    def next(self):
+        batch = super().next()  # advances the position by one chunk
+        self.position += self.world_size - 1
+        return batch
+
+
 def lr_at(step, max_lr, min_lr, warmup_steps, decay_steps):
     if step < warmup_steps:
         return max_lr * (step + 1) / warmup_steps
@@ -178,6 +219,128 @@ def lr_at(step, max_lr, min_lr, warmup_steps, decay_steps):
         return min_lr
     progress = (step - warmup_steps) / (decay_steps - warmup_steps)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+
+
+def adamw(params, lr, weight_decay):
+    """trainer/adamw.cpp: matrices decayed, vectors not; betas (0.9, 0.95), eps 1e-8, fused kernel."""
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
+
+
+class Ranks:
+    """This process among the twin's processes: one of a torch.distributed group (under torchrun, or
+    always when required), else the only one. Rank 0 alone prints and writes metrics."""
+
+    def __init__(self, backend="gloo", required=False):
+        self.distributed = required or "WORLD_SIZE" in os.environ
+        if self.distributed:
+            dist.init_process_group(backend)
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.world = dist.get_world_size() if self.distributed else 1
+        self.backend = backend
+
+    def say(self, line):
+        if self.rank == 0:
+            print(line, flush=True)
+
+    def header(self):
+        ddp = f", DDP over {self.backend}" if self.distributed else ""
+        return f"torch {torch.__version__} | {self.world} process(es){ddp} | threads {torch.get_num_threads()} per process"
+
+    def wrap(self, model, bucket_mb):
+        """The module the training step calls: DDP with bucket_cap_mb across ranks, else the loss alone."""
+        loss = GptLoss(model)
+        return DistributedDataParallel(loss, bucket_cap_mb=bucket_mb) if self.distributed else loss
+
+    def loader(self, tokens, batch_size, seq_len):
+        return ShardedBatchLoader(tokens, batch_size, seq_len, self.rank, self.world)
+
+    def close(self):
+        if self.distributed:
+            dist.destroy_process_group()
+
+
+def train(args, forward, model, loader, ranks, seq_len, **result_extra):
+    """The timed loop every twin runs: args.steps optimizer steps of args.grad_accum micro-batches,
+    each step timed whole (batch, forward, backward, sync, clip, AdamW, loss.item()) as the C++
+    trainer's dt. Rank 0 prints a step line every args.log_every steps and the last, writes
+    args.metrics (metrics.jsonl's keys) and ends with `RESULT {json}` (result_extra added)."""
+    params = list(model.parameters())
+    optimizer = adamw(params, args.lr, args.weight_decay)
+    max_norm = args.grad_clip if args.grad_clip > 0 else math.inf
+    tokens_per_step = args.batch_size * seq_len * args.grad_accum * ranks.world
+    ranks.say(f"batch: {args.batch_size} x {seq_len} tokens x {args.grad_accum} accumulation x {ranks.world} "
+              f"rank(s) = {tokens_per_step} tokens per step")
+    metrics = open(args.metrics, "w") if args.metrics and ranks.rank == 0 else None
+
+    def train_step(step):
+        forward.train()
+        lr = lr_at(step, args.lr, args.min_lr, args.warmup_steps, args.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), dtype=torch.float)
+        for micro in range(args.grad_accum):
+            x, y = loader.next()
+            last = micro == args.grad_accum - 1
+            with contextlib.nullcontext() if last or not ranks.distributed else forward.no_sync():
+                loss = forward(x, y) / float(args.grad_accum)
+                loss_sum += loss.detach()
+                loss.backward()
+        if ranks.distributed:
+            dist.all_reduce(loss_sum)  # gloo has no AVG: sum, then divide
+            loss_sum /= ranks.world
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        optimizer.step()
+        return loss_sum.item(), grad_norm.item(), lr
+
+    dts, losses = [], []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        loss, grad_norm, lr = train_step(step)
+        dt = time.perf_counter() - t0
+        losses.append(loss)
+        if step >= args.skip_steps:
+            dts.append(dt)
+        if step % args.log_every == 0 or step == args.steps - 1:
+            ranks.say(f"step {step:5d} | loss: {loss:.6f} | lr {lr:.4e} | norm: {grad_norm:.4f} | "
+                      f"dt: {dt * 1000:.2f}ms | tok/sec: {tokens_per_step / dt:.2f}")
+        if metrics:
+            metrics.write(json.dumps({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+                                      "dt_ms": dt * 1000, "tok_per_sec": tokens_per_step / dt}) + "\n")
+    if metrics:
+        metrics.close()
+    ranks.say("RESULT " + json.dumps({
+        "median_tok_per_sec": statistics.median(tokens_per_step / dt for dt in dts) if dts else None,
+        "median_dt_ms": statistics.median(dts) * 1000 if dts else None,
+        "steps_timed": len(dts), "first_loss": losses[0], "last_loss": losses[-1],
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "world_size": ranks.world,
+        **result_extra,
+    }))
+
+
+# The flags of train() and Ranks, named as mygpt-ddp train's; each twin chooses the defaults.
+TRAINING_FLAGS = {
+    "steps": 2000, "batch_size": 16, "seq_len": 0, "grad_accum": 1, "lr": 1e-3, "min_lr": 1e-4,
+    "warmup_steps": 100, "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337, "threads": 0, "log_every": 10,
+    "skip_steps": 5, "bucket_mb": 25.0, "backend": "gloo",
+}
+FLAG_HELP = {
+    "seq_len": "0 means the model's block size",
+    "threads": "intra-op CPU threads per process; 0 leaves torch's default",
+    "skip_steps": "warm-up steps left out of the median",
+    "bucket_mb": "DDP bucket_cap_mb (under torchrun)",
+    "backend": "torch.distributed backend (under torchrun)",
+}
+
+
+def add_training_flags(p, **defaults):
+    for name, value in (TRAINING_FLAGS | defaults).items():
+        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, help=FLAG_HELP.get(name))
+    p.add_argument("--metrics", help="rank 0 writes one JSON line per step here (same keys as metrics.jsonl)")
 
 
 def parse_args(argv):
@@ -190,108 +353,53 @@ def parse_args(argv):
     p.add_argument("--n-embd", type=int)
     p.add_argument("--block-size", type=int)
     p.add_argument("--dropout", type=float)
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--seq-len", type=int, default=0, help="0 means the model's block size")
-    p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--min-lr", type=float, default=1e-4)
-    p.add_argument("--warmup-steps", type=int, default=100)
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--grad-clip", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--threads", type=int, default=0, help="intra-op CPU threads; 0 leaves torch's default")
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--skip-steps", type=int, default=5, help="warm-up steps left out of the median")
-    p.add_argument("--metrics", help="write one JSON line per step here (same keys as metrics.jsonl)")
+    add_training_flags(p)
     return p.parse_args(argv)
 
 
-def main(argv=None):
+def model_shape(args):
+    """n_layer, n_head, n_embd, block_size, dropout: the preset's, with the flags given on top."""
+    n_layer, n_head, n_embd, block_size, dropout = PRESETS[args.preset]
+    return (args.n_layer or n_layer, args.n_head or n_head, args.n_embd or n_embd, args.block_size or block_size,
+            dropout if args.dropout is None else args.dropout)
+
+
+class CharRun:
+    """What parse_args' flags make of a text file: the character vocabulary, the training tokens,
+    the seeded model and the sequence length."""
+
+    def __init__(self, args):
+        with open(args.data, encoding="utf-8") as f:
+            self.text = f.read()
+        self.chars, ids = char_tokenize(self.text)
+        self.n_train = int(len(ids) * (1.0 - args.val_fraction))
+        self.train_tokens = torch.tensor(ids[:self.n_train], dtype=torch.long)
+        n_layer, n_head, n_embd, block_size, dropout = model_shape(args)
+        self.seq_len = args.seq_len or block_size
+        if self.seq_len > block_size:
+            sys.exit(f"--seq-len {self.seq_len} exceeds the model's block size {block_size}")
+        torch.manual_seed(args.seed)
+        self.model = Gpt(len(self.chars), block_size, n_layer, n_head, n_embd, dropout)
+
+    def describe(self, args):
+        return (f"data: {args.data} | {len(self.text)} characters | vocab {len(self.chars)} | "
+                f"train {self.n_train} tokens")
+
+
+def main(argv=None, require_ranks=False):
+    """One process, or DDP when started by torchrun (or when require_ranks: pytorch_ddp_train.py)."""
     args = parse_args(argv)
+    ranks = Ranks(args.backend, required=require_ranks)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    device = torch.device("cpu")
-
-    with open(args.data, encoding="utf-8") as f:
-        text = f.read()
-    chars, ids = char_tokenize(text)
-    n_train = int(len(ids) * (1.0 - args.val_fraction))
-    train_tokens = torch.tensor(ids[:n_train], dtype=torch.long)
-
-    n_layer, n_head, n_embd, block_size, dropout = PRESETS[args.preset]
-    n_layer = args.n_layer or n_layer
-    n_head = args.n_head or n_head
-    n_embd = args.n_embd or n_embd
-    block_size = args.block_size or block_size
-    dropout = dropout if args.dropout is None else args.dropout
-    seq_len = args.seq_len or block_size
-    if seq_len > block_size:
-        sys.exit(f"--seq-len {seq_len} exceeds the model's block size {block_size}")
-
-    torch.manual_seed(args.seed)
-    model = Gpt(len(chars), block_size, n_layer, n_head, n_embd, dropout).to(device)
-    params = list(model.parameters())
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    loader = SequentialBatchLoader(train_tokens, args.batch_size, seq_len)
-    max_norm = args.grad_clip if args.grad_clip > 0 else math.inf
-
-    print(f"torch {torch.__version__} | threads {torch.get_num_threads()} | device cpu")
-    print(f"data: {args.data} | {len(text)} characters | vocab {len(chars)} | train {n_train} tokens")
-    print(f"model: {n_layer} layers, {n_head} heads, {n_embd} wide, block {block_size} | "
-          f"{sum(p.numel() for p in params)} parameters")
-    tokens_per_step = args.batch_size * seq_len * args.grad_accum
-    print(f"batch: {args.batch_size} x {seq_len} tokens x {args.grad_accum} accumulation = {tokens_per_step} tokens per step")
-    metrics = open(args.metrics, "w") if args.metrics else None
-
-    def train_step(step):
-        model.train()
-        lr = lr_at(step, args.lr, args.min_lr, args.warmup_steps, args.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), dtype=torch.float, device=device)
-        for _ in range(args.grad_accum):
-            x, y = loader.next()
-            loss = model.loss(x, y) / float(args.grad_accum)
-            loss_sum += loss.detach()
-            loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        optimizer.step()
-        return loss_sum.item(), grad_norm.item(), lr
-
-    rates, losses = [], []
-    for step in range(args.steps):
-        t0 = time.perf_counter()
-        loss, grad_norm, lr = train_step(step)
-        dt = time.perf_counter() - t0
-        tok_per_sec = tokens_per_step / dt
-        losses.append(loss)
-        if step >= args.skip_steps:
-            rates.append(tok_per_sec)
-        if step % args.log_every == 0 or step == args.steps - 1:
-            print(f"step {step:5d} | loss: {loss:.6f} | lr {lr:.4e} | norm: {grad_norm:.4f} | "
-                  f"dt: {dt * 1000:.2f}ms | tok/sec: {tok_per_sec:.2f}", flush=True)
-        if metrics:
-            metrics.write(json.dumps({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
-                                      "dt_ms": dt * 1000, "tok_per_sec": tok_per_sec}) + "\n")
-    if metrics:
-        metrics.close()
-
-    result = {
-        "median_tok_per_sec": statistics.median(rates) if rates else None,
-        "steps_timed": len(rates),
-        "first_loss": losses[0],
-        "last_loss": losses[-1],
-        "ln_vocab": math.log(len(chars)),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-    }
-    print("RESULT " + json.dumps(result), flush=True)
+    run = CharRun(args)
+    ranks.say(ranks.header())
+    ranks.say(run.describe(args))
+    ranks.say(f"model: {run.model.summary()}" + (f" | DDP buckets {args.bucket_mb} MiB" if ranks.distributed else ""))
+    train(args, ranks.wrap(run.model, args.bucket_mb), run.model,
+          ranks.loader(run.train_tokens, args.batch_size, run.seq_len), ranks, run.seq_len,
+          ln_vocab=math.log(len(run.chars)), backend=args.backend if ranks.distributed else None)
+    ranks.close()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ import tiktoken
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 from tiktoken_ext import openai_public
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llmc_shard import read_llmc_shard  # noqa: E402  (numpy only: no torch import in a timed run)
+
 
 def gpt2_encoding(vocab_dir):
     # tiktoken_ext.openai_public.gpt2() with local files in place of the download URLs.
@@ -35,16 +38,6 @@ def gpt2_encoding(vocab_dir):
     )
     return tiktoken.Encoding(name="gpt2", pat_str=openai_public.r50k_pat_str, mergeable_ranks=ranks,
                              special_tokens={openai_public.ENDOFTEXT: 50256}, explicit_n_vocab=50257)
-
-
-def read_llmc_shard(path):
-    header = np.fromfile(path, dtype=np.int32, count=256)
-    if header[0] != 20240520:
-        sys.exit(f"{path}: not an llm.c shard (magic {header[0]})")
-    tokens = np.fromfile(path, dtype=np.uint16, offset=256 * 4)
-    if len(tokens) != header[2]:
-        sys.exit(f"{path}: header says {header[2]} tokens, file holds {len(tokens)}")
-    return tokens
 
 
 def main():

@@ -4,8 +4,8 @@ usage: compare_runs.py TOLERANCE "LABEL|RUN_A|RUN_B|same" "LABEL|RUN_A|RUN_B|dif
 
 A checkpoint is a safetensors file: "model.*" tensors are the weights and "loader.position" is the
 data position. It is read here with a few lines of Python rather than the safetensors package, so the
-test needs nothing beyond torch. Prints one
-line per pair, "ok" or "FAIL": a "same" pair passes when losses and weights agree within TOLERANCE, a
+test needs nothing beyond torch. Prints one line per pair, "PASS:" or "FAIL:": a "same" pair passes
+when losses and weights agree within TOLERANCE, a
 "different" pair (a control that the comparison can fail at all) when they do not. One process
 compares every pair, since importing torch is the slow part.
 """
@@ -98,7 +98,7 @@ def main():
             ok, summary, problems = compare(run_a, run_b, tolerance, expectation == "different")
         except (OSError, RuntimeError, SystemExit) as e:  # a missing run was reported by the caller
             ok, summary, problems = False, f"cannot compare: {e}", []
-        print(f"{'ok  ' if ok else 'FAIL'} {label}: {summary}")
+        print(f"{'PASS' if ok else 'FAIL'}: {label}: {summary}")
         if not ok:
             for p in problems:
                 print(f"     | {p}")

@@ -4,60 +4,53 @@
 #
 # usage: rank_behaviour_test.sh PATH/TO/mygpt-ddp [PATH/TO/python]   (python is not needed here)
 set -uo pipefail
-bin=$(realpath "$1")
-here=$(cd "$(dirname "$0")" && pwd)
-source "$here/../../scripts/mpi_env.sh"  # MYGPT_MPIRUN, root permission for Open MPI
-export OMP_NUM_THREADS=1
-mpirun=("${MYGPT_MPIRUN[@]}" -np 2)
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/mygpt_rank_behaviour.XXXXXX")
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
-passed=0 failed=0
-pass() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-check() {  # check LABEL COMMAND...: passes when COMMAND succeeds
-  local label=$1
-  shift
-  if "$@"; then pass "$label"; else fail "$label"; fi
-}
+use_binary "${1:-}"
+use_mpirun
+mpirun=("${MPIRUN[@]}" -np 2)
+make_work_dir rank_behaviour
+RUN_TIMEOUT=60
+
 now() { date +%s.%N; }
 seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 faster_than() { awk -v s="$1" -v limit="$2" 'BEGIN { exit !(s < limit) }'; }
 
-tiny=(--preset tiny --batch-size 4 --seq-len 32 --eval-every 0 --threads 1)
+# MPI on CPU: --device cpu, so that a machine with GPUs runs the same test.
+tiny=(--preset tiny --batch-size 4 --seq-len 32 --eval-every 0 --threads 1 --device cpu)
 
 # Each rank gets its own working directory; the options are the same, so relative paths (--out, the
 # data file) resolve per rank. That shows who writes, and lets one rank alone miss a file.
-mkdir -p "$work/rank0" "$work/rank1"
-seq 1 3000 >"$work/rank0/data.txt"
-per_rank_dirs="cd '$work'/rank\$OMPI_COMM_WORLD_RANK && exec \"\$0\" \"\$@\""
+mkdir -p "$WORK/rank0" "$WORK/rank1"
+seq 1 3000 >"$WORK/rank0/data.txt"
+per_rank_dirs="cd '$WORK'/rank\$OMPI_COMM_WORLD_RANK && exec \"\$0\" \"\$@\""
 
 # --- (1) only rank 0 writes and prints ------------------------------------------------------------
 steps=10
-timeout 60 "${mpirun[@]}" --tag-output bash -c "$per_rank_dirs" "$bin" train builtin:sort "${tiny[@]}" \
-  --steps $steps --log-every 1 --checkpoint-every 5 --out out >"$work/tagged.out" 2>"$work/tagged.err"
-rc=$?
+run_cmd tagged "${mpirun[@]}" --tag-output bash -c "$per_rank_dirs" "$BIN" train builtin:sort "${tiny[@]}" \
+  --steps $steps --log-every 1 --checkpoint-every 5 --out out
+rc=$RC
 check "(1) a 2-rank run succeeds (exit $rc)" test "$rc" -eq 0
-listing=$(cd "$work/rank0/out" 2>/dev/null && ls -A | tr '\n' ' ')
+listing=$(cd "$WORK/rank0/out" 2>/dev/null && ls -A | tr '\n' ' ')
 check "(1) rank 0's --out holds one metrics.jsonl and the checkpoints of steps 5 and 10 (has: $listing)" \
   test "$listing" = "ckpt_00000005.pt ckpt_00000010.pt metrics.jsonl "
-check "(1) rank 1 wrote nothing (no --out directory in its working directory)" test ! -e "$work/rank1/out"
-metric_steps=$(grep -o '"step":[0-9]*' "$work/rank0/out/metrics.jsonl" 2>/dev/null | cut -d: -f2 | tr '\n' ' ')
+check "(1) rank 1 wrote nothing (no --out directory in its working directory)" test ! -e "$WORK/rank1/out"
+metric_steps=$(metric_values step "$WORK/rank0/out/metrics.jsonl" 2>/dev/null | tr '\n' ' ')
 check "(1) metrics.jsonl has one record per step, written once (steps: $metric_steps)" \
   test "$metric_steps" = "$(seq 0 $((steps - 1)) | tr '\n' ' ')"
-other_rank_lines=$(grep -c '^\[[0-9]*,1\]' "$work/tagged.out" "$work/tagged.err" | awk -F: '{ n += $2 } END { print n }')
+other_rank_lines=$(grep -c '^\[[0-9]*,1\]' "$WORK/tagged.out" "$WORK/tagged.err" | awk -F: '{ n += $2 } END { print n }')
 check "(1) rank 1 printed nothing on stdout or stderr ($other_rank_lines line(s))" test "$other_rank_lines" -eq 0
 progress_ok=true
 for ((s = 0; s < steps; ++s)); do
-  n=$(grep -cE "^\[[0-9]+,0\]<stdout>:step +$s \| loss" "$work/tagged.out")
+  n=$(grep -cE "^\[[0-9]+,0\]<stdout>:step +$s \| loss" "$WORK/tagged.out")
   [ "$n" -eq 1 ] || { progress_ok=false; echo "     | 'step $s | loss' printed $n time(s)"; }
 done
 check "(1) one progress stream: each 'step N | loss' line printed once, by rank 0" $progress_ok
 
 # --- (4) the world line, once ---------------------------------------------------------------------
-timeout 60 "${mpirun[@]}" "$bin" train builtin:sort "${tiny[@]}" --steps 2 --out "$work/world" >"$work/world.out" 2>&1
-rc=$?
-n=$(grep -cF "world: 2 rank(s) on 1 node(s), 2 per node | backend mpi" "$work/world.out")
+run_cmd world "${mpirun[@]}" "$BIN" train builtin:sort "${tiny[@]}" --steps 2 --out "$WORK/world"
+rc=$RC
+n=$(cat "$WORK/world.out" "$WORK/world.err" | grep -cF "world: 2 rank(s) on 1 node(s), 2 per node | backend mpi")
 check "(4) mpirun -np 2 prints 'world: 2 rank(s) on 1 node(s), 2 per node | backend mpi' once (exit $rc, $n time(s))" \
   test "$rc" -eq 0 -a "$n" -eq 1
 
@@ -71,41 +64,39 @@ killer='if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
 fi
 exec "$@"'
 start=$(now)
-KILLED_OUT=$work/killed.out KILLED_AT=$work/killed.at timeout 60 "${mpirun[@]}" -x KILLED_OUT -x KILLED_AT \
-  bash -c "$killer" bash "$bin" train builtin:sort "${tiny[@]}" --steps 1000000 --log-every 100 \
-  --out "$work/killed" >"$work/killed.out" 2>&1
-rc=$?
-killed_at=$(cat "$work/killed.at" 2>/dev/null || echo "$start")
+KILLED_OUT=$WORK/killed.out KILLED_AT=$WORK/killed.at run_cmd killed "${mpirun[@]}" -x KILLED_OUT -x KILLED_AT \
+  bash -c "$killer" bash "$BIN" train builtin:sort "${tiny[@]}" --steps 1000000 --log-every 100 --out "$WORK/killed"
+rc=$RC
+killed_at=$(cat "$WORK/killed.at" 2>/dev/null || echo "$start")
 took=$(seconds_since "$killed_at")
 check "(2) killing rank 1 mid-run ends mpirun non-zero (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 check "(2) ... within 30 s of the kill (took $took s, $(seconds_since "$start") s in all)" faster_than "$took" 30
-check "(2) ... after training had started" grep -qE '^step +[0-9]+ \| loss' "$work/killed.out"
+check "(2) ... after training had started" grep -qE '^step +[0-9]+ \| loss' "$WORK/killed.out"
 
 # Rank 1 stops with an error of its own: its working directory lacks the data file.
 start=$(now)
-timeout 60 "${mpirun[@]}" bash -c "$per_rank_dirs" "$bin" train data.txt "${tiny[@]}" --steps 1000000 \
-  --out out_missing >"$work/missing.out" 2>"$work/missing.err"
-rc=$?
+run_cmd missing "${mpirun[@]}" bash -c "$per_rank_dirs" "$BIN" train data.txt "${tiny[@]}" --steps 1000000 \
+  --out out_missing
+rc=$RC
 took=$(seconds_since "$start")
 check "(2) rank 1 failing on a missing data file ends mpirun non-zero (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 check "(2) ... within 30 s (took $took s)" faster_than "$took" 30
-check "(2) ... with rank 1's one-line error: $(grep -m1 '^rank 1: ' "$work/missing.err")" \
-  grep -q "^rank 1: mygpt-ddp: error: data file 'data.txt' does not exist" "$work/missing.err"
+check "(2) ... with rank 1's one-line error: $(grep -m1 '^rank 1: ' "$WORK/missing.err")" \
+  grep -q "^rank 1: mygpt-ddp: error: data file 'data.txt' does not exist" "$WORK/missing.err"
 
 # --- (3) ranks with different configurations are refused at start -------------------------------
 start=$(now)
-timeout 60 "${mpirun[@]}" bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$@" --lr 2e-3; else exec "$@"; fi' \
-  bash "$bin" train builtin:sort "${tiny[@]}" --steps 1000000 --out "$work/mismatch" >"$work/mismatch.out" 2>"$work/mismatch.err"
-rc=$?
+run_cmd mismatch "${mpirun[@]}" bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$@" --lr 2e-3; else exec "$@"; fi' \
+  bash "$BIN" train builtin:sort "${tiny[@]}" --steps 1000000 --out "$WORK/mismatch"
+rc=$RC
 took=$(seconds_since "$start")
 check "(3) ranks started with different --lr: mpirun exits non-zero (exit $rc, $took s)" \
   test "$rc" -ne 0 -a "$rc" -ne 124
-check "(3) ... with a message naming the cause: $(grep -m1 'different configurations' "$work/mismatch.err")" \
-  grep -q "different configurations" "$work/mismatch.err"
+check "(3) ... with a message naming the cause: $(grep -m1 'different configurations' "$WORK/mismatch.err")" \
+  grep -q "different configurations" "$WORK/mismatch.err"
 # Both ranks may report at once; each report must stay one whole line that names its rank.
-bad_lines=$(grep 'mygpt-ddp: error:' "$work/mismatch.err" | grep -cvE '^rank [01]: mygpt-ddp: error: ')
+bad_lines=$(grep 'mygpt-ddp: error:' "$WORK/mismatch.err" | grep -cvE '^rank [01]: mygpt-ddp: error: ')
 check "(3) ... every error line is whole and starts with its rank ($bad_lines mangled)" test "$bad_lines" -eq 0
-check "(3) ... before any training step" bash -c "! grep -q 'step .* | loss' '$work/mismatch.out'"
+check "(3) ... before any training step" bash -c "! grep -q 'step .* | loss' '$WORK/mismatch.out'"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

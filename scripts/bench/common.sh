@@ -1,0 +1,137 @@
+# shellcheck shell=bash
+# What the benchmark scripts (scripts/bench_*.sh) share: finding the repository, the built binary and
+# the .venv, their options, a scratch directory, the facts about the machine a result depends on, the
+# order of the runs, and appending a result to docs/BENCHMARKS.md. Sourced first thing:
+#   source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
+#   bench_options NAME=DEFAULT... -- "$@"
+# Every script's header comment (from line 2 to the first line that is not a comment) is its --help.
+
+bench_name="$(basename "$0")"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+python="$repo/.venv/bin/python"
+torchrun="$repo/.venv/bin/torchrun"
+append=1
+
+bench_die() { echo "$bench_name: $*" >&2; exit 1; }
+bench_usage_error() { echo "$bench_name: $*" >&2; exit 2; }
+
+# bench_options NAME=DEFAULT... -- ARGS...: declares the script's options and reads them. Each
+# NAME=DEFAULT sets the variable NAME (dashes read as underscores) to DEFAULT, and `--NAME VALUE` in
+# ARGS to VALUE; --no-append keeps the result out of docs/BENCHMARKS.md; --help prints the header.
+# Sets command_line, the command as run.
+bench_options() {
+  local -a names=()
+  local spec name known
+  while [[ $1 != -- ]]; do
+    spec=$1
+    name=${spec%%=*}
+    names+=("$name")
+    printf -v "${name//-/_}" '%s' "${spec#*=}"
+    shift
+  done
+  shift
+  command_line="scripts/$bench_name"
+  (( $# )) && command_line+="$(printf ' %q' "$@")"
+  while (( $# )); do
+    case "$1" in
+      --no-append) append=0; shift; continue ;;
+      -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    esac
+    known=0
+    for name in "${names[@]}"; do [[ $1 == "--$name" ]] && known=1; done
+    (( known )) || bench_usage_error "unknown option '$1' (see --help)"
+    (( $# >= 2 )) || bench_usage_error "$1 needs a value"
+    name="${1#--}"
+    printf -v "${name//-/_}" '%s' "$2"
+    shift 2
+  done
+}
+
+# bench_need_built PATH...: each must be an executable of the build or the .venv.
+bench_need_built() {
+  local path
+  for path in "$@"; do [[ -x $path ]] || bench_die "$path is missing; run scripts/setup.sh first"; done
+}
+
+# bench_need_vocab DIR: the GPT-2 vocabulary files must be there.
+bench_need_vocab() {
+  [[ -f $1/encoder.json && -f $1/vocab.bpe ]] || bench_die "$1 must hold encoder.json and vocab.bpe"
+}
+
+# bench_abs_path FILE: FILE (which must exist) as an absolute path.
+bench_abs_path() {
+  [[ -e $1 ]] || bench_die "$1 is missing"
+  echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+}
+
+# bench_work_dir: a fresh scratch directory as work, removed when the script exits.
+bench_work_dir() {
+  work="$(mktemp -d "${TMPDIR:-/tmp}/${bench_name%.sh}.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+}
+
+# bench_private_copy BINARY: copies BINARY into $work and prints the copy's path, so that a rebuild
+# while the benchmark runs cannot change (or remove) what is measured. Its library path is absolute.
+bench_private_copy() {
+  cp "$1" "$work/$(basename "$1")"
+  echo "$work/$(basename "$1")"
+}
+
+# bench_machine_facts: cpus, cpu_model, mem, load (at start), torch_version, mpi_version (when there
+# is an mpirun), printed in one line with EXTRA (optional) appended; warns when the machine is busy.
+bench_machine_facts() {
+  # GNU nproc honours OMP_NUM_THREADS: count the CPUs without it.
+  cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
+  cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+  load="$(cut -d' ' -f1-3 /proc/loadavg)"
+  torch_version="$("$python" -c 'import torch; print(torch.__version__)')"
+  mpi_version=""
+  command -v mpirun >/dev/null && mpi_version="$(mpirun --version 2>&1 | head -n 1)"
+  echo "torch $torch_version${mpi_version:+ | $mpi_version} | $cpus CPUs ($cpu_model) | $mem | load average at start: $load${1:+ | $1}"
+  if awk -v n="$cpus" '{ exit !($1 > n) }' /proc/loadavg; then
+    echo "$bench_name: warning: the load average exceeds the CPU count; wall-clock times will be slow and noisy" >&2
+  fi
+}
+
+# bench_rotate REP ITEM...: the ITEMs rotated by REP - 1 places, so that over the repetitions no side
+# always runs first (or last) on a machine whose speed drifts.
+bench_rotate() {
+  local rep=$1
+  shift
+  local k=$(( (rep - 1) % $# ))
+  local -a items=("$@")
+  echo "${items[@]:k}" "${items[@]:0:k}"
+}
+
+# bench_run LOG WHAT COMMAND...: runs COMMAND with its output in LOG; on failure shows LOG and stops.
+bench_run() {
+  local log=$1 what=$2
+  shift 2
+  "$@" >"$log" 2>&1 || { cat "$log" >&2; bench_die "the $what run failed"; }
+}
+
+# bench_report TITLE TABLE BULLET...: prints TABLE and, unless --no-append, appends a section to
+# docs/BENCHMARKS.md: "## TITLE, <UTC time>", the machine, the command, the BULLETs, then TABLE.
+bench_report() {
+  local title=$1 table=$2
+  shift 2
+  echo
+  cat "$table"
+  (( append )) || return 0
+  local out="$repo/docs/BENCHMARKS.md"
+  [[ -f $out ]] || bench_die "$out is missing"
+  {
+    echo
+    echo "## $title, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "- machine: $cpus CPUs, $cpu_model, $mem RAM; load average (1/5/15 min) at start $load, at end $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- command: \`$command_line\`"
+    printf -- '- %s\n' "$@"
+    echo
+    cat "$table"
+  } >>"$out"
+  echo
+  echo "appended to docs/BENCHMARKS.md"
+}
