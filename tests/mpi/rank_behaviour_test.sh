@@ -99,4 +99,36 @@ bad_lines=$(grep 'mygpt-ddp: error:' "$WORK/mismatch.err" | grep -cvE '^rank [01
 check "(3) ... every error line is whole and starts with its rank ($bad_lines mangled)" test "$bad_lines" -eq 0
 check "(3) ... before any training step" bash -c "! grep -q 'step .* | loss' '$WORK/mismatch.out'"
 
+# --- (5) stop signals: a checkpoint, exit 0, and a second signal cannot lose it ----------------------
+# wait_for_step LOG: until the run in LOG has printed a training step (at most 60 s).
+wait_for_step() { for _ in $(seq 600); do grep -qE '^step +[0-9]+ \| loss' "$1" && return 0; sleep 0.1; done; return 1; }
+
+"$BIN" train builtin:sort "${tiny[@]}" --steps 1000000 --log-every 20 --out "$WORK/twice" \
+  >"$WORK/twice.out" 2>"$WORK/twice.err" &
+pid=$!
+wait_for_step "$WORK/twice.out"
+kill -TERM $pid
+kill -TERM $pid  # back to back: an impatient user or a launcher repeating itself
+wait $pid
+rc=$?
+check "(5) two SIGTERMs back to back: exit 0 after the checkpoint (exit $rc)" test "$rc" -eq 0
+check "(5) ... the checkpoint was written: $(ls "$WORK/twice" 2>/dev/null | grep ckpt_ | tr '\n' ' ')" \
+  bash -c "ls '$WORK/twice' | grep -q '^ckpt_.*\.pt$'"
+check "(5) ... and said so" grep -q "stopped early; continue with --resume auto" "$WORK/twice.out"
+
+"${mpirun[@]}" "$BIN" train builtin:sort "${tiny[@]}" --steps 1000000 --log-every 20 --out "$WORK/usr1" \
+  >"$WORK/usr1.out" 2>"$WORK/usr1.err" &
+pid=$!
+wait_for_step "$WORK/usr1.out"
+kill -USR1 $pid  # mpirun forwards SIGUSR1 to every rank
+wait $pid
+rc=$?
+check "(5) SIGUSR1 to mpirun: every rank stops at one step and the job exits 0 (exit $rc)" test "$rc" -eq 0
+saved=$(ls "$WORK/usr1" 2>/dev/null | grep -c '^ckpt_')
+check "(5) ... with one checkpoint ($saved)" test "$saved" -eq 1
+at=$(ls "$WORK/usr1" | sed -n 's/^ckpt_0*\([0-9][0-9]*\)\.pt$/\1/p' | head -1)
+run_np 2 usr1_resume train builtin:sort "${tiny[@]}" --steps $((${at:-0} + 2)) --resume auto --out "$WORK/usr1"
+check "(5) ... from which --resume auto continues (exit $RC)" grep -q "resumed from $WORK/usr1/ckpt_.* at step ${at:-?}" \
+  "$WORK/usr1_resume.out"
+
 finish
