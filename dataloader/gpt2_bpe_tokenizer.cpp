@@ -185,7 +185,8 @@ class MergeTable {
   std::size_t size_ = 0;
 };
 
-MergeTable read_vocab_bpe(const fs::path& path, const StringMap<int32_t>& ids_by_spelling) {
+MergeTable read_vocab_bpe(const fs::path& path, const StringMap<int32_t>& ids_by_spelling,
+                          const std::string& vocabulary_name) {
   const std::string text = read_whole_file(path, "GPT-2 vocabulary file");
   MergeTable merges(Gpt2BpeTokenizer::kMergeCount);
   std::size_t line_number = 0;
@@ -214,7 +215,7 @@ MergeTable read_vocab_bpe(const fs::path& path, const StringMap<int32_t>& ids_by
     const auto right_it = ids_by_spelling.find(right);
     const auto merged_it = ids_by_spelling.find(merged);
     if (left_it == ids_by_spelling.end() || right_it == ids_by_spelling.end() || merged_it == ids_by_spelling.end()) {
-      throw std::invalid_argument(where + "merge '" + std::string(line) + "' uses a token missing from encoder.json" +
+      throw std::invalid_argument(where + "merge '" + std::string(line) + "' uses a token missing from " + vocabulary_name +
                                   hint);
     }
     if (merges.size() == Gpt2BpeTokenizer::kMergeCount) {
@@ -497,23 +498,37 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(Gpt2BpeTokenizer&&) noexcept = default;
 Gpt2BpeTokenizer& Gpt2BpeTokenizer::operator=(Gpt2BpeTokenizer&&) noexcept = default;
 Gpt2BpeTokenizer::~Gpt2BpeTokenizer() = default;
 
+std::optional<Gpt2TokenizerFiles> Gpt2BpeTokenizer::find_files(const std::filesystem::path& dir) {
+  std::error_code error;
+  const auto has = [&](const char* name) { return fs::exists(dir / name, error); };
+  // OpenAI's names win whenever one of them is there, so that a damaged pair is reported as such.
+  if (has("encoder.json") || has("vocab.bpe")) return Gpt2TokenizerFiles{dir / "encoder.json", dir / "vocab.bpe"};
+  if (has("vocab.json") || has("merges.txt")) return Gpt2TokenizerFiles{dir / "vocab.json", dir / "merges.txt"};
+  return std::nullopt;
+}
+
 Gpt2BpeTokenizer Gpt2BpeTokenizer::load(const std::filesystem::path& dir) {
   std::error_code error;
   if (!fs::is_directory(dir, error)) {
+    throw std::invalid_argument(dir.string() + ": GPT-2 tokenizer directory not found (it must hold encoder.json and "
+                                               "vocab.bpe, or vocab.json and merges.txt)");
+  }
+  const auto files = find_files(dir);
+  if (!files) {
     throw std::invalid_argument(dir.string() +
-                                ": GPT-2 tokenizer directory not found (it must hold encoder.json and vocab.bpe)");
+                                ": no GPT-2 tokenizer files (encoder.json and vocab.bpe, or vocab.json and merges.txt)");
   }
   auto impl = std::make_unique<Impl>();
-  const fs::path encoder_path = dir / "encoder.json";
-  const StringMap<int32_t> ids_by_spelling = read_encoder_json(encoder_path, impl->token_bytes);
+  const StringMap<int32_t> ids_by_spelling = read_encoder_json(files->vocabulary, impl->token_bytes);
   for (int byte = 0; byte < 256; ++byte) {
     const auto it = ids_by_spelling.find(alphabet_spelling_of_byte(static_cast<unsigned char>(byte)));
     if (it == ids_by_spelling.end()) {
-      throw std::invalid_argument(encoder_path.string() + ": no token for the single byte " + std::to_string(byte));
+      throw std::invalid_argument(files->vocabulary.string() + ": no token for the single byte " +
+                                  std::to_string(byte));
     }
     impl->byte_token[byte] = it->second;
   }
-  impl->merges = read_vocab_bpe(dir / "vocab.bpe", ids_by_spelling);
+  impl->merges = read_vocab_bpe(files->merges, ids_by_spelling, files->vocabulary.filename().string());
   return Gpt2BpeTokenizer(std::move(impl));
 }
 

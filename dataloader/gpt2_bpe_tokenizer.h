@@ -1,4 +1,5 @@
-// GPT-2's byte-level BPE tokenizer, loaded from OpenAI's `encoder.json` + `vocab.bpe`.
+// GPT-2's byte-level BPE tokenizer, loaded from OpenAI's `encoder.json` + `vocab.bpe`, or from the
+// same content under Hugging Face's names, `vocab.json` + `merges.txt`.
 //
 // It reproduces OpenAI's gpt-2 `encoder.py` (the same encoding tiktoken calls "gpt2" / r50k_base)
 // id for id: text is split into pre-tokens by GPT-2's regex, every pre-token's bytes are merged by
@@ -14,12 +15,19 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace mygpt {
+
+// A tokenizer's two files: the token -> id JSON object and the ranked merges.
+struct Gpt2TokenizerFiles {
+  std::filesystem::path vocabulary;  // encoder.json or vocab.json
+  std::filesystem::path merges;      // vocab.bpe or merges.txt
+};
 
 class Gpt2BpeTokenizer {
  public:
@@ -28,7 +36,11 @@ class Gpt2BpeTokenizer {
   static constexpr int32_t kEndOfTextId = 50256;
   static constexpr std::string_view kEndOfText = "<|endoftext|>";
 
-  // Reads dir/encoder.json and dir/vocab.bpe. Every problem with them (missing, unreadable,
+  // The files load() reads from dir: encoder.json + vocab.bpe when either is there, else vocab.json +
+  // merges.txt when either is there (they need not exist: load() reports the missing one); nullopt
+  // when dir holds none of the four names.
+  static std::optional<Gpt2TokenizerFiles> find_files(const std::filesystem::path& dir);
+  // Reads the files find_files names. Every problem with them (none there, missing, unreadable,
   // malformed, truncated, wrong sizes, merges naming unknown tokens) throws std::invalid_argument
   // with a one-line message that names the file.
   static Gpt2BpeTokenizer load(const std::filesystem::path& dir);

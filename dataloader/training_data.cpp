@@ -94,14 +94,16 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
 
 }  // namespace
 
-TrainingData load_training_data(const DataOptions& o) {
-  const std::string& spec = o.data;
-  if (is_builtin_dataset(spec)) return load_text_data(o, spec);
+bool is_token_data(const std::string& spec) {
+  if (is_builtin_dataset(spec)) return false;
   std::error_code ec;
-  if (fs::is_directory(spec, ec) || (is_glob(spec) && !fs::exists(spec, ec))) return load_token_data(o, spec);
+  if (fs::is_directory(spec, ec) || (is_glob(spec) && !fs::exists(spec, ec))) return true;
   require_regular_file(spec, "data file");
-  if (looks_like_token_file(spec)) return load_token_data(o, spec);
-  return load_text_data(o, spec);
+  return looks_like_token_file(spec);
+}
+
+TrainingData load_training_data(const DataOptions& o) {
+  return is_token_data(o.data) ? load_token_data(o, o.data) : load_text_data(o, o.data);
 }
 
 }  // namespace mygpt

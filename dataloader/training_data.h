@@ -35,4 +35,8 @@ struct TrainingData {
 
 TrainingData load_training_data(const DataOptions& options);
 
+// Whether load_training_data reads `spec` as token data (a token file, a folder of shards, a glob)
+// rather than as text (builtin:..., a UTF-8 text file). Detects by content, as loading does.
+bool is_token_data(const std::string& spec);
+
 }  // namespace mygpt

@@ -57,5 +57,6 @@ Command plan_command();
 Command generate_command();
 Command eval_command();
 Command prepare_command();
+Command export_command();
 
 }  // namespace mygpt

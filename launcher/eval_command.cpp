@@ -1,14 +1,18 @@
-// `mygpt-ddp eval`: the evaluations of training, run on a checkpoint by themselves: validation loss on
-// token data, HellaSwag accuracy, or held-out accuracy on a built-in task.
+// `mygpt-ddp eval`: the evaluations of training, run by themselves on a checkpoint or a Hugging Face
+// folder: validation loss on token data (or on a text, with the model's tokenizer), HellaSwag accuracy,
+// or held-out accuracy on a built-in task.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 
+#include "common/file_io.h"
 #include "common/strprintf.h"
 #include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
 #include "dataloader/hellaswag_reader.h"
+#include "dataloader/token_file.h"
 #include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
@@ -40,8 +44,10 @@ const OptionTable<EvalFlags>& eval_flag_table() {
     using E = EvalFlags;
     OptionTable<E> t;
     t.group("What to evaluate (one of --val, --hellaswag, --task)");
-    checkpoint_flag(t, &E::checkpoint);
-    t.add("val", &E::val, "validation loss on token data (file, shard folder or glob)");
+    model_flag(t, &E::checkpoint);
+    t.add("val", &E::val,
+          "validation loss on token data (a file, a glob, or a shard folder: its *val* files), or on a UTF-8 text "
+          "file encoded with the model's tokenizer");
     t.add("hellaswag", &E::hellaswag, "HellaSwag accuracy (official jsonl or llama.cpp's 6-line text)");
     t.add("task", &E::task, "held-out accuracy on a built-in task such as builtin:sort (greedy decoding)");
     t.add("examples", &E::examples, "examples to score; 0 means all (builtin task: 200)").init(0).check(non_negative);
@@ -57,9 +63,57 @@ const OptionTable<EvalFlags>& eval_flag_table() {
   return table;
 }
 
+namespace fs = std::filesystem;
+
+// A shard folder is scored by its *val* files only, as training validates on them.
+std::vector<fs::path> validation_files(const std::string& spec) {
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) {
+    bool any_val = false;
+    for (const auto& entry : fs::directory_iterator(spec, ec)) {
+      const std::string name = entry.path().filename().string();
+      any_val = any_val || (name.find("val") != std::string::npos && name.front() != '.');
+    }
+    if (!any_val) {
+      throw std::invalid_argument("--val folder '" + spec + "' holds no *val* files (eval scores validation shards)");
+    }
+    return expand_token_paths(spec, "val");
+  }
+  return expand_token_paths(spec);
+}
+
+bool is_text_file(const std::string& spec) {
+  std::error_code ec;
+  return fs::is_regular_file(spec, ec) && !looks_like_token_file(spec);
+}
+
+// The tokens of a UTF-8 text, with the model's tokenizer.
+std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const TextCodec& codec) {
+  const std::string text = read_whole_file(path, "--val text file");
+  if (text.empty()) throw std::invalid_argument("--val text file '" + path + "' is empty");
+  try {
+    return std::make_shared<InMemoryTokens>(codec.encode(text));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--val text file '" + path + "': " + e.what());
+  }
+}
+
+// The loss is the model's own (as training computes it): a Hugging Face model is imported unpadded, so
+// no padded id takes part, and one of our checkpoints scores as its training validation did.
 int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device& device, bool bf16) {
   const GptConfig& config = m.model->config();
-  auto tokens = std::make_shared<TokenStream>(expand_token_paths(*f.val), static_cast<uint32_t>(config.vocab_size));
+  std::shared_ptr<const TokenSource> tokens;
+  if (m.codec) {
+    tokens = text_tokens(*f.val, *m.codec);
+    std::cout << "val data: text " << *f.val << " (" << tokens->size() << " tokens, "
+              << tokenizer_kind_name(m.codec->kind()) << " tokenizer)" << std::endl;
+  } else {
+    const auto files = validation_files(*f.val);
+    std::string names;
+    for (const auto& file : files) names += (names.empty() ? "" : ", ") + file.string();
+    tokens = std::make_shared<TokenStream>(files, static_cast<uint32_t>(config.vocab_size));
+    std::cout << "val data: " << files.size() << " file(s): " << names << std::endl;
+  }
   const int64_t seq_len = f.seq_len == 0 ? config.block_size : f.seq_len;
   if (seq_len > config.block_size) throw std::invalid_argument("--seq-len exceeds the model's block size");
   ShardedBatchLoader loader(tokens, f.batch_size, seq_len);
@@ -94,7 +148,7 @@ int evaluate_builtin_task(const EvalFlags& f, InferenceModel& m, const torch::De
   const int64_t count = f.examples == 0 ? 200 : f.examples;
   const auto examples = builtin_heldout_examples(*f.task, static_cast<size_t>(count));
   int64_t correct = 0, shown = 0;
-  SamplingOptions greedy{/*max_new_tokens=*/0, /*temperature=*/0.0, /*top_k=*/0};
+  SamplingOptions greedy{/*max_new_tokens=*/0, /*temperature=*/0.0, /*top_k=*/0, /*vocab_limit=*/m.token_count};
   for (const TaskExample& e : examples) {
     const auto prompt_ids = m.codec->encode(e.prompt);
     greedy.max_new_tokens = static_cast<int64_t>(m.codec->encode(e.answer).size());
@@ -116,25 +170,33 @@ int evaluate_builtin_task(const EvalFlags& f, InferenceModel& m, const torch::De
   return 0;
 }
 
+// Options that belong to other modes are refused rather than ignored.
+void refuse_options_of_other_modes(const Parsed<EvalFlags>& flags) {
+  const EvalFlags& f = flags.config;
+  const std::string mode = f.val ? "with --val" : f.hellaswag ? "with --hellaswag" : "with --task";
+  if (!f.val) {
+    for (const char* name : {"eval-steps", "batch-size", "seq-len"}) flags.refuse(name, mode + " (it applies to --val)");
+  }
+  if (f.val) flags.refuse("examples", mode + " (it applies to --hellaswag and --task)");
+  if (!f.task) flags.refuse("show", mode + " (it applies to --task)");
+  if (f.task) flags.refuse("precision", mode + " (greedy decoding runs in fp32)");
+  if (f.val && !is_text_file(*f.val)) flags.refuse("vocab", "with token data (it is the tokenizer of a text)");
+}
+
 int run_eval(const Parsed<EvalFlags>& flags, const MpiSession&) {
   const EvalFlags& f = flags.config;
   const int modes = static_cast<int>(f.val.has_value()) + static_cast<int>(f.hellaswag.has_value()) +
                     static_cast<int>(f.task.has_value());
   if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag or --task");
+  refuse_options_of_other_modes(flags);
   const torch::Device device = pick_device(f.device);
   std::cout << "device: " << device_name(device) << std::endl;
   const bool bf16 = resolve_precision(f.precision, device) == Precision::bf16;
-  if (f.val) {
-    // Token data needs no tokenizer, and a model trained on it without --vocab has none.
-    const Checkpoint ckpt = load_checkpoint(resolve_checkpoint(*f.checkpoint));
-    InferenceModel m;
-    m.meta = ckpt.meta;
-    m.model = model_from_checkpoint(ckpt);
-    m.model->to(device);
-    m.model->eval();
-    return evaluate_val_loss(f, m, device, bf16);
-  }
-  InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
+  // Token data needs no tokenizer, and a model trained on it without --vocab has none.
+  const bool need_tokenizer = !f.val || is_text_file(*f.val);
+  InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""), need_tokenizer);
+  std::cout << "model: " << m.description << std::endl;
+  if (f.val) return evaluate_val_loss(f, m, device, bf16);
   if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, bf16);
   return evaluate_builtin_task(f, m, device);
 }

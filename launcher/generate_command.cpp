@@ -1,4 +1,5 @@
-// `mygpt-ddp generate`: samples from a checkpoint. Same seed and device give the same text.
+// `mygpt-ddp generate`: samples from a checkpoint or a Hugging Face GPT-2 folder. Same seed and device
+// give the same text.
 #include <iostream>
 #include <optional>
 #include <stdexcept>
@@ -30,7 +31,7 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
     using G = GenerateFlags;
     OptionTable<G> t;
     t.group("Sampling");
-    checkpoint_flag(t, &G::checkpoint);
+    model_flag(t, &G::checkpoint);
     t.add("prompt", &G::prompt, "text the samples continue").init("\n").check(not_empty);
     t.add("max-new-tokens", &G::max_new_tokens, "tokens to generate per sample").init(200).check(non_negative);
     t.add("temperature", &G::temperature, "softmax temperature; 0 is greedy").init(0.8).check(non_negative);
@@ -46,10 +47,14 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
 
 int run_generate(const Parsed<GenerateFlags>& flags, const MpiSession&) {
   const GenerateFlags& f = flags.config;
+  if (f.temperature == 0 && flags.gave("top-k")) {
+    throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");
+  }
   const torch::Device device = pick_device(f.device);
   std::cout << "device: " << device_name(device) << std::endl;
-  const SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k};
   InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
+  std::cout << "model: " << m.description << std::endl;
+  const SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k, /*vocab_limit=*/m.token_count};
   const std::vector<int64_t> prompt_ids = m.codec->encode(f.prompt);
 
   seed_everything(f.seed);

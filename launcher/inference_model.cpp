@@ -2,25 +2,120 @@
 
 #include <stdexcept>
 
-namespace mygpt {
+#include "common/file_io.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "model/hf_gpt2.h"
+#include "trainer/stateful_parts.h"
 
-InferenceModel load_inference_model(const std::string& path, const torch::Device& device,
-                                    const std::string& vocab_dir) {
-  const Checkpoint ckpt = load_checkpoint(resolve_checkpoint(path));
+namespace mygpt {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kCharVocabularyFile = "char_vocab.txt";
+
+// The tokenizer files beside a Hugging Face model: GPT-2's BPE or our character vocabulary.
+void read_folder_tokenizer(StoredModel& stored) {
+  std::error_code ec;
+  if (Gpt2BpeTokenizer::find_files(stored.path)) {
+    stored.tokenizer_kind = TokenizerKind::gpt2;
+    stored.tokenizer_data = fs::absolute(stored.path).string();
+  } else if (fs::exists(stored.path / kCharVocabularyFile, ec)) {
+    stored.tokenizer_kind = TokenizerKind::character;
+    stored.tokenizer_data = read_whole_file(stored.path / kCharVocabularyFile, "character vocabulary", 1 << 20);
+  }
+}
+
+StoredModel open_hugging_face_folder(const fs::path& folder) {
+  if (latest_checkpoint(folder)) {
+    throw std::invalid_argument("folder '" + folder.string() +
+                                "' holds both checkpoints (ckpt_*.pt) and a Hugging Face config.json: name the "
+                                "checkpoint file, or move one of them");
+  }
+  StoredModel stored;
+  stored.path = folder;
+  stored.hugging_face = true;
+  stored.description = "Hugging Face folder " + folder.string();
+  const HfGpt2Config hf = read_hf_gpt2_config(folder, /*vocab_multiple=*/1);
+  stored.config = hf.config;
+  stored.token_count = hf.vocab_size;
+  read_folder_tokenizer(stored);
+  return stored;
+}
+
+}  // namespace
+
+StoredModel open_stored_model(const fs::path& path) {
+  if (is_hf_model_folder(path)) return open_hugging_face_folder(path);
+  StoredModel stored;
+  stored.path = resolve_checkpoint(path);
+  stored.checkpoint = load_checkpoint(stored.path);
+  const CheckpointMeta& meta = stored.checkpoint->meta;
+  stored.description = "checkpoint " + stored.path.string() + " (step " + std::to_string(meta.step) + ")";
+  stored.config = meta.model_config;
+  stored.tokenizer_kind = meta.tokenizer_kind;
+  stored.tokenizer_data = meta.tokenizer_data;
+  // GPT-2's 50257 tokens in an embedding padded to 50304; other models use every row.
+  stored.token_count = meta.tokenizer_kind == TokenizerKind::gpt2
+                           ? std::min<int64_t>(Gpt2BpeTokenizer::kVocabSize, meta.model_config.vocab_size)
+                           : meta.model_config.vocab_size;
+  return stored;
+}
+
+Gpt load_stored_weights(const StoredModel& stored) {
+  if (stored.checkpoint) return model_from_checkpoint(*stored.checkpoint);
+  HfGpt2Model hf = load_hf_gpt2(stored.path, /*vocab_multiple=*/1);
+  if (!(hf.config == stored.config)) throw std::logic_error("an HF folder's config changed while it was read");
+  return hf.model;
+}
+
+void copy_stored_weights(const StoredModel& stored, Gpt& model) {
+  ModelState into(model);
+  if (stored.checkpoint) {
+    into.load_state_dict(part_state(stored.checkpoint->tensors, "model"));
+  } else {
+    // A Hugging Face model's 50257 rows go into a model padded to a multiple of 64 rows (fast matmuls),
+    // the padding rows zero: their ids never occur as targets, and samplers mask them.
+    StateDict state = ModelState(load_stored_weights(stored)).state_dict();
+    const int64_t rows = model->config().vocab_size;
+    for (auto& [name, tensor] : state) {
+      const bool vocabulary_rows = name.find("wte") != std::string::npos || name.find("lm_head") != std::string::npos;
+      if (vocabulary_rows && tensor.size(0) < rows) {
+        tensor = torch::cat({tensor, torch::zeros({rows - tensor.size(0), tensor.size(1)}, tensor.options())});
+      }
+    }
+    into.load_state_dict(state);
+  }
+}
+
+std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const std::string& vocab_dir) {
+  std::unique_ptr<TextCodec> codec;
+  if (!vocab_dir.empty()) {
+    codec = make_text_codec(TokenizerKind::gpt2, vocab_dir);
+  } else if (stored.tokenizer_kind == TokenizerKind::none) {
+    throw std::invalid_argument(
+        stored.description + (stored.hugging_face ? " has no tokenizer files (vocab.json and merges.txt)"
+                                                  : " was trained on token data without --vocab") +
+        ": give --vocab DIR (GPT-2's encoder.json and vocab.bpe)");
+  } else {
+    codec = make_text_codec(stored.tokenizer_kind, stored.tokenizer_data);
+  }
+  if (codec->vocab_size() > stored.token_count) {
+    throw std::invalid_argument(stored.description + " has " + std::to_string(stored.token_count) +
+                                " tokens, fewer than its tokenizer's " + std::to_string(codec->vocab_size()));
+  }
+  return codec;
+}
+
+InferenceModel load_inference_model(const std::string& path, const torch::Device& device, const std::string& vocab_dir,
+                                    bool need_tokenizer) {
+  const StoredModel stored = open_stored_model(path);
   InferenceModel result;
-  result.meta = ckpt.meta;
-  result.model = model_from_checkpoint(ckpt);
+  result.description = stored.description;
+  result.token_count = stored.token_count;
+  if (need_tokenizer) result.codec = stored_model_codec(stored, vocab_dir);
+  result.model = load_stored_weights(stored);
   result.model->to(device);
   result.model->eval();
-  if (!vocab_dir.empty()) {
-    result.codec = make_text_codec(TokenizerKind::gpt2, vocab_dir);
-  } else if (ckpt.meta.tokenizer_kind == TokenizerKind::none) {
-    throw std::invalid_argument("checkpoint '" + path +
-                                "' was trained on token data without --vocab: "
-                                "give --vocab DIR (GPT-2's encoder.json and vocab.bpe)");
-  } else {
-    result.codec = make_text_codec(ckpt.meta.tokenizer_kind, ckpt.meta.tokenizer_data);
-  }
   return result;
 }
 

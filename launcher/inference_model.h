@@ -1,8 +1,17 @@
 #pragma once
-// A trained model with its tokenizer, loaded from a checkpoint onto a device for sampling or evaluation.
+// Models stored on disk, in the one place that knows both kinds: our checkpoints (a file, or the newest
+// in a folder) and Hugging Face GPT-2 folders (config.json + model.safetensors or its sharded index).
+// generate, eval, export and train --init-from / --resume all open them here, so every command accepts
+// both and reports the same way what it loaded.
+//
+// Hugging Face models are imported with their vocabulary as it is (50257 for GPT-2, not padded to
+// 50304): every loss the program computes (training, validation, HellaSwag) then matches transformers'
+// without masking padded ids, and samples cannot draw an id that is not a token.
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "dataloader/text_codec.h"
@@ -11,16 +20,45 @@
 
 namespace mygpt {
 
-struct InferenceModel {
-  Gpt model{nullptr};
-  CheckpointMeta meta;
-  std::unique_ptr<TextCodec> codec;
+struct StoredModel {
+  std::filesystem::path path;  // the checkpoint file or the Hugging Face folder
+  bool hugging_face = false;
+  std::string description;  // "checkpoint out/ckpt_00000100.pt (step 100)", "Hugging Face folder gpt2-hf"
+  GptConfig config;         // the stored shape; config.vocab_size is the embedding's rows
+  int64_t token_count = 0;  // ids below this are tokens; the rows above are vocabulary padding
+  TokenizerKind tokenizer_kind = TokenizerKind::none;
+  std::string tokenizer_data;            // what make_text_codec rebuilds the tokenizer from
+  std::optional<Checkpoint> checkpoint;  // the whole file, for our checkpoints
 };
 
-// path: a checkpoint file or a directory (its newest checkpoint). Reads onto the CPU, then moves.
-// vocab_dir, when not empty, supplies GPT-2's vocabulary files (needed for checkpoints trained on
-// token data without --vocab, or when the files moved since training).
+// Reads one of our checkpoints whole, or a Hugging Face folder's config.json and tokenizer files
+// (vocab.json + merges.txt or encoder.json + vocab.bpe: GPT-2's BPE; char_vocab.txt: characters, as
+// `export` writes it for a character model); the folder's weights are read by load_stored_weights.
+// Anything unusable is std::invalid_argument naming the path.
+StoredModel open_stored_model(const std::filesystem::path& path);
+
+// The stored model's weights in a new model on the CPU.
+Gpt load_stored_weights(const StoredModel& stored);
+// Copies the stored weights into `model` (of the stored shape, on any device), leaving the random
+// generators where they were.
+void copy_stored_weights(const StoredModel& stored, Gpt& model);
+
+// stored's tokenizer, or GPT-2's from vocab_dir when that is not empty (for models trained on token
+// data without --vocab, or whose files moved). Throws std::invalid_argument when there is none, or
+// when the tokenizer has ids the model lacks.
+std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const std::string& vocab_dir);
+
+// A stored model ready for sampling or evaluation, in eval mode on a device.
+struct InferenceModel {
+  Gpt model{nullptr};
+  std::string description;  // what was loaded (StoredModel::description)
+  int64_t token_count = 0;           // samples draw only ids below this (SamplingOptions::vocab_limit)
+  std::unique_ptr<TextCodec> codec;  // null unless need_tokenizer
+};
+
+// vocab_dir as for stored_model_codec. Without need_tokenizer no tokenizer is loaded (token data needs
+// none, and a model trained on it may have none).
 InferenceModel load_inference_model(const std::string& path, const torch::Device& device,
-                                    const std::string& vocab_dir = "");
+                                    const std::string& vocab_dir = "", bool need_tokenizer = true);
 
 }  // namespace mygpt

@@ -1,6 +1,7 @@
 #pragma once
 // One table of options per command. A row holds everything about one option: its name, the field it
-// fills, its default, its help, its check and the GPT-2 recipe's value. The Boost.Program_options
+// fills, its default, its help, its check and the values of the presets' recipes (GPT-2's, nanoGPT's
+// shakespeare-char). The Boost.Program_options
 // description (and so --help), parsing of the command line and of --config files, the checks and the
 // "name=value" text form all come from the rows, so they cannot disagree.
 //
@@ -34,6 +35,11 @@ struct Parsed {
   std::set<std::string> given;
   bool help = false;
   bool gave(const std::string& name) const { return given.count(name) > 0; }
+  // Flags are never silently ignored: a flag that the user gave and that this run does not use is an
+  // error, "--<name> has no effect <why>".
+  void refuse(const std::string& name, const std::string& why) const {
+    if (gave(name)) throw std::invalid_argument("--" + name + " has no effect " + why);
+  }
 };
 
 namespace option_detail {
@@ -70,9 +76,10 @@ class OptionRow {
   virtual const std::string& name() const = 0;
   virtual const std::string& group() const = 0;
   virtual void describe(po::options_description& into) const = 0;
-  // Fills the field from the parsed values; with recipe, a row that has a recipe value takes it when the
-  // flag was not given. Then checks the value; a bad one throws std::invalid_argument naming the flag.
-  virtual void fill(const po::variables_map& values, Config& config, bool recipe) const = 0;
+  // Fills the field from the parsed values; with a recipe (a name such as "gpt2"; empty: none), a row
+  // that has a value for that recipe takes it when the flag was not given. Then checks the value; a bad
+  // one throws std::invalid_argument naming the flag.
+  virtual void fill(const po::variables_map& values, Config& config, const std::string& recipe) const = 0;
   // "value" of the field, or nullopt when an optional field is unset.
   virtual std::optional<std::string> text(const Config& config) const = 0;
   // The default as --help shows it; nullopt when the option has none.
@@ -100,9 +107,9 @@ class Row final : public OptionRow<Config> {
     checks_.push_back(std::move(check));
     return *this;
   }
-  // The GPT-2 recipe's value, taken by the gpt2 presets when the flag is not given.
-  Row& gpt2(Value value) {
-    recipe_ = std::move(value);
+  // The value of a preset's recipe (the table's recipe_of names it), taken when the flag is not given.
+  Row& recipe(std::string name, Value value) {
+    recipes_.emplace_back(std::move(name), std::move(value));
     return *this;
   }
   // The command cannot run without this option (for std::optional fields).
@@ -126,15 +133,21 @@ class Row final : public OptionRow<Config> {
     if (default_) semantic->default_value(stored(*default_), to_text(*default_));
     std::string help = help_;
     if constexpr (std::is_enum_v<Value>) help += " (" + choices_text() + ")";
-    if (recipe_) help += " [gpt2: " + to_text(*recipe_) + "]";
+    std::string recipes;
+    for (const auto& [recipe_name, value] : recipes_) {
+      recipes += (recipes.empty() ? "" : "; ") + recipe_name + ": " + to_text(value);
+    }
+    if (!recipes.empty()) help += " [" + recipes + "]";
     into.add_options()(name_.c_str(), semantic, help.c_str());
   }
 
-  void fill(const po::variables_map& values, Config& config, bool recipe) const override {
+  void fill(const po::variables_map& values, Config& config, const std::string& recipe) const override {
     const bool given = values.count(name_) > 0 && !values[name_].defaulted();
+    const auto from_recipe = std::find_if(recipes_.begin(), recipes_.end(),
+                                          [&](const auto& entry) { return !recipe.empty() && entry.first == recipe; });
     std::optional<Value> value;
-    if (recipe && recipe_ && !given) {
-      value = *recipe_;
+    if (from_recipe != recipes_.end() && !given) {
+      value = from_recipe->second;
     } else if (values.count(name_) > 0) {
       value = from_stored(values[name_].template as<Stored>());
     } else if (default_) {
@@ -229,7 +242,8 @@ class Row final : public OptionRow<Config> {
   std::string group_, name_;
   std::function<Field&(Config&)> field_;
   std::string help_;
-  std::optional<Value> default_, recipe_;
+  std::optional<Value> default_;
+  std::vector<std::pair<std::string, Value>> recipes_;
   std::vector<Check> checks_;
   std::vector<std::pair<std::string, Value>> names_;
   bool required_ = false;
@@ -261,9 +275,9 @@ class OptionTable {
     positional_.emplace_back(std::move(name), count);
     return *this;
   }
-  // The gpt2 presets' recipe values apply when this says so of the parsed config.
-  OptionTable& recipe_applies_when(std::function<bool(const Config&)> test) {
-    recipe_applies_ = std::move(test);
+  // The recipe whose row values apply to a parsed config (empty: none), e.g. the one its preset brings.
+  OptionTable& recipe_of(std::function<std::string(const Config&)> recipe) {
+    recipe_of_ = std::move(recipe);
     return *this;
   }
 
@@ -319,7 +333,7 @@ class OptionTable {
   std::string group_ = "Options";
   std::vector<std::unique_ptr<OptionRow<Config>>> rows_;
   std::vector<std::pair<std::string, int>> positional_;
-  std::function<bool(const Config&)> recipe_applies_;
+  std::function<std::string(const Config&)> recipe_of_;
 };
 
 // The text of a --config file, refusing anything that is not a regular file (a folder, a FIFO).
@@ -345,10 +359,10 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
     if (values.count(row->name()) > 0 && !values[row->name()].defaulted()) parsed.given.insert(row->name());
   }
   // Plain values first (the recipe depends on the preset), then the recipe where it applies, then checks.
-  for (const auto& row : rows_) row->fill(values, parsed.config, /*recipe=*/false);
-  const bool recipe = recipe_applies_ && recipe_applies_(parsed.config);
-  if (recipe) {
-    for (const auto& row : rows_) row->fill(values, parsed.config, /*recipe=*/true);
+  for (const auto& row : rows_) row->fill(values, parsed.config, /*recipe=*/"");
+  const std::string recipe = recipe_of_ ? recipe_of_(parsed.config) : "";
+  if (!recipe.empty()) {
+    for (const auto& row : rows_) row->fill(values, parsed.config, recipe);
   }
   return parsed;
 }

@@ -4,6 +4,7 @@
 
 #include "common/strprintf.h"
 #include "launcher/commands.h"
+#include "launcher/run_start.h"
 #include "launcher/train_flags.h"
 #include "model/gpt.h"
 
@@ -11,7 +12,9 @@ namespace mygpt {
 namespace {
 
 int run_plan(const Parsed<TrainFlags>& flags, const MpiSession&) {
-  const GptConfig config = flags.config.model.resolve(flags.config.data.vocab_size.value_or(50304));
+  // --init-from (or a checkpoint to resume) decides the shape, as it does for train.
+  const GptConfig config =
+      resolve_model_config(flags, flags.config.data.vocab_size.value_or(50304), open_run_start(flags));
   const torch::Device device(flags.config.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU);
   const TrainOptions o = resolve_train_options(flags, config, device, /*world_size=*/1);
   const bool bf16 = o.precision == Precision::bf16;

@@ -13,23 +13,38 @@
 namespace mygpt {
 namespace {
 
-std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const TrainingData& data, int64_t examples) {
+// The tokenizer of the run's ids: the data's, or (token data without one) the stored model's it starts
+// from, whose ids the data must be to train it.
+struct RunTokenizer {
+  TokenizerKind kind = TokenizerKind::none;
+  std::string data;
+};
+
+RunTokenizer run_tokenizer(const TrainingData& data, const RunStart& start) {
+  if (data.tokenizer_kind != TokenizerKind::none || !start.model) return {data.tokenizer_kind, data.tokenizer_data};
+  return {start.model->tokenizer_kind, start.model->tokenizer_data};
+}
+
+std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const RunTokenizer& tokenizer, int64_t examples) {
   if (!d.hellaswag) return {};
-  if (data.tokenizer_kind != TokenizerKind::gpt2) {
+  if (tokenizer.kind != TokenizerKind::gpt2) {
     throw std::invalid_argument("--hellaswag needs the GPT-2 tokenizer: give --vocab DIR (and GPT-2 token data)");
   }
-  const auto codec = make_text_codec(TokenizerKind::gpt2, data.tokenizer_data);
+  const auto codec = make_text_codec(TokenizerKind::gpt2, tokenizer.data);
   return read_tokenized_hellaswag(*d.hellaswag, *codec, examples);
 }
 
 // Samples draw from their own CPU generator, so printing them leaves training's random streams alone.
-std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const TrainingData& data,
+std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTokenizer& tokenizer,
                                               const torch::Device& device) {
-  if (o.sample_every == 0 || data.tokenizer_kind == TokenizerKind::none) return {};
-  auto codec = std::shared_ptr<TextCodec>(make_text_codec(data.tokenizer_kind, data.tokenizer_data));
+  if (o.sample_every == 0) return {};
+  if (tokenizer.kind == TokenizerKind::none) {
+    throw std::invalid_argument("--sample-every needs a tokenizer, and this token data has none: give --vocab DIR");
+  }
+  auto codec = std::shared_ptr<TextCodec>(make_text_codec(tokenizer.kind, tokenizer.data));
   const auto prompt = codec->encode(o.sample_prompt);
   if (prompt.empty()) throw std::invalid_argument("--sample-prompt must not be empty");
-  SamplingOptions sampling{o.sample_tokens, 1.0, 50};
+  SamplingOptions sampling{o.sample_tokens, 1.0, 50, /*vocab_limit=*/codec->vocab_size()};
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   return [codec, prompt, sampling, generator, device](Gpt& m) mutable {
     generator.set_current_seed(generator.current_seed());  // the same sample stream every time
@@ -42,9 +57,14 @@ std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const Train
 }  // namespace
 
 std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const TrainingData& data, Communicator& comm,
-                                       const torch::Device& device, std::function<bool()> stop_requested) {
+                                       const torch::Device& device, std::function<bool()> stop_requested,
+                                       const RunStart* start) {
   const TrainFlags& f = flags.config;
-  const GptConfig model_config = f.model.resolve(data.vocab_size);
+  std::optional<RunStart> opened;
+  if (start == nullptr) start = &opened.emplace(open_run_start(flags));
+  const GptConfig model_config = resolve_model_config(flags, data.vocab_size, *start);
+  require_data_fits_model(data, *start);
+  const RunTokenizer tokenizer = run_tokenizer(data, *start);
   TrainOptions options = resolve_train_options(flags, model_config, device, comm.world_size());
   if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
   RunOutput output = RunOutput::for_rank(comm.rank(), options.out);
@@ -59,10 +79,14 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   } else if (options.eval_every > 0) {
     output.print("note: no validation data of at least one batch; validation loss is off");
   }
-  parts.hellaswag = load_hellaswag(f.data, data, options.hellaswag_examples);
+  parts.hellaswag = load_hellaswag(f.data, tokenizer, options.hellaswag_examples);
 
   seed_everything(options.seed);
   parts.model = Gpt(model_config);
+  if (start->model && !start->resume) {
+    if (comm.rank() == 0) copy_stored_weights(*start->model, parts.model);
+    output.print("weights: " + start->model->description + " (optimizer, step and data position start fresh)");
+  }
   parts.model->set_fused_loss(options.fused_loss);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
@@ -73,9 +97,9 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   TrainFlags resolved = f;
   resolved.train = options;
   parts.checkpoint_meta =
-      CheckpointMeta{model_config, data.tokenizer_kind, data.tokenizer_data, 0, train_flag_table().to_text(resolved)};
+      CheckpointMeta{model_config, tokenizer.kind, tokenizer.data, 0, train_flag_table().to_text(resolved)};
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
-  parts.sample = make_sampler(options, data, device);
+  parts.sample = make_sampler(options, tokenizer, device);
   parts.stop_requested = std::move(stop_requested);
   return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));
 }

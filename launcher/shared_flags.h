@@ -20,7 +20,9 @@ auto& seed_flag(OptionTable<Config>& table, Path... path) {
 
 template <typename Config, typename... Path>
 auto& vocab_flag(OptionTable<Config>& table, Path... path) {
-  return table.add("vocab", path..., "folder with GPT-2's encoder.json and vocab.bpe");
+  return table.add("vocab", path...,
+                   "folder with GPT-2's tokenizer files: encoder.json and vocab.bpe (OpenAI), or vocab.json and "
+                   "merges.txt (Hugging Face)");
 }
 
 template <typename Config, typename... Path>
@@ -33,9 +35,14 @@ auto& precision_flag(OptionTable<Config>& table, Path... path) {
       .init(Precision::automatic);
 }
 
+// --checkpoint of the commands that read a model (launcher/inference_model.h opens it).
 template <typename Config, typename... Path>
-auto& checkpoint_flag(OptionTable<Config>& table, Path... path) {
-  return table.add("checkpoint", path..., "checkpoint file, or a folder (its newest checkpoint)").required();
+auto& model_flag(OptionTable<Config>& table, Path... path) {
+  return table
+      .add("checkpoint", path...,
+           "checkpoint file, a folder (its newest checkpoint), or a Hugging Face GPT-2 folder (config.json, "
+           "model.safetensors; its vocab.json and merges.txt are the tokenizer)")
+      .required();
 }
 
 }  // namespace mygpt

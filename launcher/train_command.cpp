@@ -11,19 +11,12 @@
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
 #include "launcher/run_builder.h"
+#include "launcher/run_start.h"
 #include "launcher/stop_signal.h"
 #include "mygpt/build_config.h"
 
 namespace mygpt {
 namespace {
-
-// A fresh run, or the checkpoint --resume names: "auto" takes the newest in --out when there is one.
-std::optional<std::filesystem::path> checkpoint_to_resume(const TrainFlags& f) {
-  const std::string& resume = f.runtime.resume;
-  if (resume.empty() || resume == "none") return std::nullopt;
-  if (resume == "auto") return latest_checkpoint(f.train.out);
-  return resolve_checkpoint(resume);
-}
 
 int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   const TrainFlags& f = flags.config;
@@ -43,20 +36,25 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
                          w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
                          static_cast<long long>(threads)));
 
-  const TrainingData data = load_training_data(f.data);
+  // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
+  RunStart start = open_run_start(flags);
+  const auto removed = prepare_output_folder(flags, start, /*remove=*/w.rank == 0);
+  if (!removed.empty()) header.print("--overwrite: removed " + std::to_string(removed.size()) + " file(s) of an earlier run from " + f.train.out);
+  const TrainingData data = load_training_data(resolve_data_options(flags, start));
   install_stop_signal_handlers();
-  std::unique_ptr<Trainer> trainer = build_trainer(flags, data, comm, device, stop_requested);
+  std::unique_ptr<Trainer> trainer = build_trainer(flags, data, comm, device, stop_requested, &start);
   RunOutput& output = trainer->output();
 
   int64_t start_step = 0;
-  if (const auto resume = checkpoint_to_resume(f)) {
-    start_step = trainer->restore(load_checkpoint(*resume));
-    output.print("resumed from " + resume->string() + " at step " + std::to_string(start_step));
+  if (start.resume) {
+    start_step = trainer->restore(*start.model->checkpoint);
+    output.print("resumed from " + start.model->path.string() + " at step " + std::to_string(start_step));
   }
+  start.model.reset();  // the stored tensors are in the model (and optimizer) now
   output.print("data: " + data.description +
                strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
   trainer->print_setup();
-  output.open_metrics(/*append=*/start_step > 0);
+  output.open_metrics(/*append=*/start.resume);
 
   const TrainSummary summary = trainer->run(start_step);
   if (summary.stopped_early) {

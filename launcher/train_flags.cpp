@@ -21,7 +21,9 @@ OptionTable<TrainFlags> make_table() {
       .init("builtin:sort");
   t.positional("data", 1);
   t.add("val-data", &F::data, &D::val_data, "validation token data; a shard folder's *val* files otherwise");
-  t.add("tokenizer", &F::data, &D::tokenizer, "tokenizer of text data")
+  t.add("tokenizer", &F::data, &D::tokenizer,
+        "tokenizer of text data; when not given: gpt2 if --vocab is given (or --init-from has GPT-2's tokenizer), "
+        "else char")
       .names({{"char", TokenizerKind::character}, {"gpt2", TokenizerKind::gpt2}})
       .init(TokenizerKind::character);
   vocab_flag(t, &F::data, &D::vocab);
@@ -50,13 +52,25 @@ OptionTable<TrainFlags> make_table() {
   t.add("block-size", &F::model, &M::block_size, "longest context (overrides the preset)").check(positive);
   t.add("dropout", &F::model, &M::dropout, "dropout probability (overrides the preset)")
       .check(in_range(0, 1, /*hi_inclusive=*/false));
+  t.add("bias", &F::model, &M::bias, "biases in the linear layers and layer norms (overrides the preset; all: true)");
+  t.add("init-from", &F::runtime, &R::init_from,
+        "start from these weights: a checkpoint (file or folder) or a Hugging Face GPT-2 folder. The model's shape "
+        "comes from it (shape flags must agree); optimizer, step, schedule and data position start fresh. Not with "
+        "--resume");
 
-  t.group("Training (the gpt2 presets' recipe values in brackets)");
-  t.add("steps", &F::train, &T::steps, "optimizer steps").init(2000).gpt2(19073).check(positive);
-  t.add("batch-size", &F::train, &T::batch_size, "micro-batch rows per rank").init(16).check(positive);
+  t.group("Training (the recipe values of presets in brackets)");
+  t.add("steps", &F::train, &T::steps, "optimizer steps")
+      .init(2000)
+      .recipe("gpt2", 19073)
+      .recipe("shakespeare-char", 5000)
+      .check(positive);
+  t.add("batch-size", &F::train, &T::batch_size, "micro-batch rows per rank")
+      .init(16)
+      .recipe("shakespeare-char", 64)
+      .check(positive);
   t.add("seq-len", &F::train, &T::seq_len, "tokens per row; 0 means the model's block size")
       .init(0)
-      .gpt2(1024)
+      .recipe("gpt2", 1024)
       .check(non_negative);
   t.add("grad-accum", &F::train, &T::grad_accum, "micro-batches accumulated per optimizer step and rank")
       .init(1)
@@ -64,17 +78,29 @@ OptionTable<TrainFlags> make_table() {
   t.add("total-batch-tokens", &F::train, &T::total_batch_tokens,
         "tokens per optimizer step over all ranks; sets --grad-accum (must divide evenly); 0: off")
       .init(0)
-      .gpt2(524288)
+      .recipe("gpt2", 524288)
       .check(non_negative);
-  t.add("lr", &F::train, &T::lr, "peak learning rate").init(1e-3).gpt2(6e-4).check(positive);
+  t.add("lr", &F::train, &T::lr, "peak learning rate")
+      .init(1e-3)
+      .recipe("gpt2", 6e-4)
+      .recipe("shakespeare-char", 1e-3)
+      .check(positive);
   t.add("min-lr", &F::train, &T::min_lr, "learning rate at the end of the cosine decay")
       .init(1e-4)
-      .gpt2(6e-5)
+      .recipe("gpt2", 6e-5)
+      .recipe("shakespeare-char", 1e-4)
       .check(non_negative);
-  t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps").init(100).gpt2(715).check(non_negative);
+  t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps")
+      .init(100)
+      .recipe("gpt2", 715)
+      .recipe("shakespeare-char", 100)
+      .check(non_negative);
   t.add("weight-decay", &F::train, &T::weight_decay, "AdamW weight decay on 2-D weights").init(0.1).check(non_negative);
   t.add("beta1", &F::train, &T::beta1, "AdamW's first-moment decay").init(0.9).check(in_range(0, 1, false));
-  t.add("beta2", &F::train, &T::beta2, "AdamW's second-moment decay").init(0.95).check(in_range(0, 1, false));
+  t.add("beta2", &F::train, &T::beta2, "AdamW's second-moment decay")
+      .init(0.95)
+      .recipe("shakespeare-char", 0.99)
+      .check(in_range(0, 1, false));
   t.add("eps", &F::train, &T::eps, "AdamW's denominator epsilon").init(1e-8).check(positive);
   t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables")
       .init(1.0)
@@ -101,9 +127,13 @@ OptionTable<TrainFlags> make_table() {
   t.add("resume", &F::runtime, &R::resume,
         "auto (newest checkpoint in --out, if any) or a checkpoint path; empty starts afresh")
       .init("");
+  t.add("overwrite", &F::runtime, &R::overwrite,
+        "a fresh run into an --out holding an earlier run deletes that run's files (ckpt_*.pt, metrics.jsonl, "
+        "run.json; nothing else) instead of refusing to start")
+      .init(false);
   t.add("checkpoint-every", &F::train, &T::checkpoint_every, "checkpoint every N steps; 0: only at the end")
       .init(0)
-      .gpt2(5000)
+      .recipe("gpt2", 5000)
       .check(non_negative);
   t.add("keep-checkpoints", &F::train, &T::keep_checkpoints, "keep only the newest N checkpoints; 0 keeps all")
       .init(0)
@@ -111,7 +141,10 @@ OptionTable<TrainFlags> make_table() {
   t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps; 0 disables")
       .init(250)
       .check(non_negative);
-  t.add("eval-steps", &F::train, &T::eval_steps, "validation batches per rank and evaluation").init(20).check(positive);
+  t.add("eval-steps", &F::train, &T::eval_steps, "validation batches per rank and evaluation")
+      .init(20)
+      .recipe("shakespeare-char", 200)
+      .check(positive);
   t.add("hellaswag-every", &F::train, &T::hellaswag_every, "HellaSwag every N steps when --hellaswag is given")
       .init(250)
       .check(non_negative);
@@ -136,7 +169,8 @@ OptionTable<TrainFlags> make_table() {
         "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
       .init(600.0)
       .check(non_negative);
-  t.recipe_applies_when([](const TrainFlags& f) { return is_gpt2_preset(f.model.preset); });
+  // GPT-2's recipe (build-nanogpt) for the gpt2 presets; nanoGPT's config/train_shakespeare_char.py.
+  t.recipe_of([](const TrainFlags& f) { return is_gpt2_preset(f.model.preset) ? std::string("gpt2") : f.model.preset; });
   return t;
 }
 
@@ -150,6 +184,15 @@ const OptionTable<TrainFlags>& train_flag_table() {
 TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptConfig& model, const torch::Device& device,
                                    int world_size) {
   TrainOptions o = flags.config.train;
+  if (o.eval_every == 0) flags.refuse("eval-steps", "with --eval-every 0");
+  if (!flags.config.data.hellaswag) {
+    flags.refuse("hellaswag-every", "without --hellaswag");
+    flags.refuse("hellaswag-examples", "without --hellaswag");
+  }
+  if (o.sample_every == 0) {
+    flags.refuse("sample-prompt", "with --sample-every 0");
+    flags.refuse("sample-tokens", "with --sample-every 0");
+  }
   if (o.seq_len == 0) o.seq_len = model.block_size;
   if (o.seq_len > model.block_size) {
     throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's block size " +

@@ -3,6 +3,7 @@
 // and the number of ranks, derived in one place.
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 
 #include "dataloader/training_data.h"
@@ -15,9 +16,11 @@ namespace mygpt {
 // What only the launcher reads.
 struct RuntimeOptions {
   std::string device;
-  int64_t threads{};      // intra-op CPU threads per rank; 0: the node's cores divided by its ranks
-  std::string resume;     // "", "auto" or a checkpoint path
-  double comm_timeout{};  // seconds before a stuck collective ends the job (NCCL); 0 waits forever
+  int64_t threads{};                     // intra-op CPU threads per rank; 0: the node's cores divided by its ranks
+  std::string resume;                    // "", "auto" or a checkpoint path
+  std::optional<std::string> init_from;  // weights to start from: a checkpoint or a Hugging Face folder
+  bool overwrite{};                      // a fresh run may delete an earlier run's files in --out
+  double comm_timeout{};                 // seconds before a stuck collective ends the job (NCCL); 0 waits forever
 };
 
 struct TrainFlags {
@@ -31,7 +34,9 @@ const OptionTable<TrainFlags>& train_flag_table();
 
 // The training options with the derived values filled in: --seq-len 0 becomes the block size, the
 // accumulation comes from --total-batch-tokens when that is set, and precision auto becomes bf16 on
-// CUDA (fp32 elsewhere). Throws std::invalid_argument for settings that contradict each other.
+// CUDA (fp32 elsewhere). Throws std::invalid_argument for settings that contradict each other, and
+// for flags given that have no effect (--eval-steps with --eval-every 0, --hellaswag-every without
+// --hellaswag, --sample-prompt with --sample-every 0, ...).
 TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptConfig& model, const torch::Device& device,
                                    int world_size);
 

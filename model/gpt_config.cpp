@@ -10,19 +10,22 @@ namespace {
 struct PresetShape {
   int64_t n_layer, n_head, n_embd, block_size, vocab_size;
   double dropout;
+  bool bias;
 };
 
 // The GPT-2 family (Radford et al. 2019) with the padded vocabulary, plus small shapes that train in
 // minutes on a CPU. Character presets keep vocab_size 0: the tokenizer built from the text sets it.
+// Every preset has biases, as GPT-2 and nanoGPT's shakespeare-char config (bias = False is nanoGPT's
+// option, not its recipe).
 const std::map<std::string, PresetShape>& presets() {
   static const std::map<std::string, PresetShape> table = {
-      {"gpt2", {12, 12, 768, 1024, 50304, 0.0}},
-      {"gpt2-medium", {24, 16, 1024, 1024, 50304, 0.0}},
-      {"gpt2-large", {36, 20, 1280, 1024, 50304, 0.0}},
-      {"gpt2-xl", {48, 25, 1600, 1024, 50304, 0.0}},
-      {"shakespeare-char", {6, 6, 384, 256, 0, 0.2}},
-      {"small", {4, 4, 128, 128, 0, 0.0}},
-      {"tiny", {2, 2, 32, 32, 0, 0.0}},
+      {"gpt2", {12, 12, 768, 1024, 50304, 0.0, true}},
+      {"gpt2-medium", {24, 16, 1024, 1024, 50304, 0.0, true}},
+      {"gpt2-large", {36, 20, 1280, 1024, 50304, 0.0, true}},
+      {"gpt2-xl", {48, 25, 1600, 1024, 50304, 0.0, true}},
+      {"shakespeare-char", {6, 6, 384, 256, 0, 0.2, true}},
+      {"small", {4, 4, 128, 128, 0, 0.0, true}},
+      {"tiny", {2, 2, 32, 32, 0, 0.0, true}},
   };
   return table;
 }
@@ -106,6 +109,7 @@ GptConfig preset_config(const std::string& name) {
   config.block_size = p.block_size;
   config.vocab_size = p.vocab_size;
   config.dropout = p.dropout;
+  config.bias = p.bias;
   return config;
 }
 
@@ -124,6 +128,7 @@ GptConfig ModelShapeOptions::resolve(int64_t vocab_size) const {
   if (n_embd) config.n_embd = *n_embd;
   if (block_size) config.block_size = *block_size;
   if (dropout) config.dropout = *dropout;
+  if (bias) config.bias = *bias;
   config.vocab_size = vocab_size;  // the data decides: character vocabulary, or the (padded) BPE one
   config.validate();
   return config;

@@ -41,6 +41,7 @@ struct ModelShapeOptions {
   std::string preset;
   std::optional<int64_t> n_layer, n_head, n_embd, block_size;
   std::optional<double> dropout;
+  std::optional<bool> bias;
 
   // The preset with the overrides and the data's vocabulary; validated (std::invalid_argument).
   GptConfig resolve(int64_t vocab_size) const;

@@ -52,7 +52,7 @@ std::vector<std::string> small_args(const fs::path& out, const std::map<std::str
   std::map<std::string, std::string> flags = {
       {"preset", "tiny"},      {"block-size", "16"},  {"steps", "10"},     {"batch-size", "4"},
       {"seq-len", "16"},       {"lr", "1e-3"},        {"min-lr", "1e-4"},  {"warmup-steps", "2"},
-      {"weight-decay", "0.1"}, {"grad-clip", "1.0"},  {"eval-every", "0"}, {"eval-steps", "2"},
+      {"weight-decay", "0.1"}, {"grad-clip", "1.0"},  {"eval-every", "0"},
       {"log-every", "1000"},   {"out", out.string()}, {"device", "cpu"},   {"seed", "0"}};
   for (const auto& [name, value] : changes) flags[name] = value;
   std::vector<std::string> args;
@@ -264,7 +264,7 @@ TEST(Trainer, SameSeedSameLossesBitForBit) {
 TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
   ScratchDir dir;
   auto run = cpu_trainer(
-      small_args(dir.path() / "out", {{"steps", "6"}, {"lr", "1e-2"}, {"eval-every", "3"}, {"checkpoint-every", "4"}}),
+      small_args(dir.path() / "out", {{"steps", "6"}, {"lr", "1e-2"}, {"eval-every", "3"}, {"eval-steps", "2"}, {"checkpoint-every", "4"}}),
       token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
   run->output().open_metrics(/*append=*/false);
 
@@ -342,7 +342,7 @@ TEST(Trainer, NonFiniteStepsAreSkippedAndTooManyStopTheRun) {
 
 TEST(Trainer, TheLastEvaluationSeesTheSavedWeights) {
   ScratchDir dir;
-  auto run = cpu_trainer(small_args(dir.path() / "out", {{"steps", "4"}, {"eval-every", "2"}, {"lr", "1e-2"}}),
+  auto run = cpu_trainer(small_args(dir.path() / "out", {{"steps", "4"}, {"eval-every", "2"}, {"eval-steps", "2"}, {"lr", "1e-2"}}),
                          token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
   run->output().open_metrics(/*append=*/false);
   const TrainSummary summary = run->run(0);
@@ -355,7 +355,7 @@ TEST(Trainer, TheLastEvaluationSeesTheSavedWeights) {
   EXPECT_EQ(val_steps, (std::vector<int64_t>{0, 2, 4}));  // 4: after the last step
   // The final validation loss is that of the saved model.
   const Checkpoint saved = load_checkpoint(checkpoint_path(dir.path() / "out", 4));
-  auto fresh = cpu_trainer(small_args(dir.path() / "other", {{"steps", "4"}}),
+  auto fresh = cpu_trainer(small_args(dir.path() / "other", {{"steps", "4"}, {"eval-every", "2"}, {"eval-steps", "2"}}),
                            token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
   fresh->restore(saved);
   EXPECT_EQ(fresh->evaluate(), summary.last_val_loss);

@@ -1,0 +1,174 @@
+// `mygpt-ddp export`: a model as a Hugging Face GPT-2 folder that transformers' from_pretrained loads:
+// config.json and model.safetensors (model/hf_gpt2.h), plus GPT-2's tokenizer as transformers keeps
+// it (vocab.json and merges.txt, the same bytes as OpenAI's encoder.json and vocab.bpe, with
+// tokenizer_config.json and special_tokens_map.json). A character-level model has no Hugging Face
+// tokenizer: its vocabulary goes to char_vocab.txt, which our own commands read back.
+//
+// The folder appears whole or not at all: it is written under a temporary name beside --out and
+// renamed into place. Writing into a folder that already has files takes --overwrite, and then
+// replaces only the files a model folder consists of (config.json first out, last in).
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include "common/file_io.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "launcher/commands.h"
+#include "launcher/inference_model.h"
+#include "launcher/shared_flags.h"
+#include "model/hf_gpt2.h"
+
+namespace mygpt {
+namespace {
+namespace fs = std::filesystem;
+
+struct ExportFlags {
+  std::optional<std::string> checkpoint;
+  std::optional<std::string> out;
+  std::optional<std::string> vocab;
+  bool overwrite{};
+};
+
+const OptionTable<ExportFlags>& export_flag_table() {
+  static const OptionTable<ExportFlags> table = [] {
+    using X = ExportFlags;
+    OptionTable<X> t;
+    t.group("Export");
+    model_flag(t, &X::checkpoint);
+    t.add("out", &X::out, "folder to write the Hugging Face model to (created; must be empty unless --overwrite)")
+        .required();
+    vocab_flag(t, &X::vocab);
+    t.add("overwrite", &X::overwrite,
+          "write into a folder that has files, replacing those of a model folder (config.json, *.safetensors, "
+          "tokenizer files) and leaving the rest")
+        .init(false);
+    return t;
+  }();
+  return table;
+}
+
+// The names a model folder consists of; --overwrite replaces these and nothing else.
+bool is_model_folder_file(const fs::path& path) {
+  static const std::set<std::string> names = {
+      "config.json",          "model.safetensors", "model.safetensors.index.json", "generation_config.json",
+      "vocab.json",           "merges.txt",        "tokenizer.json",               "tokenizer_config.json",
+      "special_tokens_map.json", "encoder.json",   "vocab.bpe",                    "char_vocab.txt"};
+  const std::string name = path.filename().string();
+  const bool shard = name.rfind("model-", 0) == 0 && path.extension() == ".safetensors";
+  return names.count(name) > 0 || shard;
+}
+
+bool is_empty_folder(const fs::path& folder) {
+  std::error_code ec;
+  return fs::is_directory(folder, ec) && fs::is_empty(folder, ec);
+}
+
+// transformers' GPT-2 tokenizer settings: <|endoftext|> is bos, eos and unk; no prefix space.
+void write_gpt2_tokenizer(const fs::path& folder, const Gpt2TokenizerFiles& from, int64_t context) {
+  write_file_atomically(folder / "vocab.json", read_whole_file(from.vocabulary, "GPT-2 vocabulary file"));
+  write_file_atomically(folder / "merges.txt", read_whole_file(from.merges, "GPT-2 merges file"));
+  const std::string eot(Gpt2BpeTokenizer::kEndOfText);
+  const nlohmann::ordered_json config = {
+      {"add_bos_token", false}, {"add_prefix_space", false},      {"bos_token", eot},
+      {"clean_up_tokenization_spaces", false},                     {"eos_token", eot},
+      {"errors", "replace"},    {"model_max_length", context},    {"pad_token", nullptr},
+      {"tokenizer_class", "GPT2Tokenizer"},                        {"unk_token", eot}};
+  write_file_atomically(folder / "tokenizer_config.json", config.dump(2) + "\n");
+  const nlohmann::ordered_json special = {{"bos_token", eot}, {"eos_token", eot}, {"unk_token", eot}};
+  write_file_atomically(folder / "special_tokens_map.json", special.dump(2) + "\n");
+}
+
+// Removes a temporary export folder unless it was published.
+class TemporaryFolder {
+ public:
+  explicit TemporaryFolder(fs::path path) : path_(std::move(path)) { fs::create_directories(path_); }
+  ~TemporaryFolder() {
+    std::error_code ignored;
+    if (!published_) fs::remove_all(path_, ignored);
+  }
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  const fs::path& path() const { return path_; }
+  void publish_as(const fs::path& target) {
+    fs::rename(path_, target);  // replaces an empty folder
+    published_ = true;
+    sync_directory(fs::absolute(target).parent_path());
+  }
+
+ private:
+  fs::path path_;
+  bool published_ = false;
+};
+
+int run_export(const Parsed<ExportFlags>& flags, const MpiSession&) {
+  const ExportFlags& f = flags.config;
+  const fs::path out = *f.out;
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+    throw std::invalid_argument("--out '" + out.string() + "' is a file, not a folder");
+  }
+  const bool fresh = !fs::exists(out, ec) || is_empty_folder(out);
+  if (!fresh && !f.overwrite) {
+    throw std::invalid_argument("--out '" + out.string() +
+                                "' is not empty: choose a new folder, or give --overwrite to replace the model "
+                                "files in it");
+  }
+  if (fresh) flags.refuse("overwrite", "with an --out that is empty or absent");
+
+  const StoredModel stored = open_stored_model(*f.checkpoint);
+  std::cout << "model: " << stored.description << std::endl;
+  // What the folder's vocabulary is: GPT-2's 50257 tokens, the characters, or (no tokenizer) every row.
+  std::optional<Gpt2TokenizerFiles> bpe;
+  int64_t vocab_size = stored.config.vocab_size;
+  const bool characters = stored.tokenizer_kind == TokenizerKind::character;
+  if (f.vocab || stored.tokenizer_kind != TokenizerKind::none) {
+    vocab_size = stored_model_codec(stored, f.vocab.value_or(""))->vocab_size();  // reads (so checks) the files
+    if (!characters) bpe = Gpt2BpeTokenizer::find_files(f.vocab.value_or(stored.tokenizer_data));
+  }
+  const Gpt model = load_stored_weights(stored);
+
+  std::optional<TemporaryFolder> staging;
+  fs::path folder = out, target = fs::absolute(out).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "dir/"
+  if (fresh) {
+    create_output_directory(target.parent_path(), "--out's parent folder");
+    staging.emplace(target.parent_path() / ("." + target.filename().string() + ".export." + std::to_string(::getpid())));
+    folder = staging->path();
+  } else {
+    fs::remove(out / "config.json");  // until the new one is written last, this is no model folder
+    for (const auto& entry : fs::directory_iterator(out)) {
+      if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());
+    }
+  }
+  if (bpe) write_gpt2_tokenizer(folder, *bpe, stored.config.block_size);
+  if (characters) write_file_atomically(folder / "char_vocab.txt", stored.tokenizer_data);
+  export_hf_gpt2(model, vocab_size, folder);  // config.json last
+  if (staging) staging->publish_as(target);
+
+  std::cout << "exported to " << out.string() << ": config.json, model.safetensors (" << vocab_size << " tokens)"
+            << (bpe ? ", vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json" : "") << std::endl;
+  if (characters) {
+    std::cout << "note: a character-level model has no Hugging Face tokenizer; its characters are in char_vocab.txt "
+                 "(id order), which mygpt-ddp reads back"
+              << std::endl;
+  } else if (!bpe) {
+    std::cout << "note: the model has no tokenizer, so none was written (give --vocab DIR if it reads GPT-2 tokens)"
+              << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command export_command() {
+  return make_command<ExportFlags>("export", "export --checkpoint PATH --out DIR [options]",
+                                   "write a model as a Hugging Face GPT-2 folder (transformers loads it)",
+                                   /*multi_rank=*/false, &export_flag_table, &run_export);
+}
+
+}  // namespace mygpt

@@ -1,0 +1,176 @@
+#include "launcher/run_start.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+#include "common/file_io.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
+
+namespace mygpt {
+namespace fs = std::filesystem;
+namespace {
+
+std::string value_text(int64_t v) { return std::to_string(v); }
+std::string value_text(bool v) { return v ? "true" : "false"; }
+std::string value_text(double v) { return option_detail::number_text(v); }
+
+std::string shape_text(const GptConfig& c) {
+  return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, width " +
+         std::to_string(c.n_embd) + ", block " + std::to_string(c.block_size) + ", bias " + value_text(c.bias);
+}
+
+// A flag the user gave must say what the stored model is.
+template <typename T>
+void require_agreement(const Parsed<TrainFlags>& flags, const std::string& flag, const std::optional<T>& given,
+                       const T& stored, const std::string& model) {
+  if (flags.gave(flag) && given && *given != stored) {
+    throw std::invalid_argument("--" + flag + " " + value_text(*given) + " differs from " + model + " (" +
+                                value_text(stored) + ")");
+  }
+}
+
+// The GPT-2 tokenizer folder of a stored model, when its files are (still) there.
+std::optional<std::string> stored_gpt2_tokenizer(const RunStart& start) {
+  if (!start.model || start.model->tokenizer_kind != TokenizerKind::gpt2) return std::nullopt;
+  if (!Gpt2BpeTokenizer::find_files(start.model->tokenizer_data)) return std::nullopt;
+  return start.model->tokenizer_data;
+}
+
+// The files a run writes in --out, by their names: only these are ever removed.
+bool is_run_file(const fs::directory_entry& entry) {
+  const std::string name = entry.path().filename().string();
+  const bool checkpoint = name.rfind("ckpt_", 0) == 0 && entry.path().extension() == ".pt";
+  return entry.is_regular_file() && (checkpoint || name == "metrics.jsonl" || name == "run.json");
+}
+
+}  // namespace
+
+RunStart open_run_start(const Parsed<TrainFlags>& flags) {
+  const RuntimeOptions& r = flags.config.runtime;
+  const bool resume = !r.resume.empty() && r.resume != "none";
+  if (resume && r.init_from) {
+    throw std::invalid_argument(
+        "give --init-from (a new run from stored weights) or --resume (continue a run), not both");
+  }
+  if (r.init_from) return {open_stored_model(*r.init_from), false};
+  if (!resume) return {};
+  if (r.resume == "auto") {
+    const auto latest = latest_checkpoint(flags.config.train.out);
+    if (!latest) return {};
+    return {open_stored_model(*latest), true};
+  }
+  StoredModel stored = open_stored_model(r.resume);
+  if (stored.hugging_face) {
+    throw std::invalid_argument("--resume continues a checkpoint; '" + r.resume +
+                                "' is a Hugging Face folder (start from its weights with --init-from)");
+  }
+  return {std::move(stored), true};
+}
+
+DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart& start) {
+  DataOptions d = flags.config.data;
+  if (is_token_data(d.data)) {
+    flags.refuse("tokenizer", "with token data (it tokenizes text)");
+    flags.refuse("val-fraction", "with token data (validation comes from --val-data or a shard folder's *val* files)");
+    if (start.model && !d.vocab_size) d.vocab_size = start.model->config.vocab_size;
+    return d;
+  }
+  flags.refuse("val-data", "with text data (validation is the last --val-fraction of the text)");
+  flags.refuse("vocab-size", "with text data (the tokenizer sets the vocabulary)");
+  const auto model_tokenizer = stored_gpt2_tokenizer(start);
+  if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) d.tokenizer = TokenizerKind::gpt2;
+  if (d.tokenizer == TokenizerKind::character) flags.refuse("vocab", "with --tokenizer char (it is GPT-2's tokenizer)");
+  if (d.tokenizer == TokenizerKind::gpt2 && !d.vocab) d.vocab = model_tokenizer;
+  return d;
+}
+
+GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_vocab_size, const RunStart& start) {
+  const ModelShapeOptions& shape = flags.config.model;
+  if (!start.model) return shape.resolve(data_vocab_size);
+  const StoredModel& stored = *start.model;
+  const std::string model = "the model of " + stored.description;
+  GptConfig config = stored.config;
+  require_agreement(flags, "n-layer", shape.n_layer, config.n_layer, model);
+  require_agreement(flags, "n-head", shape.n_head, config.n_head, model);
+  require_agreement(flags, "n-embd", shape.n_embd, config.n_embd, model);
+  require_agreement(flags, "block-size", shape.block_size, config.block_size, model);
+  require_agreement(flags, "bias", shape.bias, config.bias, model);
+  require_agreement(flags, "vocab-size", flags.config.data.vocab_size, config.vocab_size, model);
+  if (flags.gave("preset")) {
+    GptConfig from_flags = shape.resolve(config.vocab_size);
+    from_flags.dropout = config.dropout;
+    if (!(from_flags == config)) {
+      throw std::invalid_argument("--preset " + shape.preset + " (" + shape_text(from_flags) + ") differs from " + model +
+                                  " (" + shape_text(config) + ")");
+    }
+  }
+  if (start.resume) {
+    require_agreement(flags, "dropout", shape.dropout, config.dropout, model);
+  } else {
+    config.dropout = shape.dropout.value_or(preset_config(shape.preset).dropout);
+    // Training pads a Hugging Face model's vocabulary as our GPT-2 presets do (50257 -> 50304).
+    if (stored.hugging_face && !flags.gave("vocab-size")) config.vocab_size = padded_vocab_size(config.vocab_size);
+  }
+  config.validate();
+  return config;
+}
+
+void require_data_fits_model(const TrainingData& data, const RunStart& start) {
+  if (!start.model) return;
+  const StoredModel& m = *start.model;
+  const bool data_chars = data.tokenizer_kind == TokenizerKind::character;
+  const bool model_chars = m.tokenizer_kind == TokenizerKind::character;
+  if (data_chars && model_chars && data.tokenizer_data != m.tokenizer_data) {
+    throw std::invalid_argument("the data's characters differ from those of the character model of " + m.description +
+                                " (its data must have exactly its vocabulary)");
+  }
+  if (data_chars && !model_chars) {
+    throw std::invalid_argument("character-level data cannot train the " + std::string(tokenizer_kind_name(m.tokenizer_kind)) +
+                                "-tokenizer model of " + m.description + ": tokenize the text with --vocab DIR");
+  }
+  if (model_chars && !data_chars) {
+    throw std::invalid_argument("the model of " + m.description +
+                                " is character-level: train it on a text with its characters");
+  }
+  const int64_t id_limit =
+      data.tokenizer_kind == TokenizerKind::gpt2 ? static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize) : data.vocab_size;
+  if (id_limit > m.config.vocab_size) {
+    throw std::invalid_argument("the data's token ids reach " + std::to_string(id_limit - 1) + ", beyond the " +
+                                std::to_string(m.config.vocab_size) + "-token vocabulary of the model of " +
+                                m.description);
+  }
+}
+
+std::vector<std::string> prepare_output_folder(const Parsed<TrainFlags>& flags, const RunStart& start, bool remove) {
+  if (start.resume) {
+    flags.refuse("overwrite", "when resuming (it clears an earlier run's files for a fresh run)");
+    return {};
+  }
+  const fs::path out = flags.config.train.out;
+  std::vector<fs::path> earlier;
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) {
+    for (const auto& entry : fs::directory_iterator(out)) {
+      if (is_run_file(entry)) earlier.push_back(entry.path());
+    }
+  }
+  std::sort(earlier.begin(), earlier.end());
+  std::vector<std::string> names;
+  for (const auto& path : earlier) names.push_back(path.filename().string());
+  if (earlier.empty()) return names;
+  if (!flags.config.runtime.overwrite) {
+    std::string listed = names.front() + (names.size() > 1 ? " and " + std::to_string(names.size() - 1) + " more" : "");
+    throw std::invalid_argument("--out '" + out.string() + "' holds an earlier run (" + listed +
+                                "): continue it with --resume auto, choose another --out, or give --overwrite to "
+                                "delete its files");
+  }
+  if (remove) {
+    for (const auto& path : earlier) fs::remove(path);
+    remove_stale_checkpoint_temporaries(out);
+    sync_directory(out);
+  }
+  return names;
+}
+
+}  // namespace mygpt
