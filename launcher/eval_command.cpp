@@ -98,8 +98,9 @@ std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const Te
   }
 }
 
-// The loss is the model's own (as training computes it): a Hugging Face model is imported unpadded, so
-// no padded id takes part, and one of our checkpoints scores as its training validation did.
+// The loss is over the model's tokens only: the padding rows of a GPT-2 vocabulary (50257 -> 50304) take
+// no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
+// Training's validation keeps them (its loss is the one it trains); once trained they weigh nearly nothing.
 int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device& device, bool bf16) {
   const GptConfig& config = m.model->config();
   std::shared_ptr<const TokenSource> tokens;
@@ -111,7 +112,7 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
     const auto files = validation_files(*f.val);
     std::string names;
     for (const auto& file : files) names += (names.empty() ? "" : ", ") + file.string();
-    tokens = std::make_shared<TokenStream>(files, static_cast<uint32_t>(config.vocab_size));
+    tokens = std::make_shared<TokenStream>(files, static_cast<uint32_t>(m.token_count));
     std::cout << "val data: " << files.size() << " file(s): " << names << std::endl;
   }
   const int64_t seq_len = f.seq_len == 0 ? config.block_size : f.seq_len;
@@ -122,7 +123,7 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
   for (int64_t i = 0; i < f.eval_steps; ++i) {
     Batch batch = loader.next(device);
     AutocastScope autocast(device, bf16);
-    sum += m.model->loss(batch.x, batch.y).item<double>();
+    sum += m.model->loss(batch.x, batch.y, m.token_count).item<double>();
   }
   std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(f.eval_steps),
                          static_cast<long long>(f.eval_steps), static_cast<long long>(f.batch_size),

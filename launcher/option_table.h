@@ -129,6 +129,8 @@ class Row final : public OptionRow<Config> {
   void describe(po::options_description& into) const override {
     auto* semantic = po::value<Stored>();
     if constexpr (std::is_same_v<Value, std::vector<std::string>>) semantic->multitoken();
+    // A switch alone means true (`--overwrite`); `--overwrite false` and `--overwrite=false` still work.
+    if constexpr (std::is_same_v<Value, bool>) semantic->implicit_value(true, "true");
     if (required_) semantic->required();
     if (default_) semantic->default_value(stored(*default_), to_text(*default_));
     std::string help = help_;

@@ -127,9 +127,12 @@ torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx) {
   return torch::linear(hidden_states(idx).select(1, -1), wte->weight);
 }
 
-torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  if (fused_loss_) return chunked_lm_loss(rows_of(hidden_states(idx)), wte->weight, targets.reshape({-1}));
-  return full_logits_cross_entropy(forward(idx), targets, torch::kMean);
+torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit) {
+  const int64_t rows = wte->weight.size(0);
+  if (vocab_limit < 0 || vocab_limit > rows) throw std::logic_error("loss: vocab_limit outside the vocabulary");
+  const torch::Tensor head = vocab_limit > 0 ? wte->weight.narrow(0, 0, vocab_limit) : wte->weight;
+  if (fused_loss_) return chunked_lm_loss(rows_of(hidden_states(idx)), head, targets.reshape({-1}));
+  return full_logits_cross_entropy(torch::linear(hidden_states(idx), head), targets, torch::kMean);
 }
 
 torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tensor& targets) {

@@ -70,8 +70,10 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor hidden_states(const torch::Tensor& idx);
   // Logits of the last position only (B, vocab_size), all that sampling needs.
   torch::Tensor last_token_logits(const torch::Tensor& idx);
-  // Mean cross-entropy of the next-token prediction against targets (B, T).
-  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets);
+  // Mean cross-entropy of the next-token prediction against targets (B, T). vocab_limit > 0 scores
+  // over the first vocab_limit ids only: the tokenizer's tokens without the padding rows, as a sampler
+  // with that limit (and an exported, unpadded model) sees the distribution.
+  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit = 0);
   // Per-position cross-entropy (B, T), fp32, for evaluation (no gradient).
   torch::Tensor token_losses(const torch::Tensor& idx, const torch::Tensor& targets);
 

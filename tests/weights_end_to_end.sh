@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# End-to-end tests of weights in and out and of run directories, through the binary:
+#   Hugging Face folders in generate/eval (against transformers' own loss), train --init-from, export
+#   (loaded back by transformers), an --out holding a run, eval --val on a shard folder and on text,
+#   and flags that would have no effect.
+# Usage: weights_end_to_end.sh MYGPT_DDP SHARED_DATA_DIR PYTHON HF_REFERENCE_SCRIPT
+# Parts needing transformers, or the shared GPT-2 tokenizer files, skip with a line saying so.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+use_binary "${1:-}"
+DATA_DIR=${2:-}
+PY=${3:-python3}
+HF_REF=${4:-$TESTS_DIR/hf_reference.py}
+make_work_dir weights
+GPT2_DIR=$DATA_DIR/gpt2
+SHAKESPEARE=$DATA_DIR/tinyshakespeare.txt
+CPU=(--device cpu)
+
+have_transformers=""
+"$PY" -c "import transformers, safetensors" >/dev/null 2>&1 && have_transformers=1
+have_bpe=""
+[[ -f $GPT2_DIR/encoder.json && -f $GPT2_DIR/vocab.bpe ]] && have_bpe=1
+
+# write_tokens FILE ID...: an llm.c token file (256 int32 header: magic, version 1, count; uint16 ids).
+write_tokens() {
+  "$PY" - "$@" <<'PY'
+import struct, sys
+path, ids = sys.argv[1], [int(t) for t in sys.argv[2:]]
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)))
+    f.write(struct.pack(f"<{len(ids)}H", *ids))
+PY
+}
+# relative_difference A B: |A - B| / |B|.
+relative_difference() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; printf "%.3g", d / b }'; }
+below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+# --- Hugging Face folder in, exact against transformers ---------------------------------------------
+TOKENS=$(seq 0 64 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 7919 + 13) % 50257 }')
+if [[ -z $have_transformers || -z $have_bpe ]]; then
+  skip "Hugging Face import (needs python with transformers and $GPT2_DIR)"
+else
+  HF=$WORK/hf
+  run_cmd hf_make "$PY" "$HF_REF" make "$HF" --vocab 50257 --seed 3 --tokens "$TOKENS"
+  cp "$GPT2_DIR/encoder.json" "$HF/vocab.json" && cp "$GPT2_DIR/vocab.bpe" "$HF/merges.txt"
+  hf_loss=$(grep -o '"loss": [-0-9.e]*' "$WORK/hf_make.out" | head -1 | cut -d' ' -f2)
+  # shellcheck disable=SC2086  # one word per id
+  write_tokens "$WORK/val_tokens.bin" ${TOKENS//,/ }
+  if expect_ok eval_hf eval --checkpoint "$HF" --val "$WORK/val_tokens.bin" --eval-steps 1 --batch-size 1 --seq-len 64 "${CPU[@]}"; then
+    ours=$(sed -n 's/^val loss: \([0-9.]*\).*/\1/p' "$WORK/eval_hf.out")
+    diff=$(relative_difference "$ours" "$hf_loss")
+    # eval prints 4 decimals: the difference allowed is that rounding (5e-5 of a loss near 10) and no more.
+    if [[ -n $ours ]] && below "$diff" 1e-5; then
+      pass "eval of a Hugging Face folder gives transformers' loss ($ours vs $hf_loss)"
+    else
+      fail "eval of a Hugging Face folder gives transformers' loss" "ours '$ours', transformers '$hf_loss'"
+    fi
+    check "eval names the folder it loaded" grep -q "^model: Hugging Face folder $HF" "$WORK/eval_hf.out"
+  fi
+  if expect_ok gen_hf generate --checkpoint "$HF" --prompt "Hello, I'm a language model," --max-new-tokens 8 --seed 1 "${CPU[@]}"; then
+    check "generate from a Hugging Face folder uses its tokenizer" grep -q "^Hello, I'm a language model," "$WORK/gen_hf.out"
+  fi
+
+  # --- train --init-from: weights from the folder, everything else fresh -------------------------
+  head -c 30000 "$SHAKESPEARE" >"$WORK/shakespeare.txt" 2>/dev/null || printf 'First Citizen: we are accounted poor citizens.\n%.0s' {1..600} >"$WORK/shakespeare.txt"
+  FT=(train "$WORK/shakespeare.txt" --init-from "$HF" --steps 4 --batch-size 2 --seq-len 32 --eval-every 0 --lr 1e-3 "${CPU[@]}")
+  if expect_ok init_from "${FT[@]}" --out "$WORK/ft"; then
+    check "--init-from takes the folder's tokenizer for text data" grep -q "gpt2 tokenizer" "$WORK/init_from.out"
+    check "--init-from pads the vocabulary to 50304 rows" grep -q "vocab 50304" "$WORK/init_from.out"
+    check "--init-from starts at step 0 with the folder's weights" grep -q "^weights: Hugging Face folder" "$WORK/init_from.out"
+    first_loss=$(grep -o '"loss":[0-9.]*' "$WORK/ft/metrics.jsonl" | head -1 | cut -d: -f2)
+    # A fresh model starts near ln(50304) = 10.8; this one starts at the random HF model's loss (~13).
+    if below 12 "${first_loss:-0}"; then pass "the first loss is the imported model's ($first_loss), not a fresh one's"; else fail "the first loss is the imported model's" "'$first_loss'"; fi
+  fi
+  expect_bad_input init_from_shape "--n-layer 3 differs from the model of Hugging Face folder" "$WORK/ft_shape" "${FT[@]}" --n-layer 3 --out "$WORK/ft_shape"
+  expect_bad_input init_from_and_resume "--init-from.*--resume|--resume.*--init-from" "$WORK/ft_both" "${FT[@]}" --resume auto --out "$WORK/ft_both"
+
+  # --- export: transformers loads it and gives our loss; its tokenizer is GPT-2's -----------------
+  if [[ -d $WORK/ft ]] && expect_ok export_ft export --checkpoint "$WORK/ft" --out "$WORK/exported"; then
+    for f in config.json model.safetensors vocab.json merges.txt; do
+      check "export writes $f" test -s "$WORK/exported/$f"
+    done
+    check "export leaves no temporary folder" test -z "$(find "$WORK" -maxdepth 1 -name '.*export*')"
+    run eval_exported_ours eval --checkpoint "$WORK/ft" --val "$WORK/val_tokens.bin" --eval-steps 1 --batch-size 1 --seq-len 32 "${CPU[@]}"
+    ours=$(sed -n 's/^val loss: \([0-9.]*\).*/\1/p' "$WORK/eval_exported_ours.out")
+    run_cmd loss_exported "$PY" "$HF_REF" loss "$WORK/exported" --tokens "$(echo "$TOKENS" | cut -d, -f1-33)"
+    theirs=$(grep -o '"loss": [-0-9.e]*' "$WORK/loss_exported.out" | head -1 | cut -d' ' -f2)
+    if [[ -n $ours && -n $theirs ]] && below "$(relative_difference "$ours" "$theirs")" 1e-5; then
+      pass "transformers loads the export and gives our loss ($theirs vs $ours)"
+    else
+      fail "transformers loads the export and gives our loss" "ours '$ours', transformers '$theirs' $(tail -c 300 "$WORK/loss_exported.err")"
+    fi
+    run_cmd tokenizer_exported "$PY" -c "
+import sys; from transformers import AutoTokenizer
+t = AutoTokenizer.from_pretrained(sys.argv[1]); print(t.encode('Hello world'))" "$WORK/exported"
+    check "transformers reads the exported tokenizer as GPT-2's" grep -qF "[15496, 995]" "$WORK/tokenizer_exported.out"
+  fi
+fi
+
+# --- a character model: export with its vocabulary, generate from the export ------------------------
+CHAR_TEXT=$WORK/chars.txt
+for _ in $(seq 200); do printf 'the quick brown fox jumps over the lazy dog.\n'; done >"$CHAR_TEXT"
+TINY=(--preset tiny --batch-size 4 --seq-len 16 --eval-every 0 "${CPU[@]}")
+if expect_ok char_train train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/char"; then
+  if expect_ok char_export export --checkpoint "$WORK/char" --out "$WORK/char_hf"; then
+    check "a character model exports its characters (char_vocab.txt)" test -s "$WORK/char_hf/char_vocab.txt"
+    check "... and says it has no Hugging Face tokenizer" grep -q "no Hugging Face tokenizer" "$WORK/char_export.out"
+    if expect_ok char_gen generate --checkpoint "$WORK/char_hf" --prompt "the " --max-new-tokens 20 "${CPU[@]}"; then
+      check "generate reads an exported character model" grep -q "^the " "$WORK/char_gen.out"
+    fi
+  fi
+  expect_bad_input export_again "--out '$WORK/char_hf' is not empty" "" export --checkpoint "$WORK/char" --out "$WORK/char_hf"
+  run export_overwrite export --checkpoint "$WORK/char" --out "$WORK/char_hf" --overwrite
+  check "export --overwrite replaces the model files (exit $RC)" test "$RC" -eq 0 -a -s "$WORK/char_hf/config.json"
+  printf 'not a folder' >"$WORK/a_file"
+  expect_bad_input export_to_file "--out '$WORK/a_file' is a file" "" export --checkpoint "$WORK/char" --out "$WORK/a_file"
+
+  # eval --val on a text file, encoded with the checkpoint's characters.
+  if expect_ok char_eval_text eval --checkpoint "$WORK/char" --val "$CHAR_TEXT" --eval-steps 2 --batch-size 2 "${CPU[@]}"; then
+    check "eval --val takes a text file for a character model" grep -q "^val loss: " "$WORK/char_eval_text.out"
+  fi
+fi
+
+# --- an --out that holds a run ----------------------------------------------------------------------
+if [[ -f $WORK/char/metrics.jsonl ]]; then
+  before=$(cksum <"$WORK/char/metrics.jsonl")
+  expect_bad_input fresh_into_old_run "--out '$WORK/char' holds an earlier run.*--resume auto.*--overwrite" "" \
+    train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/char"
+  check "... and leaves its metrics untouched" test "$before" = "$(cksum <"$WORK/char/metrics.jsonl")"
+  if expect_ok overwrite_run train "$CHAR_TEXT" "${TINY[@]}" --steps 3 --out "$WORK/char" --overwrite; then
+    check "--overwrite deletes the earlier run's checkpoints" test ! -e "$WORK/char/ckpt_00000006.pt" -a -e "$WORK/char/ckpt_00000003.pt"
+  fi
+  if expect_ok resume_named train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/char" --resume auto; then
+    check "--resume names the checkpoint it loaded" grep -q "resumed from $WORK/char/ckpt_00000003.pt at step 3" "$WORK/resume_named.out"
+  fi
+fi
+
+# --- eval --val on a shard folder scores its *val* files only ----------------------------------------
+mkdir -p "$WORK/shards"
+ids=$(seq 0 400 | awk '{ printf "%d ", ($1 * 31 + 7) % 60 }')
+# shellcheck disable=SC2086
+write_tokens "$WORK/shards/data_train_000000.bin" $ids
+# shellcheck disable=SC2086
+write_tokens "$WORK/shards/data_val_000000.bin" $ids
+if expect_ok shard_train train "$WORK/shards" --vocab-size 64 "${TINY[@]}" --steps 6 --out "$WORK/shard_run"; then
+  if expect_ok eval_shards eval --checkpoint "$WORK/shard_run" --val "$WORK/shards" --eval-steps 1 --batch-size 2 "${CPU[@]}"; then
+    check "eval --val DIR names the val shard it scored" grep -q "data_val_000000.bin" "$WORK/eval_shards.out"
+    check "... and not the train shard" bash -c "! grep -q data_train_000000.bin '$WORK/eval_shards.out'"
+  fi
+  rm "$WORK/shards/data_val_000000.bin"
+  expect_bad_input eval_no_val_shard "holds no \*val\* files" "" eval --checkpoint "$WORK/shard_run" --val "$WORK/shards" "${CPU[@]}"
+fi
+
+# --- flags that would have no effect --------------------------------------------------------------
+expect_bad_input eval_steps_without_eval "--eval-steps has no effect with --eval-every 0" "$WORK/noeffect" \
+  train "$CHAR_TEXT" "${TINY[@]}" --eval-steps 5 --out "$WORK/noeffect"
+expect_bad_input hellaswag_every_alone "--hellaswag-every has no effect without --hellaswag" "$WORK/noeffect" \
+  train "$CHAR_TEXT" "${TINY[@]}" --hellaswag-every 5 --out "$WORK/noeffect"
+if [[ -n $have_bpe ]]; then
+  if expect_ok vocab_implies_gpt2 train "$CHAR_TEXT" "${TINY[@]}" --vocab "$GPT2_DIR" --steps 1 --out "$WORK/bpe_text"; then
+    check "text with --vocab is tokenized with GPT-2's BPE" grep -q "gpt2 tokenizer" "$WORK/vocab_implies_gpt2.out"
+  fi
+  expect_bad_input vocab_with_char "--vocab" "$WORK/vocab_char" train "$CHAR_TEXT" "${TINY[@]}" --tokenizer char --vocab "$GPT2_DIR" --out "$WORK/vocab_char"
+else
+  skip "--vocab implies the GPT-2 tokenizer (needs $GPT2_DIR)"
+fi
+
+# --- the presets' recipes and the AdamW flags ------------------------------------------------------
+run help train --help
+check "--help shows shakespeare-char's beta2 0.99" grep -qE -- "--beta2 .*\[shakespeare-char: 0.99\]" <(tr -s ' \n' ' ' <"$WORK/help.out")
+if expect_ok no_bias train "$CHAR_TEXT" "${TINY[@]}" --bias false --steps 2 --out "$WORK/nobias"; then
+  run nobias_export export --checkpoint "$WORK/nobias" --out "$WORK/nobias_hf"
+  check "a model without biases trains and exports (exit $RC)" test "$RC" -eq 0
+fi
+finish
