@@ -290,6 +290,9 @@ TokenLayout parse_layout(const std::filesystem::path& path, std::span<const std:
   if (bytes.size() >= 4 && read_le<int32_t>(bytes, 0) == kLlmcLlama3Magic) {
     fail(path, "llm.c LLaMA-3 shard (magic 20240801, uint32 tokens) is not supported");
   }
+  if (path.extension() != ".bin") {
+    fail(path, "not a token file: no llm.c or npy header, and raw uint16 tokens are read only from a .bin file");
+  }
   if (bytes.size() % 2 != 0) {
     fail(path, "odd size " + std::to_string(bytes.size()) + " bytes: not a raw uint16 token file");
   }

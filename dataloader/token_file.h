@@ -4,7 +4,8 @@
 //   - llm.c `.bin` shards: 256 little-endian int32 header (magic 20240520,
 //     version 1, token count), then the uint16 tokens;
 //   - `.npy` 1-D uint16 arrays (build-nanogpt FineWeb-EDU shards);
-//   - raw uint16 tokens with no header (nanoGPT `train.bin` / `val.bin`).
+//   - raw uint16 tokens with no header (nanoGPT `train.bin` / `val.bin`), only under a `.bin` name:
+//     any file of even size would parse as raw tokens, so the name is what says it is one.
 // Every problem with a file is a std::invalid_argument with a one-line
 // message that names the file.
 #pragma once

@@ -86,7 +86,7 @@ TokenShardWriter::TokenShardWriter(std::filesystem::path directory, std::string 
     throw std::invalid_argument(name + ": tokens per shard must be in [1, 2147483647], got " +
                                 std::to_string(tokens_per_shard_));
   }
-  std::filesystem::create_directories(directory_);
+  create_output_directory(directory_, "shard folder");
 }
 
 TokenShardWriter::~TokenShardWriter() = default;

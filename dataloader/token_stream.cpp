@@ -38,6 +38,7 @@ bool names_regular_file(const std::filesystem::path& path) {
 bool name_matches(const std::filesystem::path& path, std::string_view split) {
   const std::string name = path.filename().string();
   if (name.empty() || name.front() == '.') return false;
+  if (name == "char_vocab.txt") return false;  // the vocabulary `prepare --tokenizer char` writes beside its shards
   return split.empty() || name.find(split) != std::string::npos;
 }
 
@@ -101,6 +102,13 @@ TokenStream::TokenStream(std::vector<std::filesystem::path> paths, uint32_t voca
     files_.emplace_back(std::move(path), vocab_size);
     file_starts_.push_back(total_tokens_);
     total_tokens_ += files_.back().size();
+    // Files of one kind only: a stray raw .bin among llm.c shards is most likely not tokens at all.
+    if (files_.back().format() != files_.front().format()) {
+      throw std::invalid_argument("token data mixes formats: '" + files_.front().path().string() + "' is " +
+                                  std::string(format_name(files_.front().format())) + ", '" +
+                                  files_.back().path().string() + "' is " +
+                                  std::string(format_name(files_.back().format())));
+    }
   }
 }
 

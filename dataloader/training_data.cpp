@@ -47,6 +47,12 @@ TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
     throw std::invalid_argument("--vocab-size above 65536 cannot be stored in uint16 tokens");
   }
   const bool split_dir = fs::is_directory(spec) && directory_has(spec, "train");
+  // A folder of validation shards alone would otherwise train on its validation data.
+  if (fs::is_directory(spec) && !split_dir && directory_has(spec, "val")) {
+    throw std::invalid_argument("token data '" + spec +
+                                "' holds *val* files but no *train* files: training on validation data is refused "
+                                "(name the training files, or a glob of them)");
+  }
   d.train = token_stream(spec, split_dir ? "train" : "", d.vocab_size);
   if (o.val_data) {
     d.val = token_stream(*o.val_data, "", d.vocab_size);

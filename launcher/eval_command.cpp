@@ -134,7 +134,8 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
 
 int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::Device& device, bool bf16) {
   if (m.codec->kind() != TokenizerKind::gpt2) {
-    throw std::invalid_argument("HellaSwag needs a GPT-2-tokenizer model (give --vocab DIR)");
+    throw std::invalid_argument("--hellaswag needs a model that reads GPT-2 tokens; " + m.description + " is " +
+                                std::string(tokenizer_kind_name(m.codec->kind())) + "-level");
   }
   const auto examples = read_tokenized_hellaswag(*f.hellaswag, *m.codec, f.examples);
   LocalCommunicator single;

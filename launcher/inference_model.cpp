@@ -89,6 +89,11 @@ void copy_stored_weights(const StoredModel& stored, Gpt& model) {
 
 std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const std::string& vocab_dir) {
   std::unique_ptr<TextCodec> codec;
+  if (!vocab_dir.empty() && stored.tokenizer_kind == TokenizerKind::character) {
+    // Its ids are characters: GPT-2's tokens would index rows that mean something else.
+    throw std::invalid_argument("--vocab does not apply to " + stored.description +
+                                ": it is a character-level model and its characters are its tokenizer");
+  }
   if (!vocab_dir.empty()) {
     codec = make_text_codec(TokenizerKind::gpt2, vocab_dir);
   } else if (stored.tokenizer_kind == TokenizerKind::none) {

@@ -2,6 +2,7 @@
 // 0 success, 2 bad usage or bad input (one line naming the problem), 1 anything else.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -35,16 +36,27 @@ int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
   throw std::invalid_argument("unknown command '" + name + "' (expected " + command_names() + ")");
 }
 
-// LibTorch messages can span lines (and carry backtraces); the contract is one line.
-std::string first_line(const std::string& message) { return message.substr(0, message.find('\n')); }
+// LibTorch messages can span lines (and carry backtraces) or start with a line break; the contract is
+// one line that says something: the first line with text, else what kind of failure it was.
+std::string first_line(const std::string& message, const std::string& otherwise) {
+  size_t start = 0;
+  while (start < message.size()) {
+    const size_t end = std::min(message.find('\n', start), message.size());
+    const std::string line = message.substr(start, end - start);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
+    start = end + 1;
+  }
+  return otherwise;
+}
 
 // Reports an error in one line. In a job of several ranks the line names the rank, and the whole job
 // is brought down, so that no other rank waits forever in a collective for this one.
-int fail(const mygpt::MpiSession* mpi, int code, const std::string& message) {
+int fail(const mygpt::MpiSession* mpi, int code, const std::string& message,
+         const std::string& otherwise = "unexpected failure without a message") {
   const bool several_ranks = mpi != nullptr && mpi->world().world_size > 1;
   // One write: std::cerr flushes after every <<, and pieces from several ranks would interleave.
   std::cerr << (several_ranks ? "rank " + std::to_string(mpi->world().rank) + ": " : std::string()) +
-                   "mygpt-ddp: error: " + first_line(message) + "\n"
+                   "mygpt-ddp: error: " + first_line(message, otherwise) + "\n"
             << std::flush;
   if (several_ranks) mpi->abort_job(code);
   return code;
@@ -57,10 +69,12 @@ int main(int argc, char** argv) {
   try {
     mpi = std::make_unique<mygpt::MpiSession>();
     return dispatch(argc, argv, *mpi);
+  } catch (const std::bad_alloc&) {
+    return fail(mpi.get(), kExitFailure, "out of memory (a smaller --batch-size or model needs less)");
   } catch (const boost::program_options::error& e) {
     return fail(mpi.get(), kExitBadInput, e.what());
   } catch (const std::invalid_argument& e) {
-    return fail(mpi.get(), kExitBadInput, e.what());
+    return fail(mpi.get(), kExitBadInput, e.what(), "bad input (no details)");
   } catch (const c10::Error& e) {
     return fail(mpi.get(), kExitFailure, e.what_without_backtrace());
   } catch (const std::exception& e) {

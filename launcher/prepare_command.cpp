@@ -114,7 +114,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
   }
   if (codec->vocab_size() > 65536) throw std::invalid_argument("the vocabulary does not fit uint16 tokens");
 
-  std::filesystem::create_directories(out_dir);
+  create_output_directory(out_dir, "--out");
   std::optional<TokenShardWriter> val;
   if (val_tokens > 0) val.emplace(out_dir, "val", shard_tokens);
   TokenShardWriter train(out_dir, "train", shard_tokens);

@@ -143,6 +143,8 @@ void require_data_fits_model(const TrainingData& data, const RunStart& start) {
 }
 
 std::vector<std::string> prepare_output_folder(const Parsed<TrainFlags>& flags, const RunStart& start, bool remove) {
+  // A file, or a path that cannot be made, is bad input now, before any data is read.
+  if (remove) create_output_directory(flags.config.train.out, "--out");
   if (start.resume) {
     flags.refuse("overwrite", "when resuming (it clears an earlier run's files for a fresh run)");
     return {};

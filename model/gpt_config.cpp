@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/strprintf.h"
+
 namespace mygpt {
 namespace {
 
@@ -50,6 +52,18 @@ void GptConfig::validate() const {
   }
   if (!(dropout >= 0.0 && dropout < 1.0)) {
     throw std::invalid_argument("dropout must be in [0, 1), got " + std::to_string(dropout));
+  }
+  // Sizes whose tensors no machine holds are bad input, not an allocator failure halfway through a
+  // build (and they keep every size product below int64's range). 2^40 parameters is ~700x GPT-2 XL.
+  const double width = static_cast<double>(n_embd);
+  const double parameters = static_cast<double>(n_layer) * 12.0 * width * width +
+                            (static_cast<double>(vocab_size) + static_cast<double>(block_size)) * width;
+  if (parameters > 1099511627776.0) {
+    throw std::invalid_argument(strprintf("a model of %lld layers, %lld wide, vocabulary %lld and block %lld has "
+                                          "%.3g parameters, beyond the 2^40 this program builds",
+                                          static_cast<long long>(n_layer), static_cast<long long>(n_embd),
+                                          static_cast<long long>(vocab_size), static_cast<long long>(block_size),
+                                          parameters));
   }
 }
 

@@ -147,7 +147,8 @@ std::map<std::string, std::string> help_defaults(const Command& c) {
   std::ostringstream help;
   help << c.options();
   std::map<std::string, std::string> defaults;
-  const std::regex entry(R"(--([a-z0-9-]+)(?:\s+arg)?\s+\(=([^)]*)\))");
+  // "--name arg (=default)", and for switches "--name [=arg(=true)] (=default)".
+  const std::regex entry(R"(--([a-z0-9-]+)(?:\s+arg|\s+\[=arg\(=[^)]*\)\])?\s+\(=([^)]*)\))");
   const std::string text = help.str();
   for (auto it = std::sregex_iterator(text.begin(), text.end(), entry); it != std::sregex_iterator(); ++it) {
     defaults[(*it)[1]] = (*it)[2];

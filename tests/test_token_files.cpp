@@ -17,6 +17,7 @@
 #include "dataloader/token_shard_writer.h"
 #include "dataloader/token_stream.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_support.h"
 
 namespace mygpt {
 namespace {
@@ -213,19 +214,38 @@ TEST_F(TokenFilesTest, RejectsTokensOutsideVocabularyWithOffset) {
   expect_rejected("small_vocab.bin", raw_bytes({0, 1, 2, 3, 64, 65}), "token 65 at offset 5", 65);
 }
 
+TEST_F(TokenFilesTest, StreamRefusesFilesOfDifferentKinds) {
+  // Every kind reads alone; together they are refused, naming both files.
+  const auto raw = write("a.bin", raw_bytes(iota_tokens(5, 100)));
+  const auto npy = write("b.npy", npy_bytes(iota_tokens(7, 200)));
+  const auto llmc = write("c.bin", llmc_bytes(iota_tokens(3, 300)));
+  for (const auto& path : {raw, npy, llmc}) EXPECT_NO_THROW(TokenStream({path}, kGpt2Vocab)) << path;
+  const std::string message = testing::invalid_argument_message([&] { TokenStream({raw, npy, llmc}, kGpt2Vocab); });
+  EXPECT_NE(message.find("mixes formats"), std::string::npos) << message;
+  EXPECT_NE(message.find("a.bin' is raw uint16"), std::string::npos) << message;
+}
+
+TEST_F(TokenFilesTest, RawTokensAreReadOnlyFromABinName) {
+  // An even-sized file of any other name would parse as tokens: a README, a text corpus.
+  const auto text = write("notes.txt", raw_bytes(iota_tokens(8, 100)));
+  const std::string message = testing::invalid_argument_message([&] { TokenFile(text, kGpt2Vocab); });
+  EXPECT_NE(message.find("notes.txt"), std::string::npos) << message;
+  EXPECT_NE(message.find("only from a .bin file"), std::string::npos) << message;
+  EXPECT_EQ(TokenFile(write("train.bin", raw_bytes(iota_tokens(8, 100))), kGpt2Vocab).format(),
+            TokenFileFormat::raw_uint16);
+}
+
 TEST_F(TokenFilesTest, StreamReadsAcrossFilesAndWrapsAround) {
-  // Three kinds, named so that the sorted order is raw, npy, llm.c.
+  // Given out of order; read in name order a, b, c.
   const auto a = iota_tokens(5, 100);
   const auto b = iota_tokens(7, 200);
   const auto c = iota_tokens(3, 300);
-  const std::vector<fs::path> paths{write("c.bin", llmc_bytes(c)), write("a.bin", raw_bytes(a)),
-                                    write("b.npy", npy_bytes(b))};
+  const std::vector<fs::path> paths{write("c.bin", llmc_bytes(c)), write("a.bin", llmc_bytes(a)),
+                                    write("b.bin", llmc_bytes(b))};
   const TokenStream stream(paths, kGpt2Vocab);
   ASSERT_EQ(stream.size(), 15u);
   ASSERT_EQ(stream.file_count(), 3u);
-  EXPECT_EQ(stream.file(0).format(), TokenFileFormat::raw_uint16);
-  EXPECT_EQ(stream.file(1).format(), TokenFileFormat::npy);
-  EXPECT_EQ(stream.file(2).format(), TokenFileFormat::llmc_bin);
+  EXPECT_EQ(stream.file(0).path().filename(), "a.bin");
   EXPECT_EQ(stream.file_start(2), 12u);
 
   std::vector<int64_t> all = widen(a);

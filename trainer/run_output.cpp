@@ -19,7 +19,7 @@ void RunOutput::print(const std::string& line) const {
 
 void RunOutput::open_metrics(bool append) {
   if (!writes_) return;
-  std::filesystem::create_directories(out_dir_);
+  create_output_directory(out_dir_, "--out");
   const auto path = out_dir_ / "metrics.jsonl";
   metrics_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!metrics_) throw std::runtime_error("cannot write " + path.string());
