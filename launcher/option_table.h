@@ -352,9 +352,18 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
   parsed.help = values.count("help") > 0;
   if (parsed.help) return parsed;
   if (values.count("config")) {
-    std::istringstream file(read_config_file(values["config"].as<std::string>()));
-    // Stored after the command line, so flags given there keep their values.
-    po::store(po::parse_config_file(file, desc), values);
+    const std::string path = values["config"].as<std::string>();
+    std::istringstream file(read_config_file(path));
+    try {
+      const auto from_file = po::parse_config_file(file, desc);
+      // Every value of the file is checked, also those a flag overrides; then stored after the command
+      // line, so flags given there keep their values.
+      po::variables_map file_values;
+      po::store(from_file, file_values);
+      po::store(from_file, values);
+    } catch (const po::error& e) {
+      throw std::invalid_argument("config file '" + path + "': " + e.what());
+    }
   }
   po::notify(values);
   for (const auto& row : rows_) {

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Bad input across every command and --config, as a hostile user would give it. Each case must end
+# with exit 2 and one stderr line that names the file or option (the regex) and no crash, and a failed
+# train/prepare must leave no checkpoint or shard behind.
+# Usage: bad_input_test.sh MYGPT_DDP [SHARED_DATA_DIR]
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+use_binary "${1:-}"
+DATA_DIR=${2:-}
+make_work_dir bad_input
+cd "$WORK" || exit 1
+RUN_TIMEOUT=60
+CPU=(--device cpu)
+TINY=(--preset tiny --batch-size 2 --seq-len 16 --steps 2 --eval-every 0 "${CPU[@]}")
+
+# A crash, a hang (timeout: 124) or library text instead of our one line fails the case too.
+crash_free() {
+  local name=$1
+  if [[ $RC -ge 124 ]] || grep -qE "terminate called|Segmentation|Aborted|core dumped|Exception raised from|stack trace|what\(\):" "$WORK/$name.err"; then
+    fail "$name" "crash signature (exit $RC): $(head -c 300 "$WORK/$name.err")"
+    return 1
+  fi
+}
+# bad NAME REGEX ARGS...: the case (stderr must match REGEX; output folders are checked for leftovers).
+bad() {
+  local name=$1 pattern=$2
+  shift 2
+  expect_bad_input "$name" "$pattern" "$WORK/out_$name" "$@" && crash_free "$name"
+}
+
+# --- inputs -----------------------------------------------------------------------------------------
+python3 - <<'PY'
+import json, struct
+def llmc(path, ids, magic=20240520, version=1, count=None):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", magic, version, len(ids) if count is None else count, *([0] * 253)))
+        f.write(struct.pack(f"<{len(ids)}H", *ids))
+ids = [(i * 31 + 7) % 60 for i in range(2000)]
+llmc("good.bin", ids)
+llmc("zero_magic.bin", ids, magic=0)
+llmc("bad_version.bin", ids, version=7)
+llmc("count_too_big.bin", ids, count=999999)
+llmc("negative_count.bin", ids, count=-5)
+llmc("llama3.bin", ids, magic=20240801)
+open("raw.bin", "wb").write(struct.pack(f"<{len(ids)}H", *ids))
+llmc("out_of_range.bin", [70000 % 65536] + ids)
+open("header_only.bin", "wb").write(struct.pack("<100i", 20240520, 1, 5, *([0] * 97)))
+open("odd_raw.bin", "wb").write(b"\x01\x02\x03")
+open("even_text.dat", "wb").write(b"ab" * 600)
+open("bad_magic.npy", "wb").write(b"NOTNUMPY" + b"\x00" * 100)
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }"
+hdr = hdr + " " * (64 - 10 - len(hdr) - 1) + "\n"
+open("float.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + b"\x00" * 40)
+open("text.txt", "w").write("the quick brown fox jumps over the lazy dog.\n" * 100)
+open("short.txt", "w").write("tiny\n")
+open("binary.txt", "wb").write(b"\xff\xfe\x00\x80" * 300)
+open("hs_bad.jsonl", "w").write('{"ctx": "a", "endings": ["b"]}\nnot json\n')
+open("hs_empty.jsonl", "w").write("")
+open("docs_notext.jsonl", "w").write('{"text": "fine"}\n{"body": "no text"}\n')
+open("docs_badjson.jsonl", "w").write('{"text": "fine"}\n{"text": \n')
+open("cfg_unknown.cfg", "w").write("bogus-option = 3\n")
+open("cfg_badvalue.cfg", "w").write("steps = many\n")
+open("cfg_negative.cfg", "w").write("lr = -1\n")
+open("cfg_garbage.cfg", "wb").write(b"\x00\x01\x02=\xff\n[[[\n")
+PY
+mkdir -p shards_val_only empty_dir vocab_missing vocab_bad hf_relu hf_noweights hf_badweights mixed
+cp good.bin shards_val_only/val_000000.bin
+cp good.bin mixed/a.bin && cp raw.bin mixed/b.bin
+printf '{"a": 1' >vocab_bad/encoder.json && printf '#version: 0.2\n' >vocab_bad/vocab.bpe
+printf '{"model_type": "gpt2", "activation_function": "relu", "n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 64, "vocab_size": 100}\n' >hf_relu/config.json
+touch hf_relu/model.safetensors
+printf '{"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 64, "vocab_size": 100}\n' >hf_noweights/config.json
+cp hf_noweights/config.json hf_badweights/config.json && printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a": 1}' >hf_badweights/model.safetensors
+mkfifo fifo
+printf 'not a folder' >a_file
+# A real checkpoint, and damaged copies of it.
+run make_ckpt train text.txt "${TINY[@]}" --out ckpt
+CKPT=ckpt/ckpt_00000002.pt
+if [[ $RC -ne 0 || ! -f $CKPT ]]; then
+  fail "a checkpoint to damage" "exit $RC: $(tail -c 300 "$WORK/make_ckpt.err")"
+  finish
+fi
+size=$(stat -c %s "$CKPT")
+head -c $((size / 2)) "$CKPT" >truncated.pt
+head -c 5000 /dev/urandom >random.pt
+cp "$CKPT" flipped.pt
+# One byte near the end (tensor data, not the header) changed: the checksum must catch it.
+printf '\x7f' | dd of=flipped.pt bs=1 seek=$((size - 100)) conv=notrunc status=none
+: >empty.pt
+
+# --- train: data --------------------------------------------------------------------------------
+bad train_missing_data "data file 'nope.txt' does not exist" train nope.txt "${TINY[@]}" --out out_train_missing_data
+bad train_fifo_data "'fifo' is not a regular file" train fifo "${TINY[@]}" --out out_train_fifo_data
+bad train_dev_zero "'/dev/zero' is not a regular file" train /dev/zero "${TINY[@]}" --out out_train_dev_zero
+bad train_empty_dir "empty_dir.*no token files" train empty_dir "${TINY[@]}" --vocab-size 64 --out out_train_empty_dir
+bad train_short_text "fewer than one batch" train short.txt "${TINY[@]}" --out out_train_short_text
+bad train_zero_magic "zero_magic.bin.*damaged magic" train zero_magic.bin "${TINY[@]}" --vocab-size 64 --out out_train_zero_magic
+bad train_bad_version "bad_version.bin.*version 7" train bad_version.bin "${TINY[@]}" --vocab-size 64 --out out_train_bad_version
+bad train_count_too_big "count_too_big.bin.*truncated" train count_too_big.bin "${TINY[@]}" --vocab-size 64 --out out_train_count_too_big
+bad train_negative_count "negative_count.bin.*negative" train negative_count.bin "${TINY[@]}" --vocab-size 64 --out out_train_negative_count
+bad train_llama3 "llama3.bin.*LLaMA-3" train llama3.bin "${TINY[@]}" --vocab-size 64 --out out_train_llama3
+bad train_out_of_range "out_of_range.bin.*not below vocab_size" train out_of_range.bin "${TINY[@]}" --vocab-size 64 --out out_train_out_of_range
+bad train_header_only "header_only.bin" train header_only.bin "${TINY[@]}" --vocab-size 64 --out out_train_header_only
+bad train_odd_raw "odd_raw.bin.*odd size" train odd_raw.bin "${TINY[@]}" --vocab-size 64 --out out_train_odd_raw
+bad train_bad_npy "bad_magic.npy.*npy" train bad_magic.npy "${TINY[@]}" --vocab-size 64 --out out_train_bad_npy
+bad train_float_npy "float.npy" train float.npy "${TINY[@]}" --vocab-size 64 --out out_train_float_npy
+bad train_val_only "shards_val_only.*no \*train\* files" train shards_val_only "${TINY[@]}" --vocab-size 64 --out out_train_val_only
+bad train_mixed_formats "mixes formats: 'mixed/a.bin' is llm.c" train mixed "${TINY[@]}" --vocab-size 64 --out out_train_mixed_formats
+bad train_glob_nothing "nothing_\*.bin.*no glob match" train 'nothing_*.bin' "${TINY[@]}" --vocab-size 64 --out out_train_glob_nothing
+bad train_val_data_with_text "--val-data" train text.txt --val-data good.bin "${TINY[@]}" --out out_train_val_data_with_text
+bad train_vocab_size_text "--vocab-size" train text.txt --vocab-size 99 "${TINY[@]}" --out out_train_vocab_size_text
+bad train_tokenizer_tokens "--tokenizer" train good.bin --tokenizer char "${TINY[@]}" --vocab-size 64 --out out_train_tokenizer_tokens
+bad train_vocab_missing "vocab_missing.*encoder.json|encoder.json.*does not exist" train text.txt --vocab vocab_missing "${TINY[@]}" --out out_train_vocab_missing
+bad train_vocab_bad "vocab_bad.*encoder.json|encoder.json" train text.txt --vocab vocab_bad "${TINY[@]}" --out out_train_vocab_bad
+bad train_hellaswag_char "--hellaswag" train text.txt --hellaswag hs_bad.jsonl "${TINY[@]}" --out out_train_hellaswag_char
+bad train_builtin_unknown "builtin:nope" train builtin:nope "${TINY[@]}" --out out_train_builtin_unknown
+
+# --- train: options -------------------------------------------------------------------------------
+bad opt_steps_zero "--steps must be positive" train text.txt --preset tiny --steps 0 "${CPU[@]}" --out out_opt_steps_zero
+bad opt_steps_text "--steps" train text.txt "${TINY[@]}" --steps ten --out out_opt_steps_text
+bad opt_batch_negative "--batch-size" train text.txt "${TINY[@]}" --batch-size -3 --out out_opt_batch_negative
+bad opt_lr_inf "--lr" train text.txt "${TINY[@]}" --lr inf --out out_opt_lr_inf
+bad opt_lr_negative "--lr" train text.txt "${TINY[@]}" --lr -0.1 --out out_opt_lr_negative
+bad opt_min_lr_nan "--min-lr" train text.txt "${TINY[@]}" --min-lr nan --out out_opt_min_lr_nan
+bad opt_grad_clip_nan "--grad-clip" train text.txt "${TINY[@]}" --grad-clip nan --out out_opt_grad_clip_nan
+bad opt_beta2_one "--beta2" train text.txt "${TINY[@]}" --beta2 1 --out out_opt_beta2_one
+bad opt_eps_zero "--eps" train text.txt "${TINY[@]}" --eps 0 --out out_opt_eps_zero
+bad opt_dropout_one "--dropout" train text.txt "${TINY[@]}" --dropout 1 --out out_opt_dropout_one
+bad opt_comm_timeout "--comm-timeout" train text.txt "${TINY[@]}" --comm-timeout -1 --out out_opt_comm_timeout
+bad opt_heads "n_head \(3\) does not divide n_embd \(32\)" train text.txt "${TINY[@]}" --n-head 3 --out out_opt_heads
+bad opt_seq_len "--seq-len 64 exceeds the model's block size 32" train text.txt --preset tiny --seq-len 64 "${CPU[@]}" --out out_opt_seq_len
+bad opt_huge_model "beyond the 2\^40" train text.txt "${TINY[@]}" --n-embd 4000000000000 --n-head 1 --out out_opt_huge_model
+bad opt_preset "unknown preset 'nope'" train text.txt --preset nope "${CPU[@]}" --out out_opt_preset
+bad opt_device "unknown device 'tpu'" train text.txt --preset tiny --device tpu --out out_opt_device
+bad opt_precision "--precision" train text.txt "${TINY[@]}" --precision fp8 --out out_opt_precision
+bad opt_unknown "unrecognised option '--no-such-flag'" train text.txt "${TINY[@]}" --no-such-flag --out out_opt_unknown
+bad opt_bias_word "--bias" train text.txt "${TINY[@]}" --bias maybe --out out_opt_bias_word
+bad opt_total_batch "--total-batch-tokens" train text.txt "${TINY[@]}" --total-batch-tokens 33 --out out_opt_total_batch
+bad opt_eval_steps_alone "--eval-steps has no effect" train text.txt "${TINY[@]}" --eval-steps 4 --out out_opt_eval_steps_alone
+bad opt_sample_prompt_alone "--sample-prompt has no effect" train text.txt "${TINY[@]}" --sample-prompt hi --out out_opt_sample_prompt_alone
+bad opt_out_file "--out 'a_file'" train text.txt "${TINY[@]}" --out a_file
+bad opt_out_uncreatable "--out '/proc/nope/x'" train text.txt "${TINY[@]}" --out /proc/nope/x
+bad opt_resume_missing "checkpoint 'absent.pt' does not exist" train text.txt "${TINY[@]}" --resume absent.pt --out out_opt_resume_missing
+bad opt_resume_beyond "--steps 1.*step 2|step 2.*--steps 1" train text.txt --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 "${CPU[@]}" --steps 1 --resume "$CKPT" --out out_opt_resume_beyond
+bad opt_init_and_resume "--init-from.*--resume" train text.txt "${TINY[@]}" --init-from "$CKPT" --resume auto --out out_opt_init_and_resume
+bad opt_init_shape "--n-layer 3 differs" train text.txt "${TINY[@]}" --init-from "$CKPT" --n-layer 3 --out out_opt_init_shape
+bad opt_fresh_into_run "--out 'ckpt' holds an earlier run" train text.txt "${TINY[@]}" --out ckpt
+bad opt_missing_value "--lr" train text.txt "${TINY[@]}" --out out_opt_missing_value --lr
+
+# --- --config -------------------------------------------------------------------------------------
+bad cfg_missing "config file 'no.cfg' does not exist" train text.txt "${TINY[@]}" --config no.cfg --out out_cfg_missing
+bad cfg_dir "config file 'empty_dir' is a directory" train text.txt "${TINY[@]}" --config empty_dir --out out_cfg_dir
+bad cfg_fifo "config file 'fifo' is not a regular file" train text.txt "${TINY[@]}" --config fifo --out out_cfg_fifo
+bad cfg_unknown "unrecognised option 'bogus-option'" train text.txt "${TINY[@]}" --config cfg_unknown.cfg --out out_cfg_unknown
+bad cfg_bad_value "config file 'cfg_badvalue.cfg'.*steps" train text.txt "${TINY[@]}" --config cfg_badvalue.cfg --out out_cfg_bad_value
+bad cfg_negative "--lr" train text.txt "${TINY[@]}" --config cfg_negative.cfg --out out_cfg_negative
+bad cfg_garbage "cfg_garbage.cfg|option|syntax" train text.txt "${TINY[@]}" --config cfg_garbage.cfg --out out_cfg_garbage
+
+# --- generate -------------------------------------------------------------------------------------
+bad gen_missing "checkpoint 'absent.pt' does not exist" generate --checkpoint absent.pt "${CPU[@]}"
+bad gen_empty "empty.pt" generate --checkpoint empty.pt "${CPU[@]}"
+bad gen_truncated "truncated.pt.*(truncated|damaged)" generate --checkpoint truncated.pt "${CPU[@]}"
+bad gen_random "random.pt.*(truncated|damaged|not a checkpoint)" generate --checkpoint random.pt "${CPU[@]}"
+bad gen_flipped "flipped.pt.*checksum|flipped.pt.*damaged" generate --checkpoint flipped.pt "${CPU[@]}"
+bad gen_fifo "'fifo' is not a regular file|fifo" generate --checkpoint fifo "${CPU[@]}"
+bad gen_empty_dir "empty_dir' holds no checkpoint" generate --checkpoint empty_dir "${CPU[@]}"
+bad gen_temperature_nan "--temperature" generate --checkpoint ckpt "${CPU[@]}" --temperature nan
+bad gen_temperature_negative "--temperature" generate --checkpoint ckpt "${CPU[@]}" --temperature -1
+bad gen_top_k_negative "--top-k" generate --checkpoint ckpt "${CPU[@]}" --top-k -2
+bad gen_tokens_negative "--max-new-tokens" generate --checkpoint ckpt "${CPU[@]}" --max-new-tokens -5
+bad gen_prompt_outside "character 'Z' is not in the tokenizer's vocabulary" generate --checkpoint ckpt "${CPU[@]}" --prompt "Z"
+bad gen_vocab_on_char "--vocab does not apply" generate --checkpoint ckpt "${CPU[@]}" --vocab vocab_bad
+bad gen_hf_relu "activation_function" generate --checkpoint hf_relu "${CPU[@]}"
+bad eval_hf_noweights "hf_noweights.*model.safetensors" eval --checkpoint hf_noweights --val good.bin "${CPU[@]}"
+bad eval_hf_badweights "hf_badweights/model.safetensors" eval --checkpoint hf_badweights --val good.bin "${CPU[@]}"
+bad gen_no_checkpoint "--checkpoint" generate "${CPU[@]}"
+
+# --- eval -----------------------------------------------------------------------------------------
+bad eval_no_mode "exactly one of --val, --hellaswag or --task" eval --checkpoint ckpt "${CPU[@]}"
+bad eval_two_modes "exactly one of --val, --hellaswag or --task" eval --checkpoint ckpt --val text.txt --task builtin:sort "${CPU[@]}"
+bad eval_val_missing "nope.bin" eval --checkpoint ckpt --val nope.bin "${CPU[@]}"
+bad eval_val_fifo "fifo" eval --checkpoint ckpt --val fifo "${CPU[@]}"
+bad eval_val_binary_text "binary.txt" eval --checkpoint ckpt --val binary.txt "${CPU[@]}"
+bad eval_hellaswag_char "--hellaswag needs a model that reads GPT-2 tokens" eval --checkpoint ckpt --hellaswag hs_bad.jsonl "${CPU[@]}"
+bad eval_task_unknown "builtin:nope" eval --checkpoint ckpt --task builtin:nope "${CPU[@]}"
+bad eval_batch_zero "--batch-size" eval --checkpoint ckpt --val text.txt --batch-size 0 "${CPU[@]}"
+bad eval_seq_len_long "--seq-len" eval --checkpoint ckpt --val text.txt --seq-len 4096 "${CPU[@]}"
+bad eval_flipped "flipped.pt" eval --checkpoint flipped.pt --val text.txt "${CPU[@]}"
+
+# --- prepare --------------------------------------------------------------------------------------
+bad prep_missing "input file 'nope.txt' does not exist" prepare --input nope.txt --out out_prep_missing --tokenizer char
+bad prep_dir "input file 'empty_dir' is a directory" prepare --input empty_dir --out out_prep_dir --tokenizer char
+bad prep_fifo "input file 'fifo' is not a regular file" prepare --input fifo --out out_prep_fifo --tokenizer char
+bad prep_notext "docs_notext.jsonl' line 2 has no \"text\" string" prepare --input docs_notext.jsonl --out out_prep_notext --tokenizer char
+bad prep_badjson "docs_badjson.jsonl' line 2" prepare --input docs_badjson.jsonl --out out_prep_badjson --tokenizer char
+bad prep_gpt2_no_vocab "--tokenizer gpt2 needs --vocab" prepare --input text.txt --out out_prep_gpt2_no_vocab
+bad prep_out_file "--out 'a_file'" prepare --input text.txt --out a_file --tokenizer char
+bad prep_shard_zero "--shard-tokens" prepare --input text.txt --out out_prep_shard_zero --tokenizer char --shard-tokens 0
+bad prep_no_input "--input" prepare --out out_prep_no_input --tokenizer char
+
+# --- plan and export ------------------------------------------------------------------------------
+bad plan_huge "beyond the 2\^40" plan --n-embd 4000000000000 --n-head 1
+bad plan_heads "n_head \(5\) does not divide" plan --n-head 5
+bad plan_init_missing "checkpoint 'absent.pt' does not exist" plan --init-from absent.pt
+bad export_missing "checkpoint 'absent.pt' does not exist" export --checkpoint absent.pt --out out_export_missing
+bad export_to_file "--out 'a_file' is a file" export --checkpoint ckpt --out a_file
+bad export_flipped "flipped.pt" export --checkpoint flipped.pt --out out_export_flipped
+bad export_no_out "--out" export --checkpoint ckpt
+check "export of a damaged checkpoint leaves no folder" test ! -e out_export_flipped
+
+# --- a full disk ----------------------------------------------------------------------------------
+# A tmpfs smaller than one checkpoint (~400 KB here): the save fails with one line, exit 2, and leaves
+# no file under a checkpoint's name. Needs root and a kernel that lets us mount; skipped otherwise.
+mkdir -p full
+if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null; then
+  trap 'umount "$WORK/full" 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
+  bad full_disk_checkpoint "No space left on device|disk is full|full" train text.txt "${TINY[@]}" --checkpoint-every 1 --out full/run
+  check "a full disk leaves no checkpoint or temporary" test -z "$(find full -name 'ckpt_*')"
+  umount full
+else
+  skip "full disk (needs root and mount -t tmpfs)"
+fi
+
+# --- commands -------------------------------------------------------------------------------------
+bad no_command "missing command"
+bad unknown_command "unknown command 'frobnicate'" frobnicate
+finish
