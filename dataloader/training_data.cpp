@@ -37,12 +37,15 @@ std::optional<std::string> char_vocabulary_beside(const std::string& spec) {
   return read_whole_file(path, "character vocabulary");
 }
 
+int64_t token_data_vocab_size(const DataOptions& o, const std::optional<std::string>& char_vocabulary) {
+  if (char_vocabulary && !o.vocab_size) return make_text_codec(TokenizerKind::character, *char_vocabulary)->vocab_size();
+  return o.vocab_size.value_or(kGpt2PaddedVocab);
+}
+
 TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
   TrainingData d;
   const auto char_vocabulary = char_vocabulary_beside(spec);
-  d.vocab_size = o.vocab_size.value_or(kGpt2PaddedVocab);
-  if (char_vocabulary && !o.vocab_size)
-    d.vocab_size = make_text_codec(TokenizerKind::character, *char_vocabulary)->vocab_size();
+  d.vocab_size = token_data_vocab_size(o, char_vocabulary);
   if (d.vocab_size > kLargestUint16Vocab) {
     throw std::invalid_argument("--vocab-size above 65536 cannot be stored in uint16 tokens");
   }
@@ -106,6 +109,31 @@ bool is_token_data(const std::string& spec) {
   if (fs::is_directory(spec, ec) || (is_glob(spec) && !fs::exists(spec, ec))) return true;
   require_regular_file(spec, "data file");
   return looks_like_token_file(spec);
+}
+
+DataFootprint data_footprint(const DataOptions& o) {
+  DataFootprint f;
+  if (!is_token_data(o.data)) {
+    const TrainingData d = load_training_data(o);
+    f.vocab_size = d.vocab_size;
+    const auto tokens = d.train->size() + (d.val ? d.val->size() : 0);
+    f.resident_bytes = static_cast<int64_t>(tokens * sizeof(int64_t));
+    f.loaded = true;
+    f.description = d.description + " | " + std::to_string(tokens) + " tokens";
+    return f;
+  }
+  f.vocab_size = token_data_vocab_size(o, char_vocabulary_beside(o.data));
+  const bool split_dir = fs::is_directory(o.data) && directory_has(o.data, "train");
+  std::vector<fs::path> files = expand_token_paths(o.data, split_dir ? "train" : "");
+  if (o.val_data) {
+    for (auto& p : expand_token_paths(*o.val_data, "")) files.push_back(std::move(p));
+  } else if (split_dir && directory_has(o.data, "val")) {
+    for (auto& p : expand_token_paths(o.data, "val")) files.push_back(std::move(p));
+  }
+  for (const auto& file : files) f.resident_bytes += static_cast<int64_t>(fs::file_size(file));
+  f.description = "token data " + o.data + " | " + std::to_string(files.size()) + " file(s), " +
+                  std::to_string(f.resident_bytes) + " bytes (not read by plan)";
+  return f;
 }
 
 TrainingData load_training_data(const DataOptions& o) {

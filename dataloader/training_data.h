@@ -35,6 +35,17 @@ struct TrainingData {
 
 TrainingData load_training_data(const DataOptions& options);
 
+// What `plan` needs of the data, without reading token files: the model's vocabulary as a run would
+// get it, and the bytes a run keeps resident (text: its token ids; token data: the mapped files).
+// Text is loaded (its alphabet is the vocabulary); token files are only listed.
+struct DataFootprint {
+  int64_t vocab_size = 0;
+  int64_t resident_bytes = 0;
+  bool loaded = false;  // text: read and tokenized by data_footprint, so resident in this process now
+  std::string description;
+};
+DataFootprint data_footprint(const DataOptions& options);
+
 // Whether load_training_data reads `spec` as token data (a token file, a folder of shards, a glob)
 // rather than as text (builtin:..., a UTF-8 text file). Detects by content, as loading does.
 bool is_token_data(const std::string& spec);

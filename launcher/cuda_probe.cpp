@@ -8,6 +8,10 @@ namespace mygpt {
 
 std::string cuda_device_name(int index) { return at::cuda::getDeviceProperties(index)->name; }
 
+double cuda_total_memory_bytes(int index) {
+  return static_cast<double>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
+}
+
 double cuda_peak_memory_mib(int index) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
   const auto& allocated = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];

@@ -15,5 +15,7 @@ double known_peak_tflops(const std::string& device_name);
 // Implemented by cuda_probe.cpp in CUDA builds, by cuda_probe_unavailable.cpp elsewhere.
 std::string cuda_device_name(int index);
 double cuda_peak_memory_mib(int index);
+// The GPU's memory in bytes (its total, as the driver reports it); 0 where there is none.
+double cuda_total_memory_bytes(int index);
 
 }  // namespace mygpt

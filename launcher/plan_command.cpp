@@ -1,69 +1,117 @@
-// `mygpt-ddp plan`: a dry run of a training configuration. Builds the model (on the CPU, no data, no
-// training) and prints its size, the work per step and an estimate of the memory one rank needs.
+// `mygpt-ddp plan`: a dry run of a training configuration. Sizes the model from its config (nothing
+// is allocated, so any size plans instantly), reads the data's vocabulary as `train` would (without
+// DATA: GPT-2 token data), derives the
+// accumulation for the world it is told (--ranks), and estimates what one rank holds at its peak
+// (trainer/memory_estimate.h); against a GPU's memory it says whether that fits and the largest
+// micro-batch that would.
+#include <torch/torch.h>
+
 #include <iostream>
 
 #include "common/strprintf.h"
 #include "launcher/commands.h"
+#include "launcher/device_probe.h"
 #include "launcher/run_start.h"
 #include "launcher/train_flags.h"
-#include "model/gpt.h"
+#include "trainer/memory_estimate.h"
 
 namespace mygpt {
 namespace {
 
-int run_plan(const Parsed<TrainFlags>& flags, const MpiSession&) {
-  // --init-from (or a checkpoint to resume) decides the shape, as it does for train.
-  const GptConfig config =
-      resolve_model_config(flags, flags.config.data.vocab_size.value_or(50304), open_run_start(flags));
-  const torch::Device device(flags.config.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU);
-  const TrainOptions o = resolve_train_options(flags, config, device, /*world_size=*/1);
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// The device a run would use, without requiring it here: `--device cuda` plans for a GPU on any
+// machine; auto means a GPU when one is visible.
+bool plans_for_gpu(const std::string& device) {
+  return device == "cuda" || (device == "auto" && torch::cuda::is_available());
+}
+
+int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
+  const TrainFlags& f = flags.config;
+  const RunStart start = open_run_start(flags);  // --init-from / --resume decide the shape, as in train
+  DataFootprint data;
+  if (flags.gave("data") || start.model) {
+    data = data_footprint(resolve_data_options(flags, start));
+  } else {
+    // No data named: the size of a model for GPT-2 token data (the gpt2 presets' recipe).
+    data.vocab_size = f.data.vocab_size.value_or(padded_vocab_size(50257));
+    data.description = "none given: GPT-2 token data (vocab " + std::to_string(data.vocab_size) +
+                       ") assumed; name DATA to plan for it";
+  }
+  const GptConfig config = resolve_model_config(flags, data.vocab_size, start);
+  const int64_t ranks = f.plan.ranks > 0 ? f.plan.ranks : mpi.world().world_size;
+  const bool gpu = plans_for_gpu(f.runtime.device);
+  const TrainOptions o = resolve_train_options(flags, config, gpu ? torch::Device(torch::kCUDA) : torch::kCPU,
+                                               static_cast<int>(ranks));
   const bool bf16 = o.precision == Precision::bf16;
-  torch::NoGradGuard no_grad;
-  Gpt model(config);
-  int64_t decay = 0, no_decay = 0;
-  for (const auto& p : model->decay_parameters()) decay += p.numel();
-  for (const auto& p : model->no_decay_parameters()) no_decay += p.numel();
-  const auto params = static_cast<double>(decay + no_decay);
-  const double flops_per_token = 6.0 * (params - static_cast<double>(model->wpe->weight.numel())) +
+
+  const ParameterCounts n = count_parameters(config);
+  const auto params = static_cast<double>(n.total());
+  const double flops_per_token = 6.0 * (params - static_cast<double>(config.block_size * config.n_embd)) +
                                  12.0 * static_cast<double>(config.n_layer * config.n_embd * o.seq_len);
   const double tokens_per_step = static_cast<double>(o.batch_size * o.seq_len * o.grad_accum);
-  // Activations kept for backward, per layer and micro-batch: about 34 bytes x B x T x C in 16-bit
-  // with a fused attention kernel (Korthikanti et al. 2022), twice that in fp32; plus the logits.
-  const double act_bytes_per_value = bf16 ? 1.0 : 2.0;
-  const double btc = static_cast<double>(o.batch_size * o.seq_len * config.n_embd);
-  const double activations = 34.0 * btc * act_bytes_per_value * static_cast<double>(config.n_layer) +
-                             10.0 * static_cast<double>(o.batch_size * o.seq_len * config.vocab_size);
-  const double gib = 1024.0 * 1024.0 * 1024.0;
-  std::cout
-      << strprintf("model: %lld layers, %lld heads, %lld wide, block %lld, vocab %lld\n",
-                   static_cast<long long>(config.n_layer), static_cast<long long>(config.n_head),
-                   static_cast<long long>(config.n_embd), static_cast<long long>(config.block_size),
-                   static_cast<long long>(config.vocab_size))
-      << strprintf("parameters: %lld (%lld decayed in %zu tensors, %lld not decayed in %zu tensors)\n",
-                   static_cast<long long>(decay + no_decay), static_cast<long long>(decay),
-                   model->decay_parameters().size(), static_cast<long long>(no_decay),
-                   model->no_decay_parameters().size())
-      << strprintf(
-             "per step and rank: %lld x %lld tokens x %lld accumulation = %.0f tokens, %.3g FLOPs (%.3g per token)\n",
-             static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
-             static_cast<long long>(o.grad_accum), tokens_per_step, flops_per_token * tokens_per_step, flops_per_token)
-      << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld | precision %s\n",
-                   static_cast<long long>(o.steps), o.lr, o.min_lr, static_cast<long long>(o.warmup_steps),
-                   bf16 ? "bf16 autocast" : "fp32")
-      << strprintf(
-             "memory per rank (estimate): weights %.2f GiB + gradients %.2f GiB + AdamW %.2f GiB + "
-             "DDP buckets %.2f GiB + activations %.2f GiB = %.2f GiB\n",
-             4 * params / gib, 4 * params / gib, 8 * params / gib, 4 * params / gib, activations / gib,
-             (20 * params + activations) / gib);
+  std::cout << strprintf("model: %lld layers, %lld heads, %lld wide, block %lld, vocab %lld, %s\n",
+                         static_cast<long long>(config.n_layer), static_cast<long long>(config.n_head),
+                         static_cast<long long>(config.n_embd), static_cast<long long>(config.block_size),
+                         static_cast<long long>(config.vocab_size), config.bias ? "biases" : "no biases")
+            << strprintf("parameters: %lld (%lld decayed in %lld tensors, %lld not decayed in %lld tensors)\n",
+                         static_cast<long long>(n.total()), static_cast<long long>(n.decayed),
+                         static_cast<long long>(n.decayed_tensors), static_cast<long long>(n.not_decayed),
+                         static_cast<long long>(n.not_decayed_tensors))
+            << "data: " << data.description << "\n"
+            << strprintf("world: %lld rank(s) on %s | precision %s\n", static_cast<long long>(ranks),
+                         gpu ? "CUDA GPUs" : "CPUs", bf16 ? "bf16 autocast" : "fp32")
+            << strprintf("per step and rank: %lld x %lld tokens x %lld accumulation = %.0f tokens, %.3g FLOPs "
+                         "(%.3g per token); %.0f tokens per step over all ranks\n",
+                         static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
+                         static_cast<long long>(o.grad_accum), tokens_per_step, flops_per_token * tokens_per_step,
+                         flops_per_token, tokens_per_step * static_cast<double>(ranks))
+            << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld\n", static_cast<long long>(o.steps),
+                         o.lr, o.min_lr, static_cast<long long>(o.warmup_steps));
+
+  MemoryPlanInput input;
+  input.model = config;
+  input.parameters = n.total();
+  input.batch_size = o.batch_size;
+  input.seq_len = o.seq_len;
+  input.fused_loss = o.fused_loss;
+  input.bf16 = bf16;
+  input.gpu = gpu;
+  // Measured with text data loaded: its ids are counted apart, as data.
+  if (!gpu) {
+    input.baseline_bytes =
+        measure_training_runtime_bytes(config, o.fused_loss) - (data.loaded ? data.resident_bytes : 0);
+  }
+  input.data_bytes = data.resident_bytes;
+  const MemoryPlan memory = estimate_memory(input);
+  std::cout << (gpu ? "GPU memory per rank (estimate of the allocator's peak; the CUDA context comes on top):\n"
+                    : "memory per rank (estimate of the peak resident set):\n");
+  for (const auto& part : memory.parts) {
+    std::cout << strprintf("  %-20s %10.1f MiB  %s\n", part.name.c_str(), part.bytes / kMiB, part.note.c_str());
+  }
+  std::cout << strprintf("  %-20s %10.1f MiB (%.2f GiB)\n", "total", memory.total_bytes / kMiB,
+                         memory.total_bytes / kGiB);
+
+  double device_memory = f.plan.gpu_memory * kGiB;
+  if (device_memory == 0 && gpu && torch::cuda::device_count() > 0) device_memory = cuda_total_memory_bytes(0);
+  if (device_memory > 0) {
+    const int64_t largest = largest_micro_batch(input, device_memory);
+    std::cout << strprintf("fits in %.1f GiB: %s; the largest micro-batch that fits: %lld rows\n",
+                           device_memory / kGiB, memory.total_bytes <= device_memory ? "yes" : "NO",
+                           static_cast<long long>(largest));
+  } else if (gpu) {
+    std::cout << "fits: give --gpu-memory GiB to check (no GPU visible here)\n";
+  }
   return 0;
 }
 
 }  // namespace
 
 Command plan_command() {
-  return make_command<TrainFlags>("plan", "plan [DATA] [train options]",
-                                  "dry run: parameters, FLOPs and memory of a configuration", /*multi_rank=*/false,
-                                  &train_flag_table, &run_plan);
+  return make_command<TrainFlags>("plan", "plan [DATA] [train options] [--ranks N] [--gpu-memory GiB]",
+                                  "dry run: parameters, FLOPs and per-rank memory of a configuration",
+                                  /*multi_rank=*/false, &train_flag_table, &run_plan);
 }
 
 }  // namespace mygpt

@@ -20,6 +20,8 @@ namespace {
 
 int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   const TrainFlags& f = flags.config;
+  flags.refuse("ranks", "in train (it sizes `plan`; train runs on the ranks the launcher starts)");
+  flags.refuse("gpu-memory", "in train (it is `plan`'s)");
   // Topology and device: cuda:<local rank> on GPUs; on CPU the node's cores are shared among its ranks.
   const WorldInfo& w = mpi.world();
   const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);

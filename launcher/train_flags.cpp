@@ -169,6 +169,17 @@ OptionTable<TrainFlags> make_table() {
         "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
       .init(600.0)
       .check(non_negative);
+
+  using P = PlanOptions;
+  t.group("Plan only (mygpt-ddp plan)");
+  t.add("ranks", &F::plan, &P::ranks, "ranks to plan for; 0: the world size under a launcher, else 1")
+      .init(0)
+      .check(non_negative);
+  t.add("gpu-memory", &F::plan, &P::gpu_memory,
+        "GiB of memory per GPU to check the estimate against (and find the largest micro-batch that fits); 0: "
+        "the GPU's own with --device cuda")
+      .init(0.0)
+      .check(non_negative);
   // GPT-2's recipe (build-nanogpt) for the gpt2 presets; nanoGPT's config/train_shakespeare_char.py.
   t.recipe_of([](const TrainFlags& f) { return is_gpt2_preset(f.model.preset) ? std::string("gpt2") : f.model.preset; });
   return t;

@@ -23,11 +23,18 @@ struct RuntimeOptions {
   double comm_timeout{};                 // seconds before a stuck collective ends the job (NCCL); 0 waits forever
 };
 
+// What only `plan` reads: the world and the device memory to size a run for.
+struct PlanOptions {
+  int64_t ranks{};      // 0: the world size under a launcher, else 1
+  double gpu_memory{};  // GiB per GPU to check the estimate against; 0: the device's own, if any
+};
+
 struct TrainFlags {
   DataOptions data;
   ModelShapeOptions model;
   TrainOptions train;
   RuntimeOptions runtime;
+  PlanOptions plan;
 };
 
 const OptionTable<TrainFlags>& train_flag_table();

@@ -152,4 +152,16 @@ int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple) {
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+ParameterCounts count_parameters(const GptConfig& c) {
+  ParameterCounts n;
+  const int64_t C = c.n_embd, L = c.n_layer;
+  // wte (also the head), wpe; per block c_attn, attn c_proj, c_fc, mlp c_proj.
+  n.decayed = (c.vocab_size + c.block_size) * C + L * 12 * C * C;
+  n.decayed_tensors = 2 + 4 * L;
+  // Per block: two layer norms (weight, bias) and the four linears' biases; the final layer norm.
+  n.not_decayed = c.bias ? L * 13 * C + 2 * C : L * 2 * C + C;
+  n.not_decayed_tensors = c.bias ? L * 8 + 2 : L * 2 + 1;
+  return n;
+}
+
 }  // namespace mygpt

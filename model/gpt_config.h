@@ -50,4 +50,14 @@ struct ModelShapeOptions {
 // Rounds a vocabulary size up to a multiple (GPU kernels favour sizes with many powers of two).
 int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple = 64);
 
+// The parameters of a Gpt of this config without building it (so sizing a model costs nothing): the
+// 2-D weights AdamW decays (tied embedding and head counted once) and the 1-D rest. A test checks it
+// against the built model.
+struct ParameterCounts {
+  int64_t decayed = 0, decayed_tensors = 0;
+  int64_t not_decayed = 0, not_decayed_tensors = 0;
+  int64_t total() const { return decayed + not_decayed; }
+};
+ParameterCounts count_parameters(const GptConfig& config);
+
 }  // namespace mygpt

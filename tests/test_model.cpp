@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/gpt.h"
@@ -73,6 +74,32 @@ TEST(GptModel, Gpt2PresetParameterGroups) {
   EXPECT_EQ(decay.size() + no_decay.size(), model->parameters().size());
   for (const auto& p : decay) EXPECT_GE(p.dim(), 2);
   for (const auto& p : no_decay) EXPECT_EQ(p.dim(), 1);
+}
+
+TEST(GptModel, CountParametersMatchesTheBuiltModel) {
+  // plan sizes models with count_parameters instead of building them: it must agree with the model.
+  for (const bool bias : {true, false}) {
+    for (const auto& [layers, heads, width, vocab, block] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{{2, 2, 32, 65, 16}, {3, 4, 64, 50304, 128}}) {
+      GptConfig c = testing::small_config(vocab, block, layers, heads, width);
+      c.n_layer = layers;
+      c.n_head = heads;
+      c.n_embd = width;
+      c.vocab_size = vocab;
+      c.block_size = block;
+      c.bias = bias;
+      Gpt model(c);
+      int64_t decayed = 0, not_decayed = 0;
+      for (const auto& p : model->decay_parameters()) decayed += p.numel();
+      for (const auto& p : model->no_decay_parameters()) not_decayed += p.numel();
+      const ParameterCounts n = count_parameters(c);
+      EXPECT_EQ(n.decayed, decayed) << layers << " layers, bias " << bias;
+      EXPECT_EQ(n.not_decayed, not_decayed) << layers << " layers, bias " << bias;
+      EXPECT_EQ(n.decayed_tensors, static_cast<int64_t>(model->decay_parameters().size()));
+      EXPECT_EQ(n.not_decayed_tensors, static_cast<int64_t>(model->no_decay_parameters().size()));
+      EXPECT_EQ(n.total(), model->num_parameters());
+    }
+  }
 }
 
 TEST(GptModel, GroupsPartitionTheParameters) {

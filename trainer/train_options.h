@@ -20,10 +20,9 @@ struct TrainOptions {
   int64_t warmup_steps{};
   double weight_decay{};
   double beta1{}, beta2{}, eps{};  // AdamW
-  double grad_clip{};
+  double grad_clip{};       // 0 disables clipping (the norm is still reported)
   int64_t max_bad_steps{};  // consecutive non-finite steps (skipped) before the run stops
-  bool fused_loss{};        // chunked head + cross-entropy that never holds the whole logits            // 0 disables
-                            // clipping (the norm is still reported)
+  bool fused_loss{};        // chunked head + cross-entropy that never holds the whole logits
   Precision precision{};    // resolved for the device before training (never automatic there)
   uint64_t seed{};
   int64_t eval_every{};  // 0 disables periodic validation

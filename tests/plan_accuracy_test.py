@@ -1,0 +1,103 @@
+"""`plan`'s memory estimate against the peak resident set of a real `train` of the same config (CPU).
+
+For each config: `plan` prints its estimate ("total ... MiB"); then `train` runs a few steps as a child
+process, whose peak RSS comes from os.wait4's rusage (getrusage of that child alone). The estimate must
+be within 15% of it. Char text and token data, small and GPT-2-sized models at a short sequence; the
+data is generated here, so nothing outside the checkout is needed.
+
+Usage: plan_accuracy_test.py MYGPT_DDP [--table]   (--table prints a Markdown table for BENCHMARKS.md)
+"""
+import os
+import random
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+TOLERANCE = 0.15
+
+
+def write_text(path, chars):
+    rng = random.Random(0)
+    words = ["the", "king", "shall", "not", "speak", "of", "thee", "my", "lord", "and", "her", "grace", "to", "be"]
+    out, size = [], 0
+    while size < chars:
+        line = " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + ".\n"
+        out.append(line)
+        size += len(line)
+    with open(path, "w") as f:
+        f.write("".join(out))
+
+
+def write_llmc(path, count, vocab):
+    rng = random.Random(1)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, count, *([0] * 253)))
+        f.write(struct.pack(f"<{count}H", *(rng.randrange(vocab) for _ in range(count))))
+
+
+def peak_rss_mib(cmd):
+    """Runs cmd as a child; its own peak resident set (ru_maxrss, KiB on Linux) in MiB."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {err[-500:]}")
+    return usage.ru_maxrss / 1024.0
+
+
+def plan_total_mib(binary, args):
+    out = subprocess.run([binary, "plan", *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"plan {' '.join(args)} failed: {out.stderr.strip()}")
+    match = re.search(r"^\s+total\s+([0-9.]+) MiB", out.stdout, re.M)
+    if not match:
+        raise RuntimeError(f"no total in plan's output:\n{out.stdout}")
+    return float(match.group(1))
+
+
+def main():
+    binary = sys.argv[1]
+    table = "--table" in sys.argv
+    work = tempfile.mkdtemp(prefix="mygpt_plan_accuracy.")
+    text = os.path.join(work, "text.txt")
+    tokens = os.path.join(work, "tokens.bin")
+    write_text(text, 1_000_000)
+    write_llmc(tokens, 300_000, 50257)
+    common = ["--device", "cpu", "--threads", "1", "--eval-every", "0"]
+    configs = [
+        ("char text, shakespeare-char without dropout, batch 8 x 128", text,
+         ["--preset", "shakespeare-char", "--dropout", "0", "--batch-size", "8", "--seq-len", "128"]),
+        ("char text, shakespeare-char (dropout 0.2), batch 32 x 128", text,
+         ["--preset", "shakespeare-char", "--batch-size", "32", "--seq-len", "128"]),
+        ("GPT-2 tokens, small (4 x 128, vocab 50304), batch 4 x 128", tokens,
+         ["--preset", "small", "--batch-size", "4", "--seq-len", "128"]),
+        ("GPT-2 tokens, gpt2 124M, batch 4 x 64", tokens,
+         ["--preset", "gpt2", "--batch-size", "4", "--seq-len", "64", "--total-batch-tokens", "0"]),
+    ]
+    failed = 0
+    rows = []
+    for i, (label, data, args) in enumerate(configs):
+        estimate = plan_total_mib(binary, [data, *args, *common])
+        out = os.path.join(work, f"run{i}")
+        measured = peak_rss_mib([binary, "train", data, *args, *common, "--steps", "3", "--out", out])
+        subprocess.run(["rm", "-rf", out])
+        error = (estimate - measured) / measured
+        ok = abs(error) <= TOLERANCE
+        failed += not ok
+        rows.append((label, estimate, measured, error))
+        print(f"{'PASS' if ok else 'FAIL'}: {label}: plan {estimate:.0f} MiB, train's peak RSS {measured:.0f} MiB "
+              f"({error:+.1%}, allowed +-{TOLERANCE:.0%})", flush=True)
+    subprocess.run(["rm", "-rf", work])
+    if table:
+        print("\n| config | plan estimate (MiB) | train peak RSS (MiB) | error |\n|---|---|---|---|")
+        for label, estimate, measured, error in rows:
+            print(f"| {label} | {estimate:.0f} | {measured:.0f} | {error:+.1%} |")
+    print(f"{len(configs) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+#include "trainer/memory_estimate.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "model/chunked_lm_loss.h"
+#include "model/gpt.h"
+#include "trainer/adamw.h"
+
+namespace mygpt {
+namespace {
+
+// Bytes one micro-batch keeps for backward per element of (rows x tokens x width) and layer. fp32 on
+// CPU: measured, from the growth of peak RSS with the batch (GPT-2 124M at sequence 64 and
+// shakespeare-char: 70-78 bytes; the tensors themselves account for ~68: the block's input, both
+// layer norms' outputs, q/k/v, the attention output and its contiguous copy, the MLP's 4x-wide input
+// and GELU output). bf16 autocast keeps the 16-bit copies that the matmuls read and the fp32
+// residual stream: ~38 bytes by the same count, not yet measured on a GPU.
+constexpr double kActivationBytesFp32 = 70.0;
+constexpr double kActivationBytesBf16 = 38.0;
+// With dropout, LibTorch's CPU attention takes the math path, which keeps the (heads x T x T) scores,
+// their softmax and the dropout mask: measured ~31 bytes per score element (shakespeare-char).
+constexpr double kMathAttentionBytes = 31.0;
+// The unfused loss holds whole (rows x tokens x vocab) fp32 logits: the logits, their log-softmax, its
+// gradient and transients, ~5 copies at the peak (measured, GPT-2 124M).
+constexpr double kUnfusedLogitCopies = 5.0;
+
+}  // namespace
+
+MemoryPlan estimate_memory(const MemoryPlanInput& in) {
+  const GptConfig& m = in.model;
+  const double P = static_cast<double>(in.parameters);
+  const double rows = static_cast<double>(in.batch_size);
+  const double T = static_cast<double>(in.seq_len), C = static_cast<double>(m.n_embd);
+  const double L = static_cast<double>(m.n_layer), V = static_cast<double>(m.vocab_size);
+  const double H = static_cast<double>(m.n_head);
+  const double head_bytes = V * C * 4;  // one fp32 (vocab x width) matrix
+
+  // Per micro-batch row: the activations, the math attention's scores, the loss's logits.
+  double per_row = L * T * C * (in.bf16 ? kActivationBytesBf16 : kActivationBytesFp32);
+  const bool math_attention = !in.gpu && m.dropout > 0;
+  if (math_attention) per_row += L * H * T * T * kMathAttentionBytes;
+  double loss_fixed = head_bytes;  // the head's weight gradient (computed in forward when fused)
+  double loss_per_row = 0;
+  std::string loss_note;
+  if (in.fused_loss) {
+    // One chunk of fp32 logits at a time (and its 16-bit copy under autocast).
+    const double chunk = static_cast<double>(lm_loss_chunk_rows(m.vocab_size, m.n_embd));
+    const double chunk_bytes = std::min(rows * T, chunk) * V * (in.bf16 ? 6.0 : 4.0);
+    loss_fixed += chunk_bytes;
+    loss_note = "fused: the head's weight gradient and one chunk of logits";
+  } else {
+    loss_per_row = T * V * 4 * kUnfusedLogitCopies;
+    loss_note = "unfused: whole logits, their log-softmax and gradient";
+  }
+
+  MemoryPlan plan;
+  auto add = [&](std::string name, double bytes, std::string note = "") {
+    plan.parts.push_back({std::move(name), bytes, std::move(note)});
+    plan.total_bytes += bytes;
+  };
+  if (!in.gpu) {
+    add("runtime", static_cast<double>(in.baseline_bytes),
+        "LibTorch and MPI as a training step pages them in (measured: one step of a tiny model)");
+    add("data", static_cast<double>(in.data_bytes), "token ids in memory, or the mapped token files");
+  }
+  add("weights", 4 * P, "fp32");
+  add("gradients", 4 * P, "fp32; the DDP buckets are these (gradients are views into them)");
+  add("AdamW state", 8 * P, "two fp32 moments");
+  if (in.bf16) add("bf16 weight copies", 2 * P, "autocast's cache for the forward pass");
+  add("activations", rows * per_row,
+      math_attention ? "kept for backward; dropout puts CPU attention on the math path (T x T scores)"
+                     : "kept for backward");
+  add("loss", loss_fixed + rows * loss_per_row, loss_note);
+  add("embedding backward", head_bytes, "the token embedding's dense gradient before it is added");
+  return plan;
+}
+
+int64_t largest_micro_batch(MemoryPlanInput in, double memory_bytes) {
+  auto fits = [&](int64_t rows) {
+    in.batch_size = rows;
+    return estimate_memory(in).total_bytes <= memory_bytes;
+  };
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = 2;  // fits(lo); hi is the first size tried that may not
+  while (fits(hi) && hi < (int64_t{1} << 40)) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+int64_t measure_training_runtime_bytes(const GptConfig& like, bool fused_loss) {
+  {
+    GptConfig tiny = like;
+    tiny.n_layer = 1;
+    tiny.n_head = 1;
+    tiny.n_embd = 8;
+    tiny.block_size = 8;
+    tiny.vocab_size = 16;
+    Gpt model(tiny);
+    model->set_fused_loss(fused_loss);
+    model->train();
+    AdamW optimizer(model->decay_parameters(), model->no_decay_parameters(), AdamWOptions{});
+    const auto x = torch::randint(16, {2, 8}, torch::kLong);
+    model->loss(x, x).backward();
+    optimizer.step();
+  }
+  return current_rss_bytes();
+}
+
+int64_t current_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      std::istringstream fields(line.substr(6));
+      int64_t kib = 0;
+      fields >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+}  // namespace mygpt

@@ -1,0 +1,53 @@
+#pragma once
+// What one rank of a training run holds at its peak, estimated from the configuration alone (`plan`):
+// the runtime, the data, weights, gradients, AdamW's state, the activations one micro-batch keeps for
+// backward, and the working set of the loss and of the embedding's backward.
+//
+// The per-element costs of the activations were measured on CPU (fp32, glibc malloc, peak RSS of real
+// runs: tests/plan_accuracy_test.sh and docs/BENCHMARKS.md); the bf16 (CUDA) ones follow from which
+// tensors autocast keeps in 16 bits and have not been checked on a GPU yet.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/gpt_config.h"
+
+namespace mygpt {
+
+struct MemoryPlanInput {
+  GptConfig model;
+  int64_t parameters = 0;  // the model's parameter count (tied head counted once)
+  int64_t batch_size = 0;  // micro-batch rows
+  int64_t seq_len = 0;
+  bool fused_loss = true;
+  bool bf16 = false;            // autocast: 16-bit activations and weight copies
+  bool gpu = false;             // device memory: no runtime baseline or data (they live on the host)
+  int64_t baseline_bytes = 0;   // the process before any run state (measured by the caller, CPU)
+  int64_t data_bytes = 0;       // resident training data (CPU)
+};
+
+struct MemoryPart {
+  std::string name;
+  double bytes = 0;
+  std::string note;
+};
+
+struct MemoryPlan {
+  std::vector<MemoryPart> parts;
+  double total_bytes = 0;
+};
+
+MemoryPlan estimate_memory(const MemoryPlanInput& in);
+
+// The largest micro-batch (rows) whose estimate fits in memory_bytes; 0 when not even one row does.
+int64_t largest_micro_batch(MemoryPlanInput in, double memory_bytes);
+
+// The resident set of this process now (VmRSS), 0 where /proc is not there.
+int64_t current_rss_bytes();
+
+// The runtime's share of a training process's resident set, measured: runs one training step of a
+// tiny model of this config's kind (same loss, dropout) on the CPU, so that the code and buffers a
+// run pages in are resident, and returns VmRSS. Most of it is LibTorch's code, loaded as it is used.
+int64_t measure_training_runtime_bytes(const GptConfig& like, bool fused_loss);
+
+}  // namespace mygpt
