@@ -270,6 +270,11 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
     args.metrics (metrics.jsonl's keys) and ends with `RESULT {json}` (result_extra added)."""
     params = list(model.parameters())
     optimizer = adamw(params, args.lr, args.weight_decay)
+    # CPU twins run fp32 on the host; the GPU twin (pytorch_gpt2_gpu.py) sets device and precision as
+    # mygpt-ddp does on CUDA: batches copied to the GPU, bf16 autocast around forward, fp32 weights.
+    device = torch.device(getattr(args, "device", "cpu"))
+    bf16 = getattr(args, "precision", "fp32") == "bf16"
+    autocast = (lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     max_norm = args.grad_clip if args.grad_clip > 0 else math.inf
     tokens_per_step = args.batch_size * seq_len * args.grad_accum * ranks.world
     ranks.say(f"batch: {args.batch_size} x {seq_len} tokens x {args.grad_accum} accumulation x {ranks.world} "
@@ -282,12 +287,14 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), dtype=torch.float)
+        loss_sum = torch.zeros((), dtype=torch.float, device=device)
         for micro in range(args.grad_accum):
             x, y = loader.next()
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             last = micro == args.grad_accum - 1
             with contextlib.nullcontext() if last or not ranks.distributed else forward.no_sync():
-                loss = forward(x, y) / float(args.grad_accum)
+                with autocast():
+                    loss = forward(x, y) / float(args.grad_accum)
                 loss_sum += loss.detach()
                 loss.backward()
         if ranks.distributed:
