@@ -17,21 +17,6 @@ std::string quoted(std::string_view what, const fs::path& path) {
   return std::string(what) + " '" + path.string() + "'";
 }
 
-// Owns a file descriptor; closes it on every exit path.
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 [[noreturn]] void write_failed(const fs::path& target, const char* action, int error) {
   throw OutputFileError("cannot write " + target.string() + ": " + action + ": " + std::strerror(error));
 }
@@ -60,7 +45,7 @@ void require_regular_file(const fs::path& path, std::string_view what) {
 std::string read_whole_file(const fs::path& path, std::string_view what, std::size_t max_bytes) {
   require_regular_file(path, what);
   // O_NONBLOCK: should the path be swapped for a FIFO after the check above, open still returns.
-  const Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw std::invalid_argument("cannot read " + quoted(what, path) + ": " + std::strerror(errno));
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
@@ -144,7 +129,7 @@ bool is_atomic_writer_temporary(const fs::path& path, std::string_view target_pr
 }
 
 void sync_directory(const fs::path& directory) {
-  const Descriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const FileDescriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() >= 0) ::fsync(fd.get());
 }
 
@@ -162,6 +147,10 @@ void create_output_directory(const fs::path& directory, std::string_view what) {
     throw std::invalid_argument(std::string(what) + " '" + directory.string() +
                                 "' is not writable: " + std::strerror(errno));
   }
+}
+
+FileDescriptor::~FileDescriptor() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace mygpt

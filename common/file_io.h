@@ -16,6 +16,19 @@ class OutputFileError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// Owns a POSIX file descriptor (negative: none) and closes it on every exit path.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor();
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 // Throws std::invalid_argument "<what> '<path>' does not exist" (or "is a directory", "is not a regular
 // file") unless path names a regular file (following links). Checked before opening, because a FIFO
 // blocks an open forever and a device such as /dev/zero never ends.

@@ -1,5 +1,7 @@
 #include "dataloader/token_file.h"
 
+#include "common/file_io.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -33,20 +35,6 @@ constexpr std::string_view kNpyMagic{"\x93NUMPY", 6};
 }
 
 // Owns a POSIX file descriptor; closes it on every exit path.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Headers are read with memcpy: their fields need not be aligned in the map.
 template <typename T>
 T read_le(std::span<const std::byte> bytes, std::size_t byte_offset) {

@@ -173,19 +173,17 @@ struct MappedFile : SafetensorsReader::Bytes {
 std::shared_ptr<const SafetensorsReader::Bytes> map_file(const fs::path& path, const std::string& source) {
   require_regular_file(path, "safetensors file");
   // O_NONBLOCK: a path swapped for a FIFO after the check still cannot block the open.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw std::invalid_argument("cannot read " + source + ": " + std::strerror(errno));
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) throw std::invalid_argument("cannot read " + source + ": " + std::strerror(errno));
   struct stat info {};
-  const bool regular = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+  const bool regular = ::fstat(fd.get(), &info) == 0 && S_ISREG(info.st_mode);
   if (!regular || info.st_size == 0) {
-    ::close(fd);
     if (!regular) throw std::invalid_argument(source + " is not a regular file");
     return std::make_shared<OwnedBytes>(std::string());  // mmap refuses length 0; the parser reports it
   }
   const auto length = static_cast<std::size_t>(info.st_size);
-  void* mapping = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_error = errno;
-  ::close(fd);  // the mapping keeps the file open
+  void* mapping = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  const int map_error = errno;  // the mapping keeps the file open after fd closes
   if (mapping == MAP_FAILED) throw std::invalid_argument("cannot map " + source + ": " + std::strerror(map_error));
   return std::make_shared<MappedFile>(mapping, length);
 }
