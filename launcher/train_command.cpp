@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <optional>
+#include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "distributed/job_communicators.h"
 #include "launcher/commands.h"
@@ -17,6 +20,33 @@
 
 namespace mygpt {
 namespace {
+
+// <out>/run.json: everything about the run that its metrics do not say, written at each (re)start.
+nlohmann::json run_record(const Trainer& trainer, const TrainingData& data, const WorldInfo& w,
+                          const torch::Device& device, int64_t threads, int64_t start_step) {
+  nlohmann::json options = nlohmann::json::object();
+  std::istringstream lines(trainer.checkpoint_meta().run_config);
+  for (std::string line; std::getline(lines, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) options[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  const GptConfig& m = trainer.checkpoint_meta().model_config;
+  return {{"options", options},
+          {"model", {{"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_embd", m.n_embd}, {"block_size", m.block_size},
+                     {"vocab_size", m.vocab_size}, {"dropout", m.dropout}, {"bias", m.bias}}},
+          {"tokenizer", std::string(tokenizer_kind_name(trainer.checkpoint_meta().tokenizer_kind))},
+          {"data", data.description},
+          {"world_size", w.world_size},
+          {"nodes", w.node_count},
+          {"ranks_per_node", w.local_size},
+          {"device", device_name(device)},
+          {"threads_per_rank", threads},
+          {"start_step", start_step},
+          {"started", utc_now_iso8601()},
+          {"versions",
+           {{"mygpt_ddp", MYGPT_VERSION},
+            {"torch", strprintf("%d.%d.%d", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)}}}};
+}
 
 int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   const TrainFlags& f = flags.config;
@@ -56,7 +86,8 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   output.print("data: " + data.description +
                strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
   trainer->print_setup();
-  output.open_metrics(/*append=*/start.resume);
+  output.open_metrics(/*resume=*/start.resume, start_step);
+  output.write_record("run.json", run_record(*trainer, data, w, device, threads, start_step));
 
   const TrainSummary summary = trainer->run(start_step);
   if (summary.stopped_early) {

@@ -232,6 +232,17 @@ else
     fail "loss falls" "only ${#losses[@]} losses in $METRICS"
   fi
   if [[ -f $OUT/ckpt_00000300.pt ]]; then pass "checkpoint ckpt_00000300.pt written"; else fail "final checkpoint" "$(ls "$OUT" | tr '\n' ' ')"; fi
+  if python3 -c "
+import json, sys
+run = json.load(open(sys.argv[1]))
+assert run['world_size'] == 1 and run['options']['steps'] == '300' and run['versions']['torch'], run
+rows = [json.loads(l) for l in open(sys.argv[2])]
+assert all('time' in r and 'elapsed_s' in r for r in rows), 'a row without time'
+" "$OUT/run.json" "$METRICS" 2>"$WORK/run_json.err"; then
+    pass "run.json holds the resolved options, world and versions; every metrics row has time and elapsed_s"
+  else
+    fail "run.json and metrics rows" "$(tail -c 300 "$WORK/run_json.err")"
+  fi
   tmp_files=$(find "$OUT" -name '*.tmp')
   if [[ -z $tmp_files ]]; then pass "no *.tmp file left"; else fail "no *.tmp file left" "$tmp_files"; fi
 

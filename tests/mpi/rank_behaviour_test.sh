@@ -32,8 +32,8 @@ run_cmd tagged "${mpirun[@]}" --tag-output bash -c "$per_rank_dirs" "$BIN" train
 rc=$RC
 check "(1) a 2-rank run succeeds (exit $rc)" test "$rc" -eq 0
 listing=$(cd "$WORK/rank0/out" 2>/dev/null && ls -A | tr '\n' ' ')
-check "(1) rank 0's --out holds one metrics.jsonl and the checkpoints of steps 5 and 10 (has: $listing)" \
-  test "$listing" = "ckpt_00000005.pt ckpt_00000010.pt metrics.jsonl "
+check "(1) rank 0's --out holds one metrics.jsonl, run.json and the checkpoints of steps 5 and 10 (has: $listing)" \
+  test "$listing" = "ckpt_00000005.pt ckpt_00000010.pt metrics.jsonl run.json "
 check "(1) rank 1 wrote nothing (no --out directory in its working directory)" test ! -e "$WORK/rank1/out"
 metric_steps=$(metric_values step "$WORK/rank0/out/metrics.jsonl" 2>/dev/null | tr '\n' ' ')
 check "(1) metrics.jsonl has one record per step, written once (steps: $metric_steps)" \
