@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distributed/job_communicators.h"
+#include "distributed/launch_check.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
@@ -54,6 +55,7 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   flags.refuse("gpu-memory", "in train (it is `plan`'s)");
   // Topology and device: cuda:<local rank> on GPUs; on CPU the node's cores are shared among its ranks.
   const WorldInfo& w = mpi.world();
+  require_consistent_launch(w);
   const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);
   int64_t threads = f.runtime.threads;
   if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / w.local_size);

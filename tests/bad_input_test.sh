@@ -220,6 +220,14 @@ else
   skip "full disk (needs root and mount -t tmpfs)"
 fi
 
+# --- launchers that would start copies unaware of each other ----------------------------------------
+export SLURM_STEP_NUM_TASKS=4
+bad srun_without_mpi "SLURM_STEP_NUM_TASKS.*--mpi=pmix" train text.txt "${TINY[@]}" --out out_srun_without_mpi
+unset SLURM_STEP_NUM_TASKS
+export WORLD_SIZE=2 RANK=0 LOCAL_RANK=0
+bad torchrun_variables "WORLD_SIZE=2.*mpirun" train text.txt "${TINY[@]}" --out out_torchrun_variables
+unset WORLD_SIZE RANK LOCAL_RANK
+
 # --- commands -------------------------------------------------------------------------------------
 bad no_command "missing command"
 bad unknown_command "unknown command 'frobnicate'" frobnicate
