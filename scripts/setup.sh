@@ -59,6 +59,11 @@ if [ -z "$torch_prefix" ]; then
     "$venv/bin/python" -m pip install -q transformers safetensors \
       || say "warning: pip install transformers safetensors failed; the transformers comparison tests will skip"
   fi
+  # matplotlib: scripts/plot_run.py draws a run's curves (its test skips without it).
+  if ! "$venv/bin/python" -c 'import matplotlib' >/dev/null 2>&1; then
+    say "installing matplotlib (scripts/plot_run.py)"
+    "$venv/bin/python" -m pip install -q matplotlib || say "warning: pip install matplotlib failed; plots are off"
+  fi
   torch_prefix=$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 fi
 say "LibTorch from $torch_prefix"
