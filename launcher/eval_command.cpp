@@ -2,6 +2,7 @@
 // folder: validation loss on token data (or on a text, with the model's tokenizer), HellaSwag accuracy,
 // or held-out accuracy on a built-in task.
 #include <filesystem>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "common/strprintf.h"
 #include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
+#include "common/progress.h"
 #include "dataloader/hellaswag_reader.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_stream.h"
@@ -37,6 +39,7 @@ struct EvalFlags {
   Precision precision{};
   std::optional<std::string> vocab;
   std::string device;
+  bool quiet{};
 };
 
 const OptionTable<EvalFlags>& eval_flag_table() {
@@ -58,6 +61,7 @@ const OptionTable<EvalFlags>& eval_flag_table() {
     precision_flag(t, &E::precision);
     vocab_flag(t, &E::vocab);
     device_flag(t, &E::device);
+    quiet_flag(t, &E::quiet);
     return t;
   }();
   return table;
@@ -120,11 +124,14 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
   ShardedBatchLoader loader(tokens, f.batch_size, seq_len);
   torch::NoGradGuard no_grad;
   double sum = 0;
+  Progress progress("val", static_cast<double>(f.eval_steps), "batches", f.quiet, std::cout);
   for (int64_t i = 0; i < f.eval_steps; ++i) {
     Batch batch = loader.next(device);
     AutocastScope autocast(device, bf16);
     sum += m.model->loss(batch.x, batch.y, m.token_count).item<double>();
+    progress.update(static_cast<double>(i + 1), strprintf("running loss %.4f", sum / static_cast<double>(i + 1)));
   }
+  progress.finish();
   std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(f.eval_steps),
                          static_cast<long long>(f.eval_steps), static_cast<long long>(f.batch_size),
                          static_cast<long long>(seq_len))
@@ -139,7 +146,15 @@ int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::
   }
   const auto examples = read_tokenized_hellaswag(*f.hellaswag, *m.codec, f.examples);
   LocalCommunicator single;
-  const HellaSwagResult r = evaluate_hellaswag(m.model, examples, f.examples, single, device, bf16);
+  const auto scored = f.examples > 0 ? std::min<int64_t>(f.examples, static_cast<int64_t>(examples.size()))
+                                      : static_cast<int64_t>(examples.size());
+  Progress progress("hellaswag", static_cast<double>(scored), "examples", f.quiet, std::cout);
+  const HellaSwagResult r =
+      evaluate_hellaswag(m.model, examples, f.examples, single, device, bf16, [&](int64_t done, int64_t correct) {
+        progress.update(static_cast<double>(done),
+                        strprintf("accuracy %.4f", static_cast<double>(correct) / static_cast<double>(done)));
+      });
+  progress.finish();
   std::cout << strprintf("hellaswag accuracy: %.4f (%lld/%lld examples, length-normalized)", r.accuracy(),
                          static_cast<long long>(r.correct), static_cast<long long>(r.total))
             << std::endl;

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "common/progress.h"
 #include "common/strprintf.h"
 #include "dataloader/text_codec.h"
 #include "dataloader/token_shard_writer.h"
@@ -25,7 +26,8 @@ struct PrepareFlags {
   TokenizerKind tokenizer{};
   std::optional<std::string> vocab;
   int64_t shard_tokens{};
-  int64_t val_tokens{};
+  std::optional<int64_t> val_tokens;
+  bool quiet{};
 };
 
 const OptionTable<PrepareFlags>& prepare_flag_table() {
@@ -44,9 +46,11 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
         .init(TokenizerKind::gpt2);
     vocab_flag(t, &P::vocab);
     t.add("shard-tokens", &P::shard_tokens, "tokens per shard").init(100000000).check(positive);
-    t.add("val-tokens", &P::val_tokens, "tokens for val shards, taken first; 0: train only")
-        .init(1048576)
+    t.add("val-tokens", &P::val_tokens,
+          "tokens for val shards, taken first; 0: train only; when not given: about 10% of the corpus (its bytes / 3 "
+          "for GPT-2 tokens, / 1 for characters), at most 1048576")
         .check(non_negative);
+    quiet_flag(t, &P::quiet);
     return t;
   }();
   return table;
@@ -98,11 +102,19 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
   const auto& inputs = f.input;
   const std::string& out_dir = *f.out;
   const auto shard_tokens = static_cast<uint64_t>(f.shard_tokens);
-  const auto val_tokens = static_cast<uint64_t>(f.val_tokens);
+  uint64_t corpus_bytes = 0;
   const TokenizerKind kind = f.tokenizer;
 
   std::vector<std::string> texts;
-  for (const auto& path : inputs) texts.push_back(read_file(path));
+  for (const auto& path : inputs) {
+    texts.push_back(read_file(path));
+    corpus_bytes += texts.back().size();
+  }
+  // Without --val-tokens a tenth of the corpus validates (nanoGPT's split), estimated from its size so
+  // that the val shard can be written first while the corpus streams through.
+  const uint64_t val_tokens =
+      f.val_tokens ? static_cast<uint64_t>(*f.val_tokens)
+                   : std::min<uint64_t>(1048576, corpus_bytes / (kind == TokenizerKind::gpt2 ? 3 : 1) / 10);
   std::unique_ptr<TextCodec> codec;
   if (kind == TokenizerKind::gpt2) {
     if (!f.vocab) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
@@ -119,7 +131,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
   if (val_tokens > 0) val.emplace(out_dir, "val", shard_tokens);
   TokenShardWriter train(out_dir, "train", shard_tokens);
   uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0;
-  const auto start = std::chrono::steady_clock::now();
+  Progress progress("prepare", static_cast<double>(corpus_bytes) / 1e6, "MB", f.quiet, std::cout);
   auto write = [&](std::vector<int32_t>& ids) {
     std::span<const int32_t> rest(ids);
     if (val && to_val < val_tokens) {
@@ -140,13 +152,11 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
         for (int64_t id : codec->encode(doc)) ids.push_back(static_cast<int32_t>(id));
         write(ids);
         bytes += doc.size();
+        progress.update(static_cast<double>(bytes) / 1e6,
+                        strprintf("file %zu/%zu, %llu tokens", i + 1, inputs.size(), static_cast<unsigned long long>(total)));
       });
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::cout << strprintf("[%zu/%zu] %s: %llu tokens so far, %.1f MB/s", i + 1, inputs.size(), inputs[i].c_str(),
-                             static_cast<unsigned long long>(total),
-                             static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9))
-                << std::endl;
     }
+    progress.finish();
     if (to_train == 0) {
       throw std::invalid_argument("all " + std::to_string(total) + " tokens went to validation: lower --val-tokens");
     }

@@ -14,6 +14,12 @@ auto& device_flag(OptionTable<Config>& table, Path... path) {
 }
 
 template <typename Config, typename... Path>
+auto& quiet_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("quiet", path..., "no progress lines (on a terminal one redrawn line, in a log one every ~10 s)")
+      .init(false);
+}
+
+template <typename Config, typename... Path>
 auto& seed_flag(OptionTable<Config>& table, Path... path) {
   return table.add("seed", path..., "seed of every random generator").init(uint64_t{1337});
 }

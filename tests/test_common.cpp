@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/checksum.h"
 #include "common/file_io.h"
+#include "common/progress.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
@@ -93,6 +97,40 @@ TEST(FileIo, OutputFoldersAreCreatedOrRefusedByName) {
   const std::string below = invalid_argument_message([&] { create_output_directory(file / "sub", "--out"); });
   EXPECT_NE(below.find("cannot be created"), std::string::npos) << below;
   EXPECT_THROW(write_file_atomically(dir.path() / "missing_folder" / "f", "x"), OutputFileError);
+}
+
+}  // namespace
+}  // namespace mygpt
+
+namespace mygpt {
+namespace {
+
+TEST(Progress, ALogGetsWholeLinesWithRateAndTimeLeftAndQuietGetsNone) {
+  ::setenv("MYGPT_PROGRESS_SECONDS", "0", 1);
+  std::ostringstream log;
+  Progress progress("prepare", 10.0, "MB", /*quiet=*/false, log);
+  progress.update(2.5, "file 1/2");
+  progress.update(5.0);
+  progress.finish();
+  const std::string text = log.str();
+  EXPECT_NE(text.find("prepare: 2.5/10.0 MB (25%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("file 1/2"), std::string::npos) << text;
+  EXPECT_NE(text.find("prepare: 5.0/10.0 MB (50%)"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << "a log gets no redrawn lines";
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+
+  std::ostringstream quiet_log;
+  Progress quiet("prepare", 10.0, "MB", /*quiet=*/true, quiet_log);
+  quiet.update(5.0);
+  quiet.finish();
+  EXPECT_TRUE(quiet_log.str().empty());
+
+  ::setenv("MYGPT_PROGRESS_SECONDS", "3600", 1);  // a log line at most every hour: none in a short task
+  std::ostringstream sparse;
+  Progress hourly("eval", 10.0, "batches", false, sparse);
+  hourly.update(1.0);
+  EXPECT_TRUE(sparse.str().empty());
+  ::unsetenv("MYGPT_PROGRESS_SECONDS");
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ int64_t pick_hellaswag_ending_from_losses(const torch::Tensor& next_token_losses
 }
 
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
-                                   Communicator& comm, const torch::Device& device, bool bf16) {
+                                   Communicator& comm, const torch::Device& device, bool bf16,
+                                   const std::function<void(int64_t done, int64_t correct)>& on_example) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -60,6 +61,7 @@ HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaS
     }
     correct += pick_hellaswag_ending_from_losses(losses, mask.to(device)) == ex.label ? 1 : 0;
     ++total;
+    if (on_example) on_example(total, correct);
   }
   auto counts = torch::tensor({correct, total}, torch::kLong).to(device);
   comm.all_reduce(counts, ReduceOp::Sum);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <functional>
 #include <vector>
 
 #include "dataloader/hellaswag_reader.h"
@@ -27,7 +28,9 @@ int64_t pick_hellaswag_ending(const torch::Tensor& logits, const torch::Tensor& 
 int64_t pick_hellaswag_ending_from_losses(const torch::Tensor& next_token_losses, const torch::Tensor& mask);
 
 // Scores examples [0, limit) (all when limit <= 0); this rank takes every world_size-th one.
+// on_example(done, correct), when given, hears of each example this rank scored (for progress lines).
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
-                                   Communicator& comm, const torch::Device& device, bool bf16);
+                                   Communicator& comm, const torch::Device& device, bool bf16,
+                                   const std::function<void(int64_t done, int64_t correct)>& on_example = {});
 
 }  // namespace mygpt
