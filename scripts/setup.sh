@@ -2,9 +2,17 @@
 # Installs everything mygpt-ddp needs and builds it into build/. Idempotent: every step checks
 # what is already there and reuses it, so a second run only rebuilds what changed.
 #
+#   scripts/setup.sh                       apt-get the Debian packages, pip the torch wheel, build
+#   scripts/setup.sh --download-deps DIR   (connected machine) store the Debian packages that a node
+#                                          with only build-essential, cmake and python3 lacks, as .deb
+#   scripts/setup.sh --offline DIR         (node without internet) unpack those .deb files into .deps/
+#                                          without root or apt, then build against the node's torch;
+#                                          later runs (test.sh, demo.sh) see .deps/ and stay offline
+#
 # Environment knobs:
 #   MYGPT_TORCH_VERSION   pinned torch wheel (default below); LibTorch comes from its share/cmake/Torch
 #   Torch_DIR / CMAKE_PREFIX_PATH   an existing LibTorch: skips the virtualenv's torch entirely
+#   PYTHON                offline mode: the python whose torch to build against (default python3)
 #   MYGPT_BUILD_TYPE      CMake build type (default Release)
 #   MYGPT_JOBS            parallel compile jobs (default: number of cores)
 set -euo pipefail
@@ -15,18 +23,182 @@ torch_version=${MYGPT_TORCH_VERSION:-2.11.0}
 build_type=${MYGPT_BUILD_TYPE:-Release}
 jobs=${MYGPT_JOBS:-$(nproc)}
 venv="$repo/.venv"
+deps="$repo/.deps"
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+usage_error() { printf 'setup.sh: %s (usage: setup.sh [--download-deps DIR | --offline DIR])\n' "$*" >&2; exit 2; }
 
-# --- system packages (Debian): compiler, CMake, Open MPI, Boost.Program_options, GoogleTest, PCRE2, JSON
 apt_packages=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev
               libgtest-dev libpcre2-dev nlohmann-json3-dev)
+# --- offline route: the Debian packages as .deb files, unpacked into .deps/ without root or apt ----
+# What a GPU node is assumed to have already: Debian's required packages (any Debian/Ubuntu system),
+# build-essential, cmake and python3 (and, for LibTorch, a python with torch or Torch_DIR).
+node_baseline=(build-essential cmake python3)
+# Pulled in only by the -dev packages' own dependencies and never used by a C++ build with CMake
+# (Fortran MPI bindings, autotools, HTML docs) or by a one-node mpirun (ssh): not stored.
+build_only='^(gfortran(-[0-9]+)?|libgfortran-[0-9]+-dev|autoconf|automake(-[0-9.]+)?|autotools-dev|m4|libltdl-dev|libtool|libjs-.*|openssh-client)$'
+offline_packages=(libopenmpi-dev openmpi-bin libboost-program-options-dev libgtest-dev libgmock-dev
+                  libpcre2-dev nlohmann-json3-dev pkgconf)
+
+# apt_plan STATUS_FILE PACKAGE...: name=version of every package `apt-get install` would unpack on a
+# system whose dpkg status is STATUS_FILE (a simulation: nothing is installed).
+apt_plan() {
+  local status=$1 plan
+  shift
+  plan=$(apt-get -s -o Dir::State::status="$status" -o Debug::NoLocking=1 install --no-install-recommends "$@" 2>&1) ||
+    { printf '%s\n' "$plan" | tail -15 >&2; die "apt-get cannot resolve $*"; }
+  printf '%s\n' "$plan" | awk '$1 == "Inst" {v = ($3 ~ /^\[/) ? $4 : $3; sub(/^\(/, "", v); print $2 "=" v}'
+}
+
+# apt_status_as_installed PACKAGE...: dpkg status entries that make apt treat these as installed.
+apt_status_as_installed() {
+  local p
+  for p in "$@"; do
+    apt-cache show --no-all-versions "$p" |
+      awk '/^$/{exit} /^(Package|Version|Architecture|Multi-Arch|Provides):/{print} END{print "Status: install ok installed\n"}'
+  done
+}
+
+download_deps() {
+  local dir=$1 work required round
+  command -v apt-get >/dev/null || die "--download-deps runs on a connected Debian/Ubuntu machine (it needs apt-get)"
+  mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
+  work=$(mktemp -d)
+  trap "rm -rf '$work'" EXIT  # expanded now: $work is local to this function
+  if ! apt-cache show libopenmpi-dev >/dev/null 2>&1; then
+    local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq || die "apt-get update failed"
+  fi
+  # The node's packages as apt would choose them on an empty system; then what ours add on top.
+  : >"$work/empty"
+  required=$(apt-cache dumpavail | awk '/^Package:/{p = $2} /^Priority: required/{print p}' | sort -u)
+  # shellcheck disable=SC2086  # one word per package
+  apt_plan "$work/empty" $required "${node_baseline[@]}" | cut -d= -f1 >"$work/present"
+  for round in 1 2 3 4 5; do
+    # shellcheck disable=SC2046
+    apt_status_as_installed $(sort -u "$work/present") >"$work/status"
+    apt_plan "$work/status" "${offline_packages[@]}" |
+      awk -F= 'NR == FNR {present[$1] = 1; next} !present[$1]' "$work/present" - >"$work/needed"
+    cut -d= -f1 "$work/needed" | grep -E "$build_only" >"$work/skipped" || break
+    cat "$work/skipped" >>"$work/present"  # as if present: neither they nor their own needs are stored
+  done
+  [ -s "$work/needed" ] || die "apt-get planned no packages to store"
+  say "downloading $(wc -l <"$work/needed") packages into $dir"
+  mkdir "$work/debs"
+  local sandbox=(); [ "$(id -u)" -eq 0 ] && sandbox=(-o APT::Sandbox::User=root)
+  # shellcheck disable=SC2046
+  (cd "$work/debs" && apt-get "${sandbox[@]}" download $(cat "$work/needed") >/dev/null) || die "apt-get download failed"
+  # The manifest names this download's files: --offline unpacks exactly these, not older ones in DIR.
+  (cd "$work/debs" && ls -- *.deb) >"$work/packages.txt"
+  mv -f "$work/debs"/*.deb "$work/packages.txt" "$dir/"
+  say "stored $(wc -l <"$dir/packages.txt") .deb files (list: packages.txt); $dir holds $(du -sh "$dir" | cut -f1)"
+  say "on the node, from the repository root: scripts/setup.sh --offline $dir"
+}
+
+# unpack_deps DIR: the .deb files of DIR/packages.txt (else every DIR/*.deb) into .deps/, with env.sh
+# (the variables that relocate Open MPI, PMIx and hwloc there) and wrappers in .deps/bin that set them.
+unpack_deps() {
+  local dir=$1 debs=() f link target multiarch
+  [ -d "$dir" ] || usage_error "--offline: $dir is not a directory"
+  command -v dpkg-deb >/dev/null || die "--offline needs dpkg-deb (a Debian/Ubuntu node)"
+  if [ -f "$dir/packages.txt" ]; then
+    while read -r f; do [ -n "$f" ] && debs+=("$dir/$f"); done <"$dir/packages.txt"
+  else
+    for f in "$dir"/*.deb; do [ -f "$f" ] && debs+=("$f"); done
+  fi
+  ((${#debs[@]})) || usage_error "--offline: no .deb files in $dir (fill it with setup.sh --download-deps on a connected machine)"
+  local new="$deps.new"
+  rm -rf "$new" && mkdir -p "$new/bin"
+  for f in "${debs[@]}"; do
+    [ -f "$f" ] || die "$f (named in $dir/packages.txt) is missing"
+    dpkg-deb -x "$f" "$new" || die "cannot unpack $f"
+  done
+  # Absolute links to files that now live in .deps/ become relative; others (libz.so) keep pointing
+  # at the node's own files.
+  while IFS= read -r link; do
+    target=$(readlink "$link")
+    [ -e "$new$target" ] && ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$new$target")" "$link"
+  done < <(find "$new" -type l -lname '/*')
+  f=$(cd "$new/usr/lib" && ls -d -- */libmpi.so.* 2>/dev/null | head -n 1) || true
+  [ -n "$f" ] || die "$dir holds no Open MPI library (libopenmpi3)"
+  multiarch=${f%%/*}
+  write_deps_env "$new" "$multiarch"
+  rm -rf "$deps" && mv "$new" "$deps"
+  say "unpacked ${#debs[@]} packages into $deps ($(du -sh "$deps" | cut -f1))"
+}
+
+# write_deps_env PREFIX MULTIARCH: PREFIX/env.sh and the wrappers PREFIX/bin/{mpirun,mpiexec,mpicc,...}.
+write_deps_env() {
+  local prefix=$1 ma=$2 pkglib pmix name
+  pkglib=$(cd "$prefix/usr/lib/$ma/openmpi/lib" && dirname "$(ls -- */mca_*.so | head -n 1)")
+  pmix=$(cd "$prefix/usr/lib/$ma" && ls -d -- pmix* 2>/dev/null | head -n 1) || true
+  cat >"$prefix/env.sh" <<ENV
+# Written by scripts/setup.sh --offline; sourced by scripts/mpi_env.sh and by the wrappers in bin/.
+# The Debian packages here were built for /usr: these variables tell Open MPI, PMIx and hwloc where
+# their plugins, help texts and default parameters are now.
+mygpt_deps=\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)
+mygpt_deps_lib="\$mygpt_deps/usr/lib/$ma"
+case ":\$PATH:" in *":\$mygpt_deps/bin:"*) ;; *) export PATH="\$mygpt_deps/bin:\$PATH" ;; esac
+case ":\${LD_LIBRARY_PATH:-}:" in
+  *":\$mygpt_deps_lib:"*) ;;
+  *) export LD_LIBRARY_PATH="\$mygpt_deps_lib:\$mygpt_deps_lib/openmpi/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" ;;
+esac
+export OPAL_PREFIX="\$mygpt_deps/usr" OPAL_EXEC_PREFIX="\$mygpt_deps/usr" OPAL_BINDIR="\$mygpt_deps/usr/bin"
+export OPAL_LIBDIR="\$mygpt_deps_lib/openmpi/lib" OPAL_INCLUDEDIR="\$mygpt_deps_lib/openmpi/include"
+export OPAL_PKGLIBDIR="\$mygpt_deps_lib/openmpi/lib/$pkglib"
+export OPAL_DATAROOTDIR="\$mygpt_deps/usr/share" OPAL_DATADIR="\$mygpt_deps/usr/share"
+export OPAL_PKGDATADIR="\$mygpt_deps/usr/share/openmpi" OPAL_SYSCONFDIR="\$mygpt_deps/etc/openmpi"
+export HWLOC_PLUGINS_PATH="\$mygpt_deps_lib/hwloc"
+ENV
+  if [ -n "$pmix" ]; then
+    cat >>"$prefix/env.sh" <<ENV
+export PMIX_PREFIX="\$mygpt_deps_lib/$pmix" PMIX_EXEC_PREFIX="\$mygpt_deps_lib/$pmix"
+export PMIX_LIBDIR="\$mygpt_deps_lib/$pmix/lib" PMIX_PKGLIBDIR="\$mygpt_deps_lib/$pmix/lib/pmix"
+export PMIX_DATADIR="\$mygpt_deps_lib/$pmix/share" PMIX_PKGDATADIR="\$mygpt_deps_lib/$pmix/share/pmix"
+ENV
+  fi
+  # Debian reaches these through /etc/alternatives, which dpkg-deb -x does not make.
+  for name in mpirun:mpirun.openmpi mpiexec:mpiexec.openmpi mpicc:mpicc.openmpi mpicxx:mpicxx.openmpi \
+              ompi_info:ompi_info pkg-config:pkgconf; do
+    [ -e "$prefix/usr/bin/${name#*:}" ] || continue
+    printf '#!/usr/bin/env bash\n# %s from .deps/ (scripts/setup.sh --offline), with the environment it needs there.\nsource "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../env.sh"\nexec "$mygpt_deps/usr/bin/%s" "$@"\n' \
+      "${name#*:}" "${name#*:}" >"$prefix/bin/${name%%:*}"
+    chmod +x "$prefix/bin/${name%%:*}"
+  done
+}
+
+# node_torch_prefix: the CMake prefix of the LibTorch in .venv's or the node's python (offline: no pip).
+node_torch_prefix() {
+  local py
+  for py in "$venv/bin/python" "${PYTHON:-python3}"; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    "$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null && return 0
+  done
+  return 1
+}
+
+case "${1:-}" in
+  "") ;;
+  --download-deps) [ $# -eq 2 ] || usage_error "--download-deps needs one directory"
+                   download_deps "$2"; exit 0 ;;
+  --offline) [ $# -eq 2 ] || usage_error "--offline needs the directory --download-deps filled"
+             unpack_deps "$2" ;;
+  *) usage_error "unknown argument '$1'" ;;
+esac
+offline=""
+[ -f "$deps/env.sh" ] && offline=1
+
+# --- system packages (Debian): compiler, CMake, Open MPI, Boost.Program_options, GoogleTest, PCRE2, JSON.
+# Offline, .deps/ holds them instead (env.sh puts its mpirun and libraries on the paths).
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
+if [ -n "$offline" ]; then
+  say "offline: Debian packages from $deps (rm -rf .deps to go back to apt-get)"
+  source "$deps/env.sh"
+elif ((${#missing[@]})); then
   command -v apt-get >/dev/null || die "missing packages (${missing[*]}) and no apt-get to install them"
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   say "installing ${missing[*]}"
@@ -39,6 +211,9 @@ fi
 torch_prefix="${Torch_DIR:-}"
 if [ -z "$torch_prefix" ] && [ -n "${CMAKE_PREFIX_PATH:-}" ] && ls "${CMAKE_PREFIX_PATH%%:*}"/*/Torch/TorchConfig.cmake >/dev/null 2>&1; then
   torch_prefix="${CMAKE_PREFIX_PATH%%:*}"
+fi
+if [ -z "$torch_prefix" ] && [ -n "$offline" ]; then
+  torch_prefix=$(node_torch_prefix) || die "offline: no LibTorch found: set Torch_DIR=<libtorch>/share/cmake/Torch, or PYTHON to a python that can import torch"
 fi
 if [ -z "$torch_prefix" ]; then
   python=${PYTHON:-python3}
@@ -69,12 +244,28 @@ fi
 say "LibTorch from $torch_prefix"
 
 # --- configure + build (CMake reuses its cache; only changed files recompile)
-cmake_args=(-S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$torch_prefix")
+prefix_path=$torch_prefix
+[ -n "$offline" ] && prefix_path+=";$deps/usr"  # after LibTorch: Boost, GTest, nlohmann_json from .deps/
+cmake_args=(-S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix_path")
 [ -d /usr/local/cuda ] && cmake_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda)
-if [ ! -f "$repo/build/CMakeCache.txt" ] || [ "$repo/CMakeLists.txt" -nt "$repo/build/CMakeCache.txt" ]; then
+if [ -n "$offline" ]; then
+  # MPI and pkg-config through the wrappers; the .pc files say prefix=/usr, hence the redefinition.
+  # The libraries' folders go into the binaries as DT_RPATH, which (unlike RUNPATH) also serves the
+  # libraries' own dependencies, so build/mygpt-ddp runs without sourcing anything.
+  cmake_args+=(-DMPI_C_COMPILER="$deps/bin/mpicc" -DMPIEXEC_EXECUTABLE="$deps/bin/mpirun"
+               -DPKG_CONFIG_EXECUTABLE="$deps/bin/pkg-config" "-DPKG_CONFIG_ARGN=--define-variable=prefix=$deps/usr"
+               "-DCMAKE_BUILD_RPATH=$mygpt_deps_lib;$mygpt_deps_lib/openmpi/lib"
+               -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags)
+fi
+# A change of these arguments (going offline, another LibTorch) configures afresh.
+args_stamp="$repo/build/setup-cmake-args.txt"
+if [ ! -f "$repo/build/CMakeCache.txt" ] || [ "$repo/CMakeLists.txt" -nt "$repo/build/CMakeCache.txt" ] ||
+   [ "$(cat "$args_stamp" 2>/dev/null)" != "${cmake_args[*]}" ]; then
   say "configuring"
+  [ -f "$args_stamp" ] && [ "$(cat "$args_stamp")" != "${cmake_args[*]}" ] && rm -f "$repo/build/CMakeCache.txt"
   cmake "${cmake_args[@]}" >"$repo/build.configure.log" 2>&1 || { tail -30 "$repo/build.configure.log" >&2; die "cmake configure failed (full log: build.configure.log)"; }
   grep '^-- mygpt-ddp' "$repo/build.configure.log" || true
+  printf '%s' "${cmake_args[*]}" >"$args_stamp"
 fi
 say "building with $jobs jobs"
 cmake --build "$repo/build" -j "$jobs" || die "build failed"
