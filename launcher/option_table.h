@@ -341,11 +341,18 @@ class OptionTable {
 // The text of a --config file, refusing anything that is not a regular file (a folder, a FIFO).
 std::string read_config_file(const std::string& path);
 
+// Boost.Program_options formats its error messages by replacing %name% tokens and never ends when the
+// text it substitutes holds such a token again (found by fuzzing: `--x%canonical_option%` hung the
+// program). Input holding a %word% sequence is refused (std::invalid_argument naming `where`) before
+// Boost sees it.
+void refuse_placeholder_text(const std::string& text, const std::string& where);
+
 template <typename Config>
 Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) const {
   const po::options_description desc = description("");
   po::positional_options_description positional;
   for (const auto& [name, count] : positional_) positional.add(name.c_str(), count);
+  for (const auto& arg : args) refuse_placeholder_text(arg, "argument");
   po::variables_map values;
   po::store(po::command_line_parser(args).options(desc).positional(positional).run(), values);
   Parsed<Config> parsed;
@@ -353,7 +360,9 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
   if (parsed.help) return parsed;
   if (values.count("config")) {
     const std::string path = values["config"].as<std::string>();
-    std::istringstream file(read_config_file(path));
+    const std::string text = read_config_file(path);
+    refuse_placeholder_text(text, "config file '" + path + "'");
+    std::istringstream file(text);
     try {
       const auto from_file = po::parse_config_file(file, desc);
       // Every value of the file is checked, also those a flag overrides; then stored after the command

@@ -153,6 +153,9 @@ bad cfg_fifo "config file 'fifo' is not a regular file" train text.txt "${TINY[@
 bad cfg_unknown "unrecognised option 'bogus-option'" train text.txt "${TINY[@]}" --config cfg_unknown.cfg --out out_cfg_unknown
 bad cfg_bad_value "config file 'cfg_badvalue.cfg'.*steps" train text.txt "${TINY[@]}" --config cfg_badvalue.cfg --out out_cfg_bad_value
 bad cfg_negative "--lr" train text.txt "${TINY[@]}" --config cfg_negative.cfg --out out_cfg_negative
+printf 'st%%canonical_option%%s = 2\n' >cfg_placeholder.cfg
+bad cfg_placeholder "config file 'cfg_placeholder.cfg' holds '%canonical_option%'" train text.txt "${TINY[@]}" --config cfg_placeholder.cfg --out out_cfg_placeholder
+bad arg_placeholder "argument holds '%canonical_option%'" train text.txt "${TINY[@]}" --x%canonical_option%y --out out_arg_placeholder
 bad cfg_garbage "cfg_garbage.cfg|option|syntax" train text.txt "${TINY[@]}" --config cfg_garbage.cfg --out out_cfg_garbage
 
 # --- generate -------------------------------------------------------------------------------------
