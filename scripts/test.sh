@@ -1,9 +1,49 @@
 #!/usr/bin/env bash
-# Sets up (idempotent) and runs every test: unit tests, multi-rank tests under mpirun, CLI tests.
-# Extra arguments go to ctest, e.g. scripts/test.sh -R bpe
+# Sets up (idempotent) and runs every test: unit tests, multi-rank tests under mpirun, CLI tests, then
+# a bounded fuzzing pass over the file parsers (scripts/fuzz.sh, 20 s per target; it installs Debian's
+# clang-14 for that where apt can, and skips with a line where no clang with libFuzzer can be had).
+#
+#   scripts/test.sh              everything
+#   scripts/test.sh -R bpe       a subset of the CTest tests (extra arguments go to ctest; no fuzzing)
+#   scripts/test.sh --sanitize   the whole CTest suite again in build-asan/, built with AddressSanitizer
+#                                and UBSan (slow; not part of CI)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+
+if [[ ${1:-} == --sanitize ]]; then
+  shift
+  "$repo/scripts/setup.sh"  # the dependencies and the venv's LibTorch
+  source "$repo/scripts/mpi_env.sh"
+  torch_prefix=$("$repo/.venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+  flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+  cmake -S "$repo" -B "$repo/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$torch_prefix" \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  cmake --build "$repo/build-asan" -j "${MYGPT_JOBS:-$(nproc)}"
+  # LibTorch's own globals are not freed at exit, and its uninstrumented code trips the ODR check.
+  export ASAN_OPTIONS="detect_leaks=0:detect_odr_violation=0:${ASAN_OPTIONS:-}"
+  export UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}"
+  cd "$repo/build-asan"
+  exec ctest --output-on-failure -j "${MYGPT_TEST_JOBS:-2}" "$@"
+fi
+
 "$repo/scripts/setup.sh"
 source "$repo/scripts/mpi_env.sh"
 cd "$repo/build"
 ctest --output-on-failure -j "${MYGPT_TEST_JOBS:-2}" "$@"
+(( $# == 0 )) || exit 0
+
+# Fuzzing needs clang and its libFuzzer runtime (Debian: clang-14, libclang-rt-14-dev).
+if ! command -v clang++-14 >/dev/null 2>&1 || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
+  if command -v apt-get >/dev/null 2>&1 && [[ ! -f $repo/.deps/env.sh ]]; then
+    sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    echo "[test] installing clang-14 and libclang-rt-14-dev for the fuzzers"
+    { $sudo apt-get install -y -qq --no-install-recommends clang-14 libclang-rt-14-dev >/dev/null 2>&1 ||
+      { $sudo apt-get update -qq >/dev/null 2>&1 &&
+        $sudo apt-get install -y -qq --no-install-recommends clang-14 libclang-rt-14-dev >/dev/null 2>&1; }; } ||
+      echo "[test] could not install clang-14; fuzzing will be skipped"
+  fi
+fi
+rc=0
+"$repo/scripts/fuzz.sh" --seconds "${MYGPT_FUZZ_SECONDS:-20}" || rc=$?
+if (( rc == 77 )); then exit 0; fi  # no clang with libFuzzer: skipped, as it said
+exit "$rc"
