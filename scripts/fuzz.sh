@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of untrusted files with libFuzzer + AddressSanitizer + UBSan (Debian's clang):
-# token files (llm.c/npy/raw), GPT-2's encoder.json + vocab.bpe, HellaSwag jsonl/text, --config files.
+# token files (llm.c/npy/raw), GPT-2's encoder.json + vocab.bpe, HellaSwag jsonl/text, --config files,
+# safetensors files (checkpoints and Hugging Face weights are safetensors; their checksums and names are
+# checked by the unit tests).
 # Builds tests/fuzz into build-fuzz/ (incremental), writes small valid seed files, replays the committed
 # regressions (tests/fuzz/regressions/<target>/), runs each target for N seconds and prints executions
 # and findings. Exit status 1 on any finding (crash, sanitizer report, leak, timeout), 0 otherwise;
 # 77 when no clang with libFuzzer is installed (then nothing ran).
 #
-# usage: scripts/fuzz.sh [--seconds N] [TARGET...]     (targets: token_file gpt2_vocab hellaswag config_file)
+# usage: scripts/fuzz.sh [--seconds N] [TARGET...]
+#        (targets: token_file gpt2_vocab hellaswag config_file safetensors; safetensors needs .venv's torch)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 seconds=30
@@ -20,7 +23,7 @@ while (( $# )); do
     *) targets+=("$1"); shift ;;
   esac
 done
-(( ${#targets[@]} )) || targets=(token_file gpt2_vocab hellaswag config_file)
+(( ${#targets[@]} )) || targets=(token_file gpt2_vocab hellaswag config_file safetensors)
 
 clang=$(command -v clang++-14 || command -v clang++ || true)
 if [[ -z $clang ]] || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
@@ -28,15 +31,18 @@ if [[ -z $clang ]] || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuz
   exit 77
 fi
 build="$repo/build-fuzz"
+# The safetensors target links the venv's LibTorch; without one it is left out.
+torch_dir=$("$repo/.venv/bin/python" -c 'import torch.utils, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))' 2>/dev/null || true)
 if [[ ! -f $build/CMakeCache.txt ]]; then
-  CXX=$clang cmake -S "$repo/tests/fuzz" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.configure.log" 2>&1 ||
+  CXX=$clang cmake -S "$repo/tests/fuzz" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${torch_dir:+-DTorch_DIR="$torch_dir"} \
+    ${torch_dir:+-DCUDAToolkit_ROOT=/usr/local/cuda} >"$build.configure.log" 2>&1 ||
     { tail -20 "$build.configure.log" >&2; echo "fuzz.sh: configuring build-fuzz failed" >&2; exit 1; }
 fi
 cmake --build "$build" -j "${MYGPT_JOBS:-$(nproc)}" >/dev/null || { echo "fuzz.sh: building the fuzzers failed" >&2; exit 1; }
 
 # --- seeds: small valid inputs of each kind (the first byte of some targets picks a file name) ---------
 seeds="$build/seeds"
-rm -rf "$seeds" && mkdir -p "$seeds"/{token_file,gpt2_vocab,hellaswag,config_file}
+rm -rf "$seeds" && mkdir -p "$seeds"/{token_file,gpt2_vocab,hellaswag,config_file,safetensors}
 python3 - "$seeds" <<'PY'
 import json, struct, sys
 root = sys.argv[1]
@@ -56,6 +62,11 @@ put("gpt2_vocab", "small", json.dumps(encoder).encode() + b"\x00" + b"#version: 
 example = {"ctx": "A man sits", "endings": ["a", "b", "c", "d"], "label": 2}
 put("hellaswag", "jsonl", b"\x01" + (json.dumps(example) + "\n").encode() * 2)
 put("hellaswag", "text", b"\x00" + b"A man sits\na\nb\nc\nd\n2\n")
+header = json.dumps({"__metadata__": {"k": "v"},
+                     "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                     "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]},
+                     "c": {"dtype": "BOOL", "shape": [2], "data_offsets": [22, 24]}}).encode()
+put("safetensors", "small", struct.pack("<Q", len(header)) + header + bytes(range(22)) + b"\x00\x01")
 put("config_file", "good", b"steps = 5\nlr = 0.01\nflag = true\nmode = second\ninputs = a\ninputs = b\nsize = 3\n# note\n")
 PY
 
@@ -63,6 +74,10 @@ status=0
 printf '%-12s %12s %8s  %s\n' target executions seconds findings
 for target in "${targets[@]}"; do
   binary="$build/fuzz_$target"
+  if [[ $target == safetensors && ! -x $binary ]]; then
+    printf '%-12s %12s %8s  %s\n' "$target" "-" "-" "skipped: no LibTorch in .venv"
+    continue
+  fi
   [[ -x $binary ]] || { echo "fuzz.sh: unknown target '$target'" >&2; exit 2; }
   corpus="$build/corpus/$target"
   mkdir -p "$corpus"

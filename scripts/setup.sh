@@ -250,8 +250,9 @@ cmake_args=(-S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE
 [ -d /usr/local/cuda ] && cmake_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda)
 if [ -n "$offline" ]; then
   # MPI and pkg-config through the wrappers; the .pc files say prefix=/usr, hence the redefinition.
-  # The libraries' folders go into the binaries as DT_RPATH, which (unlike RUNPATH) also serves the
-  # libraries' own dependencies, so build/mygpt-ddp runs without sourcing anything.
+  # The libraries' folders go into the binaries as DT_RPATH, which finds libmpi and Boost; Debian's
+  # libmpi names /usr/lib/.../openmpi/lib in its own RUNPATH, so its dependencies (libopen-rte, ...)
+  # need .deps/env.sh's LD_LIBRARY_PATH: scripts/mpi_env.sh sources it, and by hand `source .deps/env.sh`.
   cmake_args+=(-DMPI_C_COMPILER="$deps/bin/mpicc" -DMPIEXEC_EXECUTABLE="$deps/bin/mpirun"
                -DPKG_CONFIG_EXECUTABLE="$deps/bin/pkg-config" "-DPKG_CONFIG_ARGN=--define-variable=prefix=$deps/usr"
                "-DCMAKE_BUILD_RPATH=$mygpt_deps_lib;$mygpt_deps_lib/openmpi/lib"
