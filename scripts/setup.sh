@@ -150,6 +150,10 @@ export OPAL_PKGLIBDIR="\$mygpt_deps_lib/openmpi/lib/$pkglib"
 export OPAL_DATAROOTDIR="\$mygpt_deps/usr/share" OPAL_DATADIR="\$mygpt_deps/usr/share"
 export OPAL_PKGDATADIR="\$mygpt_deps/usr/share/openmpi" OPAL_SYSCONFDIR="\$mygpt_deps/etc/openmpi"
 export HWLOC_PLUGINS_PATH="\$mygpt_deps_lib/hwloc"
+# Open MPI's launcher component will not load without an ssh or rsh on the PATH, even for ranks on this
+# node, which is all it starts then ("false" is never called for them); across nodes it needs ssh, or
+# srun under Slurm.
+command -v ssh >/dev/null 2>&1 || command -v rsh >/dev/null 2>&1 || export OMPI_MCA_plm_rsh_agent=false
 ENV
   if [ -n "$pmix" ]; then
     cat >>"$prefix/env.sh" <<ENV
