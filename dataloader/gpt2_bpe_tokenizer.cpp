@@ -91,6 +91,8 @@ StringMap<int32_t> read_encoder_json(const fs::path& path, std::vector<std::stri
     const bool ended_early = e.byte >= text.size();
     throw std::invalid_argument(path.string() + ": malformed JSON" + (ended_early ? " (file truncated?)" : "") + ": " +
                                 e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for any type (found by fuzzing)
+    throw std::invalid_argument(path.string() + ": malformed JSON: " + e.what());
   }
   const std::string where = path.string() + ": ";
   if (!json.is_object()) throw std::invalid_argument(where + "expected a JSON object of token -> id");

@@ -44,7 +44,7 @@ HellaSwagExample parse_json_line(std::string_view line, const fs::path& path, st
   nlohmann::json task;
   try {
     task = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers too large (found by fuzzing)
     throw std::invalid_argument(at_line(path, line_number) + "malformed JSON: " + e.what());
   }
   const auto fail = [&](const std::string& problem) {

@@ -154,6 +154,9 @@ export HWLOC_PLUGINS_PATH="\$mygpt_deps_lib/hwloc"
 # node, which is all it starts then ("false" is never called for them); across nodes it needs ssh, or
 # srun under Slurm.
 command -v ssh >/dev/null 2>&1 || command -v rsh >/dev/null 2>&1 || export OMPI_MCA_plm_rsh_agent=false
+# Plugins for hardware this node lacks (InfiniPath PSM, netlink) cannot load without their libraries;
+# Open MPI ignores them either way, but would print a line per rank saying so.
+export OMPI_MCA_mca_base_component_show_load_errors=0
 ENV
   if [ -n "$pmix" ]; then
     cat >>"$prefix/env.sh" <<ENV

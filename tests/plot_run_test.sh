@@ -8,8 +8,8 @@ PY=${2:-python3}
 make_work_dir plot
 PLOT="$REPO_DIR/scripts/plot_run.py"
 if ! "$PY" -c "import matplotlib" >/dev/null 2>&1; then
-  skip "plot_run.py (the python $PY has no matplotlib; scripts/setup.sh installs it)"
-  finish
+  echo "SKIP: plot_run.py (the python $PY has no matplotlib; scripts/setup.sh installs it)"
+  exit 77
 fi
 for seed in 1 2; do
   expect_ok "train_$seed" train builtin:sort --preset tiny --steps 8 --eval-every 4 --eval-steps 2 --device cpu \

@@ -266,6 +266,9 @@ TEST_F(Gpt2BpeTokenizerErrors, MalformedOrTruncatedEncoderJson) {
   expect_load_error(dir.path(), {"encoder.json", "truncated"});
   write_file(dir.path() / "encoder.json", "[1, 2]");
   expect_load_error(dir.path(), {"encoder.json", "JSON object"});
+  // Found by fuzzing: a number beyond every type is nlohmann's out_of_range, not a parse error.
+  write_file(dir.path() / "encoder.json", R"({"a": 5555555555555555555555e555555555})");
+  expect_load_error(dir.path(), {"encoder.json", "malformed JSON"});
 }
 
 TEST_F(Gpt2BpeTokenizerErrors, WrongEncoderJsonContents) {

@@ -95,6 +95,9 @@ TEST(HellaSwagReader, RejectsBadFiles) {
   expect_read_error(file.write(R"({"ctx": "c", "endings": ["a", "b", "c", "d"], "label": 4})"),
                     {"bad.txt:1:", "label"});
   expect_read_error(file.write(kJsonl + "\n" + R"({"ctx": "c", "label": )"), {"bad.txt:4:", "malformed JSON"});
+  // Found by fuzzing: a number beyond every type is nlohmann's out_of_range, not a parse error.
+  expect_read_error(file.write(R"({"ctx": "c", "endings": ["a", "b", "c", "d"], "label": 888882e88000703943})"),
+                    {"bad.txt:1:", "malformed JSON"});
   expect_read_error(fs::temp_directory_path() / "mygpt_no_such_dir" / "missing.jsonl",
                     {"missing.jsonl", "does not exist"});
 }
