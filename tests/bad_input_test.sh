@@ -2,13 +2,12 @@
 # Bad input across every command and --config, as a hostile user would give it. Each case must end
 # with exit 2 and one stderr line that names the file or option (the regex) and no crash, and a failed
 # train/prepare must leave no checkpoint or shard behind.
-# Usage: bad_input_test.sh MYGPT_DDP [SHARED_DATA_DIR]
+# Usage: bad_input_test.sh MYGPT_DDP   (every input is made here; nothing from ../shared is needed)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 use_binary "${1:-}"
-DATA_DIR=${2:-}
 make_work_dir bad_input
 cd "$WORK" || exit 1
-RUN_TIMEOUT=60
+RUN_TIMEOUT=60  # lib.sh: a case that runs longer is a hang
 CPU=(--device cpu)
 TINY=(--preset tiny --batch-size 2 --seq-len 16 --steps 2 --eval-every 0 "${CPU[@]}")
 
