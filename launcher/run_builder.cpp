@@ -8,6 +8,8 @@
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
+#include "model/attention_backend.h"
+#include "model/lm_loss_cuda.h"
 #include "model/sampling.h"
 
 namespace mygpt {
@@ -88,6 +90,11 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
     output.print("weights: " + start->model->description + " (optimizer, step and data position start fresh)");
   }
   parts.model->set_fused_loss(options.fused_loss);
+  if (options.cuda_loss_kernel && device.is_cuda() && !lm_loss_cuda_kernel_built()) {
+    throw std::invalid_argument("--cuda-loss-kernel: this binary was built without nvcc, so it has no CUDA loss kernel");
+  }
+  parts.model->set_loss_options({.chunk_rows = options.loss_chunk_rows, .cuda_kernel = options.cuda_loss_kernel});
+  prefer_attention_backend(options.attention);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
   parts.optimizer = std::make_unique<AdamW>(

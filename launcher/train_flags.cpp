@@ -114,6 +114,20 @@ OptionTable<TrainFlags> make_table() {
         "compute the output head and cross-entropy in chunks of rows, never holding all logits (false: the plain "
         "loss, for comparison)")
       .init(true);
+  t.add("loss-chunk-rows", &F::train, &T::loss_chunk_rows,
+        "rows per chunk of the fused loss; 0 sizes chunks by device (about 64 MiB of fp32 logits on a CPU, 1 GiB "
+        "on a GPU)")
+      .init(0)
+      .check(non_negative);
+  t.add("cuda-loss-kernel", &F::train, &T::cuda_loss_kernel,
+        "on CUDA, one fused kernel per chunk of the fused loss computes softmax, loss and gradient in place, and "
+        "the head's fp32 weight gradient is accumulated by the 16-bit matmul itself (false: ATen ops)")
+      .init(false);
+  t.add("attention", &F::train, &T::attention,
+        "preferred attention kernel (LibTorch's scaled_dot_product_attention); where it cannot run the next "
+        "in PyTorch's order runs; math: the reference kernel only")
+      .names(attention_backend_names())
+      .init(AttentionBackend::automatic);
   precision_flag(t, &F::train, &T::precision);
   seed_flag(t, &F::train, &T::seed);
 

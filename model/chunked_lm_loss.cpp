@@ -4,6 +4,10 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
+#include <atomic>
+#include <stdexcept>
+
+#include "model/lm_loss_cuda.h"
 
 namespace mygpt {
 namespace {
@@ -34,8 +38,24 @@ void check_inputs(const torch::Tensor& hidden, const torch::Tensor& weight, cons
               "chunked LM loss: hidden and weight dtypes differ outside autocast");
 }
 
-int64_t resolve_chunk_rows(int64_t chunk_rows, const torch::Tensor& weight) {
-  return chunk_rows > 0 ? chunk_rows : lm_loss_chunk_rows(weight.size(0), weight.size(1));
+// What the options resolve to for these inputs.
+struct ChunkPlan {
+  int64_t chunk_rows = 0;
+  bool cuda_kernel = false;
+  at::ScalarType dtype = at::kFloat;  // the matmuls' dtype
+};
+
+ChunkPlan plan_chunks(const LmLossOptions& options, const torch::Tensor& hidden, const torch::Tensor& weight) {
+  ChunkPlan plan;
+  plan.chunk_rows = options.chunk_rows > 0 ? options.chunk_rows
+                                           : lm_loss_chunk_rows(weight.size(0), weight.size(1), hidden.device().type());
+  plan.cuda_kernel = options.cuda_kernel && hidden.is_cuda();
+  if (plan.cuda_kernel && !lm_loss_cuda_kernel_built()) {
+    throw std::invalid_argument("the CUDA loss kernel is not built into this binary (nvcc was not found when it "
+                                "was configured); use the ATen loss");
+  }
+  plan.dtype = matmul_dtype(hidden);
+  return plan;
 }
 
 // What one pass over the chunks produces. The gradients are those of the MEAN loss over rows.
@@ -45,47 +65,83 @@ struct ChunkedHeadResult {
   torch::Tensor grad_weight;  // (V, C) in weight's dtype; undefined unless asked for
 };
 
+// One chunk's losses into `losses` and, when wanted, its d(mean loss)/d(logits) in the matmul dtype,
+// by ATen ops: fp32 logits whose exp is computed once and reused as the softmax, then turned in place
+// into (softmax - onehot) / N.
+torch::Tensor chunk_losses_aten(const torch::Tensor& logits_cast, const torch::Tensor& targets, torch::Tensor losses,
+                                double grad_scale, bool want_grad) {
+  // fp32 logits, a fresh tensor (mm allocates, .to(kFloat) copies bf16), so in-place work is safe.
+  auto logits = logits_cast.to(torch::kFloat);
+  const auto target_column = targets.unsqueeze(1);
+  const auto target_logit = logits.gather(1, target_column);
+  const auto row_max = logits.amax(1, /*keepdim=*/true);
+  auto& exp_shifted = logits.sub_(row_max).exp_();
+  const auto exp_sum = exp_shifted.sum(1, /*keepdim=*/true);
+  losses.copy_((row_max + exp_sum.log() - target_logit).squeeze(1));
+  if (!want_grad) return {};
+  auto& grad_logits = exp_shifted.div_(exp_sum);
+  grad_logits.scatter_add_(1, target_column, torch::full({logits.size(0), 1}, -1.0, grad_logits.options()));
+  grad_logits.mul_(grad_scale);
+  return grad_logits.to(logits_cast.scalar_type());
+}
+
+// sum (fp32) += a @ b (16-bit) on CUDA. cuBLAS adds the 16-bit product into the fp32 sum itself: no
+// 16-bit (V x C) temporary and no extra pass over it. LibTorch versions whose addmm.dtype insists on a
+// 16-bit `self` refuse this before doing anything; they get the product added by a separate pass.
+void add_product_widening(torch::Tensor& sum, const torch::Tensor& a, const torch::Tensor& b) {
+  static std::atomic<bool> in_place_supported{true};
+  if (in_place_supported.load(std::memory_order_relaxed)) {
+    try {
+      at::addmm_out(sum, sum, a, b, sum.scalar_type());
+      return;
+    } catch (const c10::Error&) {
+      in_place_supported.store(false, std::memory_order_relaxed);
+    }
+  }
+  sum.add_(a.mm(b));
+}
+
 // Runs the head over chunks of rows. Each chunk's logits live only inside one iteration: they give
-// the rows' losses and, when gradients are asked for, turn in place into softmax - onehot, from
-// which that chunk's share of both gradients is taken right away.
+// the rows' losses and, when gradients are asked for, turn into softmax - onehot, from which that
+// chunk's share of both gradients is taken right away.
 ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                   const torch::Tensor& targets, int64_t chunk_rows, at::ScalarType dtype,
-                                   bool want_grad_hidden, bool want_grad_weight) {
+                                   const torch::Tensor& targets, const ChunkPlan& plan, bool want_grad_hidden,
+                                   bool want_grad_weight) {
   const int64_t n = hidden.size(0);
-  const auto hidden_cast = hidden.to(dtype);
-  const auto weight_cast = weight.to(dtype);
+  const auto hidden_cast = hidden.to(plan.dtype);
+  const auto weight_cast = weight.to(plan.dtype);
+  const auto targets_contiguous = targets.contiguous();
+  const bool want_grad = want_grad_hidden || want_grad_weight;
   ChunkedHeadResult out;
   out.row_losses = torch::empty({n}, hidden.options().dtype(torch::kFloat));
   if (want_grad_hidden) out.grad_hidden = torch::empty_like(hidden);
   // The weight gradient sums over all chunks; it is accumulated in the weight's dtype (fp32 for our
   // model) even when the matmuls run in bf16, so the sum of many chunks does not lose precision.
   if (want_grad_weight) out.grad_weight = torch::zeros_like(weight);
+  const bool widening_sum = want_grad_weight && plan.dtype != out.grad_weight.scalar_type();
   const double inverse_rows = 1.0 / static_cast<double>(std::max<int64_t>(n, 1));
-  for (int64_t begin = 0; begin < n; begin += chunk_rows) {
-    const int64_t end = std::min(n, begin + chunk_rows);
+  for (int64_t begin = 0; begin < n; begin += plan.chunk_rows) {
+    const int64_t end = std::min(n, begin + plan.chunk_rows);
     const auto rows = hidden_cast.slice(0, begin, end);
-    const auto target_column = targets.slice(0, begin, end).unsqueeze(1);
-    // fp32 logits, a fresh tensor (mm allocates, .to(kFloat) copies bf16), so in-place work is safe.
-    auto logits = rows.mm(weight_cast.t()).to(torch::kFloat);
-    const auto target_logit = logits.gather(1, target_column);
-    // log-sum-exp by hand, so that exp(logits - max) is computed once and reused as the softmax.
-    const auto row_max = logits.amax(1, /*keepdim=*/true);
-    auto& exp_shifted = logits.sub_(row_max).exp_();
-    const auto exp_sum = exp_shifted.sum(1, /*keepdim=*/true);
-    out.row_losses.slice(0, begin, end).copy_((row_max + exp_sum.log() - target_logit).squeeze(1));
-    if (!want_grad_hidden && !want_grad_weight) continue;
-    // d(mean loss)/d(logits) of a row: (softmax - onehot(target)) / N.
-    auto& grad_logits = exp_shifted.div_(exp_sum);
-    grad_logits.scatter_add_(1, target_column, torch::full({end - begin, 1}, -1.0, grad_logits.options()));
-    grad_logits.mul_(inverse_rows);
-    const auto grad_logits_cast = grad_logits.to(dtype);
-    if (want_grad_hidden) out.grad_hidden.slice(0, begin, end).copy_(grad_logits_cast.mm(weight_cast));
-    if (want_grad_weight) {
-      if (dtype == out.grad_weight.scalar_type()) {
-        out.grad_weight.addmm_(grad_logits_cast.t(), rows);
-      } else {
-        out.grad_weight.add_(grad_logits_cast.t().mm(rows));  // add_ widens bf16 to fp32 as it adds
-      }
+    const auto chunk_targets = targets_contiguous.slice(0, begin, end);
+    auto losses = out.row_losses.slice(0, begin, end);
+    auto logits = rows.mm(weight_cast.t());
+    torch::Tensor grad_logits;  // in plan.dtype
+    if (plan.cuda_kernel) {
+      lm_loss_rows_cuda_(logits, chunk_targets, losses, inverse_rows, want_grad);
+      grad_logits = logits;
+    } else {
+      grad_logits = chunk_losses_aten(logits, chunk_targets, losses, inverse_rows, want_grad);
+    }
+    if (!want_grad) continue;
+    if (want_grad_hidden) out.grad_hidden.slice(0, begin, end).copy_(grad_logits.mm(weight_cast));
+    if (!want_grad_weight) continue;
+    if (!widening_sum) {
+      out.grad_weight.addmm_(grad_logits.t(), rows);
+    } else if (plan.cuda_kernel) {
+      add_product_widening(out.grad_weight, grad_logits.t(), rows);
+    } else {
+      out.grad_weight.add_(grad_logits.t().mm(rows));  // add_ widens bf16 to fp32 as it adds
     }
   }
   return out;
@@ -100,10 +156,10 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
 class ChunkedLmLossFunction : public torch::autograd::Function<ChunkedLmLossFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
-                               const torch::Tensor& targets, int64_t chunk_rows, at::ScalarType dtype) {
+                               const torch::Tensor& targets, const ChunkPlan& plan) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     ChunkedHeadResult result =
-        run_chunked_head(hidden, weight, targets, chunk_rows, dtype, hidden.requires_grad(), weight.requires_grad());
+        run_chunked_head(hidden, weight, targets, plan, hidden.requires_grad(), weight.requires_grad());
     ctx->save_for_backward({result.grad_hidden, result.grad_weight});
     return result.row_losses.mean();
   }
@@ -117,18 +173,20 @@ class ChunkedLmLossFunction : public torch::autograd::Function<ChunkedLmLossFunc
     auto scaled = [&](const torch::Tensor& grad) {
       return grad.defined() ? grad * scale.to(grad.scalar_type()) : torch::Tensor();
     };
-    return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-int64_t lm_loss_chunk_rows(int64_t vocab_size, int64_t n_embd) {
-  // 64 MiB of fp32 logits per chunk: for GPT-2's 50304 tokens that is 333 rows, so the transient
-  // memory of the loss is ~130 MB (one chunk's fp32 logits, which become its softmax and gradient in
-  // place, plus their bf16 copies under autocast) instead of GBs.
-  constexpr int64_t kChunkLogitsBytes = int64_t{64} << 20;
-  const int64_t rows_by_memory = std::max<int64_t>(1, kChunkLogitsBytes / (std::max<int64_t>(vocab_size, 1) * 4));
+int64_t lm_loss_chunk_rows(int64_t vocab_size, int64_t n_embd, c10::DeviceType device) {
+  // On a CPU, 64 MiB of fp32 logits per chunk: for GPT-2's 50304 tokens that is 333 rows, so the
+  // transient memory of the loss is ~130 MB (one chunk's fp32 logits, which become its softmax and
+  // gradient in place, plus their bf16 copies under autocast) instead of GBs, and each pass over a
+  // chunk stays near the caches. A GPU gains from fewer, larger matmuls and launches: 1 GiB there
+  // (5336 rows of GPT-2, ~3 GB of transients at most, against 13 GB of whole fp32 logits at B=32).
+  const int64_t chunk_logits_bytes = device == c10::DeviceType::CUDA ? (int64_t{1} << 30) : (int64_t{64} << 20);
+  const int64_t rows_by_memory = std::max<int64_t>(1, chunk_logits_bytes / (std::max<int64_t>(vocab_size, 1) * 4));
   // Every chunk that computes gradients reads and writes the whole V x C weight gradient. With at least C
   // rows per chunk that traffic stays below the chunk's own (rows x V) logits traffic, so wide
   // models (C = 768 and up) take somewhat larger chunks rather than become bound by that sum.
@@ -136,22 +194,20 @@ int64_t lm_loss_chunk_rows(int64_t vocab_size, int64_t n_embd) {
 }
 
 torch::Tensor chunked_lm_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
-                              int64_t chunk_rows) {
+                              const LmLossOptions& options) {
   check_inputs(hidden, weight, targets);
   const bool gradient_wanted = torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
-  if (!gradient_wanted) return chunked_lm_token_losses(hidden, weight, targets, chunk_rows).mean();
-  return ChunkedLmLossFunction::apply(hidden, weight, targets, resolve_chunk_rows(chunk_rows, weight),
-                                      matmul_dtype(hidden));
+  if (!gradient_wanted) return chunked_lm_token_losses(hidden, weight, targets, options).mean();
+  return ChunkedLmLossFunction::apply(hidden, weight, targets, plan_chunks(options, hidden, weight));
 }
 
 torch::Tensor chunked_lm_token_losses(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                      const torch::Tensor& targets, int64_t chunk_rows) {
+                                      const torch::Tensor& targets, const LmLossOptions& options) {
   check_inputs(hidden, weight, targets);
-  const at::ScalarType dtype = matmul_dtype(hidden);
+  const ChunkPlan plan = plan_chunks(options, hidden, weight);
   torch::NoGradGuard no_grad;
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  return run_chunked_head(hidden, weight, targets, resolve_chunk_rows(chunk_rows, weight), dtype, false, false)
-      .row_losses;
+  return run_chunked_head(hidden, weight, targets, plan, false, false).row_losses;
 }
 
 }  // namespace mygpt

@@ -13,18 +13,27 @@
 
 namespace mygpt {
 
-// Rows per chunk for a head of vocab_size x n_embd, chosen by memory, not by a magic count: a
-// chunk's fp32 logits stay near 64 MiB, unless that is fewer than n_embd rows (see the .cpp for why).
-int64_t lm_loss_chunk_rows(int64_t vocab_size, int64_t n_embd);
+// Rows per chunk for a head of vocab_size x n_embd on a device, chosen by memory, not by a magic
+// count: a chunk's fp32 logits stay near 64 MiB on a CPU (cache-sized passes) and near 1 GiB on a GPU
+// (fewer, larger matmuls), unless that is fewer than n_embd rows (see the .cpp for why).
+int64_t lm_loss_chunk_rows(int64_t vocab_size, int64_t n_embd, c10::DeviceType device = c10::DeviceType::CPU);
+
+// How the chunked loss runs. The defaults are the portable path (ATen ops, memory-sized chunks).
+struct LmLossOptions {
+  int64_t chunk_rows = 0;    // rows per chunk; <= 0 picks lm_loss_chunk_rows for the inputs' device
+  bool cuda_kernel = false;  // CUDA inputs: one fused kernel per chunk for softmax, loss and gradient
+                             // (model/cuda/lm_loss_kernel.cu), and the head's fp32 weight gradient
+                             // accumulated by the 16-bit matmul itself; other devices ignore it
+};
 
 // Mean over rows of cross_entropy(hidden @ weight^T, targets). hidden (N, C), weight (V, C) (the
 // tied token embedding), targets (N) int64 in [0, V). Differentiable with respect to hidden and
-// weight. chunk_rows <= 0 picks lm_loss_chunk_rows. Returns a 0-dim fp32 tensor.
+// weight. Returns a 0-dim fp32 tensor.
 torch::Tensor chunked_lm_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
-                              int64_t chunk_rows = 0);
+                              const LmLossOptions& options = {});
 
 // The per-row cross-entropy (N) fp32 of the same head, for evaluation: no gradient flows through it.
 torch::Tensor chunked_lm_token_losses(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                      const torch::Tensor& targets, int64_t chunk_rows = 0);
+                                      const torch::Tensor& targets, const LmLossOptions& options = {});
 
 }  // namespace mygpt

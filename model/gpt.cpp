@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/chunked_lm_loss.h"
 
 namespace mygpt {
 namespace {
@@ -131,14 +130,15 @@ torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targe
   const int64_t rows = wte->weight.size(0);
   if (vocab_limit < 0 || vocab_limit > rows) throw std::logic_error("loss: vocab_limit outside the vocabulary");
   const torch::Tensor head = vocab_limit > 0 ? wte->weight.narrow(0, 0, vocab_limit) : wte->weight;
-  if (fused_loss_) return chunked_lm_loss(rows_of(hidden_states(idx)), head, targets.reshape({-1}));
+  if (fused_loss_) return chunked_lm_loss(rows_of(hidden_states(idx)), head, targets.reshape({-1}), loss_options_);
   return full_logits_cross_entropy(torch::linear(hidden_states(idx), head), targets, torch::kMean);
 }
 
 torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tensor& targets) {
   torch::NoGradGuard no_grad;
   const auto losses = fused_loss_
-                          ? chunked_lm_token_losses(rows_of(hidden_states(idx)), wte->weight, targets.reshape({-1}))
+                          ? chunked_lm_token_losses(rows_of(hidden_states(idx)), wte->weight, targets.reshape({-1}),
+                                                    loss_options_)
                           : full_logits_cross_entropy(forward(idx), targets, torch::kNone);
   return losses.view(targets.sizes());
 }

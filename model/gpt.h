@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "model/chunked_lm_loss.h"
 #include "model/gpt_config.h"
 
 namespace mygpt {
@@ -82,6 +83,9 @@ class GptImpl : public torch::nn::Module {
   // logits as forward() does (kept for comparison). A runtime setting, not part of the config.
   void set_fused_loss(bool enabled) { fused_loss_ = enabled; }
   bool fused_loss() const { return fused_loss_; }
+  // How the fused loss runs: chunk size, the CUDA kernel (model/chunked_lm_loss.h).
+  void set_loss_options(const LmLossOptions& options) { loss_options_ = options; }
+  const LmLossOptions& loss_options() const { return loss_options_; }
 
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const;
@@ -103,6 +107,7 @@ class GptImpl : public torch::nn::Module {
  private:
   GptConfig config_;
   bool fused_loss_ = true;
+  LmLossOptions loss_options_;
   torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(Gpt);

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # GPT-2 124M (`--preset gpt2`: vocab 50304, T=1024, bf16 autocast, fused AdamW, flash attention) on one
 # GPU, side by side in one invocation on the same torch, the same shards and the same batch:
-#   C++             mygpt-ddp train SHARDS --preset gpt2 --device cuda --batch-size B [--fused-loss on|off]
+#   C++             mygpt-ddp train SHARDS --preset gpt2 --device cuda --batch-size B, once per --variants entry
+#                   (default: the ATen fused loss, the CUDA loss kernel, that with cuDNN attention, the plain loss)
 #   Python eager    scripts/bench/pytorch_gpt2_gpu.py --batch-size B
 #   Python compile  scripts/bench/pytorch_gpt2_gpu.py --batch-size B --compile
 # for each micro-batch of --batches. Prints a markdown table (ms/step, tok/s, MFU, peak memory) and
 # appends it to docs/BENCHMARKS.md with the GPU, driver and versions.
 #
 # usage: scripts/bench_gpt2_gpu.sh [--batches "16 32 64"] [--steps 60] [--skip 10] [--seq-len 1024]
-#          [--model-flags ""] [--device cuda] [--precision bf16] [--no-append]
+#          [--model-flags ""] [--device cuda] [--precision bf16] [--variants "LABEL:FLAGS;..."] [--no-append]
 #
 # The shards are random GPT-2 token ids made here (throughput does not depend on the text; the GPU node
 # has no ../shared data). Step time is the median after the first --skip steps, each side timing one
@@ -20,7 +21,11 @@ set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-bench_options batches="16 32 64" steps=60 skip=10 seq-len=1024 model-flags="" device=cuda precision=bf16 -- "$@"
+# The C++ rows: LABEL:FLAGS pairs separated by ';', each measured on vs off against the first.
+default_variants="aten loss:--fused-loss true;cuda loss kernel:--cuda-loss-kernel true"
+default_variants+=";kernel + cudnn attention:--cuda-loss-kernel true --attention cudnn;plain loss:--fused-loss false"
+bench_options batches="16 32 64" steps=60 skip=10 seq-len=1024 model-flags="" device=cuda precision=bf16 \
+  variants="$default_variants" -- "$@"
 (( steps > skip && skip >= 1 )) || bench_usage_error "need --steps > --skip >= 1"
 twin="$repo/scripts/bench/pytorch_gpt2_gpu.py"
 bench_need_built "$repo/build/mygpt-ddp" "$python"
@@ -73,16 +78,20 @@ table="$work/table.md"
 # shellcheck disable=SC2206  # words on purpose
 extra=($model_flags)
 for batch in $batches; do
-  for fused in true false; do
-    name="cpp_b${batch}_fused_$fused"
-    echo "== C++, micro-batch $batch, --fused-loss $fused"
+  IFS=';' read -ra variant_list <<<"$variants"
+  for variant in "${variant_list[@]}"; do
+    label=${variant%%:*}
+    # shellcheck disable=SC2206  # words on purpose
+    variant_flags=(${variant#*:})
+    name="cpp_b${batch}_$(tr -c 'a-zA-Z0-9' _ <<<"$label")"
+    echo "== C++, micro-batch $batch, $label: ${variant_flags[*]}"
     if "$binary" train "$shards" --preset gpt2 --device "$device" --precision "$precision" --total-batch-tokens 0 \
         --batch-size "$batch" --seq-len "$seq_len" --steps "$steps" --eval-every 0 --log-every 1 --seed 1337 \
-        --fused-loss "$fused" "${extra[@]}" --out "$work/$name" >"$work/$name.log" 2>&1; then
+        "${variant_flags[@]}" "${extra[@]}" --out "$work/$name" >"$work/$name.log" 2>&1; then
       m="$work/$name/metrics.jsonl"
-      echo "| $batch | C++ (fused loss $fused) | $(median dt_ms "$m" "$skip") | $(median tok_per_sec "$m" "$skip") | $(median mfu "$m" "$skip") | $(median peak_mem_mib "$m" "$skip") | $(tail -n 1 "$m" | grep -o '"loss":[0-9.]*' | cut -d: -f2) |" >>"$table"
+      echo "| $batch | C++ ($label) | $(median dt_ms "$m" "$skip") | $(median tok_per_sec "$m" "$skip") | $(median mfu "$m" "$skip") | $(median peak_mem_mib "$m" "$skip") | $(tail -n 1 "$m" | grep -o '"loss":[0-9.]*' | cut -d: -f2) |" >>"$table"
     else
-      echo "| $batch | C++ (fused loss $fused) | $(grep -qi 'out of memory' "$work/$name.log" && echo 'out of memory' || echo "failed: $(tail -n 1 "$work/$name.log" | cut -c1-80)") | | | | |" >>"$table"
+      echo "| $batch | C++ ($label) | $(grep -qi 'out of memory' "$work/$name.log" && echo 'out of memory' || echo "failed: $(tail -n 1 "$work/$name.log" | cut -c1-80)") | | | | |" >>"$table"
     fi
     rm -rf "${work:?}/$name"
   done

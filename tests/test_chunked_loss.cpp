@@ -67,7 +67,7 @@ TEST(ChunkedLmLoss, EqualsThePlainLossAndItsGradientsForAnyChunking) {
                                    {1, 23, 4},  {1, 23, 1},   {20, 97, 64}, {37, 31, 0}};
   for (const Case& c : cases) {
     const auto in = head_inputs(c.rows, c.vocab, 8, static_cast<uint64_t>(c.rows * 100 + c.chunk_rows));
-    const auto fused = run(in, [&](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, c.chunk_rows); });
+    const auto fused = run(in, [&](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, {.chunk_rows = c.chunk_rows}); });
     const auto plain = run(in, plain_loss);
     const std::string what = "rows " + std::to_string(c.rows) + " chunk " + std::to_string(c.chunk_rows);
     EXPECT_EQ(fused.loss.scalar_type(), torch::kFloat);
@@ -82,7 +82,7 @@ TEST(ChunkedLmLoss, OnlyTheHiddenStatesMayNeedAGradient) {
   auto in = head_inputs(9, 13, 4);
   auto hidden = in.hidden.detach().clone().requires_grad_();
   const auto frozen_weight = in.weight.detach();
-  chunked_lm_loss(hidden, frozen_weight, in.targets, 4).backward();
+  chunked_lm_loss(hidden, frozen_weight, in.targets, {.chunk_rows = 4}).backward();
   auto reference = in.hidden.detach().clone().requires_grad_();
   plain_loss(reference, frozen_weight, in.targets).backward();
   expect_close(hidden.grad(), reference.grad(), 1e-5, 1e-7, "grad hidden");
@@ -91,7 +91,7 @@ TEST(ChunkedLmLoss, OnlyTheHiddenStatesMayNeedAGradient) {
 TEST(ChunkedLmLoss, ARetainedGraphGivesTheSameGradientEachBackward) {
   const auto in = head_inputs(10, 17, 4);
   auto hidden = in.hidden.detach().clone().requires_grad_();
-  auto loss = chunked_lm_loss(hidden, in.weight.detach(), in.targets, 3);
+  auto loss = chunked_lm_loss(hidden, in.weight.detach(), in.targets, {.chunk_rows = 3});
   loss.backward({}, /*retain_graph=*/true);
   const auto once = hidden.grad().clone();
   loss.backward();
@@ -100,7 +100,7 @@ TEST(ChunkedLmLoss, ARetainedGraphGivesTheSameGradientEachBackward) {
 
 TEST(ChunkedLmLoss, PerRowLossesEqualThePlainUnreducedCrossEntropy) {
   const auto in = head_inputs(29, 41, 8);
-  const auto losses = chunked_lm_token_losses(in.hidden, in.weight, in.targets, 7);
+  const auto losses = chunked_lm_token_losses(in.hidden, in.weight, in.targets, {.chunk_rows = 7});
   const auto expected = F::cross_entropy(torch::linear(in.hidden, in.weight), in.targets,
                                          F::CrossEntropyFuncOptions().reduction(torch::kNone));
   EXPECT_FALSE(losses.requires_grad());
@@ -112,7 +112,7 @@ TEST(ChunkedLmLoss, UnderBf16AutocastMatmulsRunInBf16AndTheLossInFp32) {
   LossAndGrads fused, plain;
   {
     AutocastScope autocast(torch::kCPU, /*enabled=*/true);
-    fused = run(in, [](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, 8); });
+    fused = run(in, [](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, {.chunk_rows = 8}); });
     plain = run(in, plain_loss);
   }
   // Same dtypes as the plain path: fp32 loss, gradients in the leaves' fp32.
@@ -141,6 +141,18 @@ TEST(ChunkedLmLoss, ChunkRowsFollowTheMemoryBudget) {
   // Wide models get at least n_embd rows per chunk; tiny vocabularies get huge chunks.
   EXPECT_EQ(lm_loss_chunk_rows(50304, 1600), 1600);
   EXPECT_GE(lm_loss_chunk_rows(17, 32), 100000);
+  // A GPU takes 1 GiB of fp32 logits per chunk: 5336 rows of GPT-2, 16x the CPU's.
+  EXPECT_EQ(lm_loss_chunk_rows(50304, 768, c10::DeviceType::CUDA), (int64_t{1} << 30) / (50304 * 4));
+  EXPECT_EQ(lm_loss_chunk_rows(50304, 768, c10::DeviceType::CPU), 768);
+}
+
+TEST(ChunkedLmLoss, CudaKernelOptionLeavesCpuInputsOnTheAtenPath) {
+  // The kernel is for CUDA tensors; on CPU the option changes nothing (bit for bit).
+  const auto in = head_inputs(19, 23, 8, 5);
+  const auto plain = chunked_lm_token_losses(in.hidden, in.weight, in.targets, {.chunk_rows = 4});
+  const auto with_option =
+      chunked_lm_token_losses(in.hidden, in.weight, in.targets, {.chunk_rows = 4, .cuda_kernel = true});
+  EXPECT_TRUE(torch::equal(plain, with_option));
 }
 
 // ------------------------------------------------------------------------------------------------

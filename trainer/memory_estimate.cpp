@@ -46,7 +46,7 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   std::string loss_note;
   if (in.fused_loss) {
     // One chunk of fp32 logits at a time (and its 16-bit copy under autocast).
-    const double chunk = static_cast<double>(lm_loss_chunk_rows(m.vocab_size, m.n_embd));
+    const double chunk = static_cast<double>(lm_loss_chunk_rows(m.vocab_size, m.n_embd, in.gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU));
     const double chunk_bytes = std::min(rows * T, chunk) * V * (in.bf16 ? 6.0 : 4.0);
     loss_fixed += chunk_bytes;
     loss_note = "fused: the head's weight gradient and one chunk of logits";

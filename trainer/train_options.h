@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/attention_backend.h"
 #include "trainer/mixed_precision.h"
 
 namespace mygpt {
@@ -23,6 +24,9 @@ struct TrainOptions {
   double grad_clip{};       // 0 disables clipping (the norm is still reported)
   int64_t max_bad_steps{};  // consecutive non-finite steps (skipped) before the run stops
   bool fused_loss{};        // chunked head + cross-entropy that never holds the whole logits
+  int64_t loss_chunk_rows{};  // rows per chunk of the fused loss; 0: by device
+  bool cuda_loss_kernel{};    // the fused loss's CUDA kernel (model/cuda/lm_loss_kernel.cu)
+  AttentionBackend attention{};  // preferred scaled-dot-product attention kernel
   Precision precision{};    // resolved for the device before training (never automatic there)
   uint64_t seed{};
   int64_t eval_every{};  // 0 disables periodic validation
