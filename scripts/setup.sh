@@ -191,6 +191,9 @@ case "${1:-}" in
                    download_deps "$2"; exit 0 ;;
   --offline) [ $# -eq 2 ] || usage_error "--offline needs the directory --download-deps filled"
              unpack_deps "$2" ;;
+  # For scripts/gpu_kit.sh: env.sh and the Open MPI wrappers for a tree laid out as Debian's (PREFIX/usr/...).
+  --write-deps-env) [ $# -eq 3 ] || usage_error "--write-deps-env needs PREFIX and MULTIARCH"
+                    write_deps_env "$2" "$3"; exit 0 ;;
   *) usage_error "unknown argument '$1'" ;;
 esac
 offline=""
