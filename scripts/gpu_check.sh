@@ -32,9 +32,13 @@ need_value() { [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"; }
 # summarize DIR: summary.txt from the phases' rows.txt, in phase order.
 summarize() {
   local dir=$1 phase
-  { [[ -f $dir/facts.txt ]] && sed -n '1,3p' "$dir/facts.txt" && echo
-    for phase in "${all_phases[@]}"; do [[ -f $dir/$phase/rows.txt ]] && cat "$dir/$phase/rows.txt"; done
-  } >"$dir/summary.txt.new" && mv -f "$dir/summary.txt.new" "$dir/summary.txt"
+  {
+    if [[ -f $dir/facts.txt ]]; then sed -n '1,3p' "$dir/facts.txt"; echo; fi
+    for phase in "${all_phases[@]}"; do
+      if [[ -f $dir/$phase/rows.txt ]]; then cat "$dir/$phase/rows.txt"; fi
+    done
+  } >"$dir/summary.txt.new"
+  mv -f "$dir/summary.txt.new" "$dir/summary.txt"
 }
 
 while (( $# )); do
@@ -53,13 +57,6 @@ while (( $# )); do
   esac
 done
 (( ${#phases[@]} )) || phases=(tests run nccl memcheck)
-
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu_check.sh: no NVIDIA GPU visible (nvidia-smi -L fails): run it on a GPU node" >&2
-  exit 2
-fi
-gpus=$(nvidia-smi -L | grep -c '^GPU')
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 
 # --- the binaries: a kit (its env.sh finds the node's torch) or this checkout's build ---------------
 if [[ -n $kit ]]; then
@@ -80,6 +77,14 @@ fi
 bin="$build/mygpt-ddp"
 [[ -x $bin ]] || usage_error "$bin is missing: run scripts/setup.sh (or --offline), or give --kit"
 export MYGPT_BIN=$bin  # scripts/bench/common.sh runs this binary
+
+# After the binaries (a kit that cannot run on this node says so first, even without a GPU).
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_check.sh: no NVIDIA GPU visible (nvidia-smi -L fails): run it on a GPU node" >&2
+  exit 2
+fi
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 
 # --- the evidence folder ------------------------------------------------------------------------------
 if [[ -z $out ]]; then

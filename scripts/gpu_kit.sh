@@ -28,9 +28,11 @@ cache="$build/CMakeCache.txt"
 [[ -f $cache ]] || die "build/ is not configured: run scripts/setup.sh first"
 cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$cache" | head -n 1; }
 jobs=${MYGPT_JOBS:-$(nproc)}
-cmake --build "$build" -j "$jobs" --target mygpt-ddp mygpt_cuda_tests >/dev/null || die "building mygpt-ddp and mygpt_cuda_tests failed"
+cmake --build "$build" -j "$jobs" --target gpu_check_binaries >/dev/null || die "building the binary and the CUDA tests failed"
 bin="$build/mygpt-ddp"
-tests_bin="$build/tests/mygpt_cuda_tests"
+tests_bins=()
+for f in "$build"/tests/mygpt_cuda*; do [[ -x $f && -f $f ]] && tests_bins+=("$f"); done
+(( ${#tests_bins[@]} )) || die "no CUDA test executables (build/tests/mygpt_cuda*)"
 ldd "$bin" | grep -q 'libtorch_cuda' || die "$bin is not linked with CUDA (build/ was configured with a CPU LibTorch)"
 ldd "$bin" | grep -q 'libnccl' || die "$bin has no NCCL backend (nccl.h was not found at configure time)"
 
@@ -61,7 +63,7 @@ new="$out.new"
 rm -rf "$new"
 mkdir -p "$new/build/tests" "$new/ctest" "$new/usr/bin" "$new/etc" "$new/usr/share" "$new/src"
 strip --strip-unneeded -o "$new/build/mygpt-ddp" "$bin"
-strip --strip-unneeded -o "$new/build/tests/mygpt_cuda_tests" "$tests_bin"
+for f in "${tests_bins[@]}"; do strip --strip-unneeded -o "$new/build/tests/$(basename "$f")" "$f"; done
 
 # Open MPI as Debian lays it out (scripts/setup.sh's env.sh relocates it with OPAL_*/PMIX_* variables).
 ompi_plugins=$(ls "$lib"/openmpi/lib/openmpi3/mca_*.so)
@@ -78,7 +80,7 @@ cp -r /usr/share/openmpi "$new/usr/share/openmpi"
 mkdir -p "$new/usr/lib/$ma/pmix2"
 [[ -d $lib/pmix2/share ]] && cp -r "$lib/pmix2/share" "$new/usr/lib/$ma/pmix2/share"
 for plugin in "${kept[@]}"; do copy_lib "$plugin"; done
-closure "$bin" "$tests_bin" /usr/bin/orterun "${kept[@]}" | grep -vE "$node_provides" | grep -vE "$heavy" |
+closure "$bin" "${tests_bins[@]}" /usr/bin/orterun "${kept[@]}" | grep -vE "$node_provides" | grep -vE "$heavy" |
   while read -r path; do copy_lib "$path"; done
 # Open MPI opens a few of its libraries by name at run time (not in any ldd list).
 for extra in "$lib"/openmpi/lib/libmca_common_{sm,monitoring,ompio}.so*; do [[ -e $extra ]] && copy_lib "$extra"; done
@@ -89,10 +91,11 @@ for extra in "$lib"/openmpi/lib/libmca_common_{sm,monitoring,ompio}.so*; do [[ -
 python=$(cache_value MYGPT_TORCH_PYTHON)
 mpiexec=$(cache_value MPIEXEC_EXECUTABLE)
 placeholders() { sed -e "s|$python|@PYTHON@|g" -e "s|$mpiexec|@KIT@/bin/mpiexec|g" -e "s|$build|@KIT@/build|g" -e "s|$repo|@KIT@/src|g"; }
-grep -E 'mygpt_cuda_tests|\[=\[cuda_' "$build/tests/CTestTestfile.cmake" | placeholders >"$new/ctest/CTestTestfile.cmake"
-for f in "$build/tests/mygpt_cuda_tests["*; do placeholders <"$f" >"$new/ctest/$(basename "$f")"; done
-grep -q 'Cuda\.' "$new/ctest/"*_tests.cmake || die "no CUDA tests listed in build/tests (did the discovery step run?)"
-sed -i "s|@KIT@/build/tests/mygpt_cuda_tests\[|@KIT@/ctest/mygpt_cuda_tests[|g" "$new/ctest/"*
+grep -E 'mygpt_cuda|\[=\[cuda_' "$build/tests/CTestTestfile.cmake" | placeholders >"$new/ctest/CTestTestfile.cmake"
+for f in "$build/tests/mygpt_cuda"*"["*.cmake; do placeholders <"$f" >"$new/ctest/$(basename "$f")"; done
+ls "$new/ctest/"*_tests.cmake >/dev/null 2>&1 || die "no CUDA tests listed in build/tests (did the discovery step run?)"
+# The discovered-tests files are read from the kit's ctest/ folder (the binaries stay in build/tests).
+sed -i -E 's#@KIT@/build/tests/(mygpt_cuda[a-z_]*\[)#@KIT@/ctest/\1#g' "$new/ctest/"*
 mkdir -p "$new/src/tests/mpi" "$new/src/scripts"
 cp -r "$repo/tests/cuda" "$new/src/tests/"
 cp "$repo/tests/lib.sh" "$new/src/tests/"

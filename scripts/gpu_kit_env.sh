@@ -39,7 +39,7 @@ kit_setup() {
   fi
   libs=$(kit_torch_libs "$PYTHON") || { echo "gpu kit: cannot locate the torch of $PYTHON" >&2; return 1; }
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$libs"
-  missing=$(ldd "$kit_dir/build/mygpt-ddp" "$kit_dir/build/tests/mygpt_cuda_tests" 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+  missing=$(ldd "$kit_dir/build/mygpt-ddp" "$kit_dir"/build/tests/* 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
   if [ -n "$missing" ]; then
     echo "gpu kit: libraries found neither in the kit nor beside the torch of $PYTHON: $missing" >&2
     return 1

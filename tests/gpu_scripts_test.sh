@@ -17,6 +17,14 @@ make_work_dir gpu_scripts
 real_python=$(command -v "${2:-python3}")
 fakes="$WORK/fakebin"
 mkdir -p "$fakes"
+# has TEXT PART...: TEXT holds every PART (checks that need no quoting of TEXT into a command line).
+has() {
+  local text=$1 part
+  shift
+  for part in "$@"; do [[ $text == *"$part"* ]] || return 1; done
+}
+one_line() { [[ $(printf '%s\n' "$1" | wc -l) -eq 1 ]]; }
+export -f has one_line
 # fake_python NAME HAS_TORCH: a "python" that answers the torch look-up with yes (0) or no (1).
 fake_python() {
   printf '#!/bin/sh\nexit %s\n' "$2" >"$WORK/$1"
@@ -35,7 +43,7 @@ ln -s "$WORK/without_torch" "$empty_path/python3"
 got=$(PATH="$empty_path" PYTHON="$WORK/with_torch" torch_python "$repo" 2>&1)
 check "(1) PYTHON wins: $got" test "$got" = "$WORK/with_torch"
 got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON="$WORK/without_torch" torch_python "$repo" 2>&1)
-check "(1) a PYTHON without torch is refused, not replaced: $got" bash -c "[[ '$got' == *'tried $WORK/without_torch;'*'PYTHON names'* ]]"
+check "(1) a PYTHON without torch is refused, not replaced: $got" has "$got" "tried $WORK/without_torch;" "PYTHON names"
 ln -s "$WORK/with_torch" "$repo/.venv/bin/python"
 got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON= torch_python "$repo" 2>&1)
 check "(1) then the .venv: $got" test "$got" = "$repo/.venv/bin/python"
@@ -53,7 +61,7 @@ rm "$empty_path/python3"
 ln -s "$WORK/without_torch" "$empty_path/python3"
 got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON= torch_python "$repo" 2>&1)
 check "(1) none: one line naming all three: $got" \
-  bash -c "[[ \$(echo '$got' | wc -l) -eq 1 && '$got' == *'.venv/bin/python'*'without_torch'*'python3'* ]]"
+  bash -c 'one_line "$1" && has "$1" .venv/bin/python without_torch " python3;"' _ "$got"
 mkdir -p "$repo/scripts/bench"
 cp "$REPO_DIR/scripts/torch_python.sh" "$repo/scripts/"
 cp "$REPO_DIR/scripts/bench/common.sh" "$repo/scripts/bench/"
@@ -165,15 +173,15 @@ if cc -shared -fPIC -o "$site/torch/lib/libfaketorch.so" "$WORK/faketorch.c" 2>/
   cp "$kit/build/mygpt-ddp" "$kit/build/tests/mygpt_cuda_tests"
   got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh" && echo "$LD_LIBRARY_PATH" && "$1/build/mygpt-ddp" && echo ran' kit "$kit" 2>&1)
   check "(4) the kit finds the node's torch, and the CUDA/NCCL folders beside it: $(echo "$got" | tr '\n' ' ')" \
-    bash -c "[[ '$got' == *'$site/torch/lib'*'$site/nvidia/cu13/lib'*'$site/nvidia/nccl/lib'* && '$got' == *ran ]]"
+    has "$got" "$site/torch/lib:$site/nvidia/cu13/lib:$site/nvidia/nccl/lib" $'\nran'
   echo "__version__ = '2.12.0+cu130'" >"$site/torch/version.py"
   got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh"' kit "$kit" 2>&1)
   check "(4) another torch version is refused in one line: $got" \
-    bash -c "[[ \$(echo '$got' | wc -l) -eq 1 && '$got' == *'torch 2.11.0+cu130'*'torch 2.12.0+cu130'*'--offline'* ]]"
+    bash -c 'one_line "$1" && has "$1" "torch 2.11.0+cu130" "torch 2.12.0+cu130" --offline' _ "$got"
   echo "__version__ = '2.11.0+cu130'" >"$site/torch/version.py"
   mv "$site/torch/lib/libfaketorch.so" "$WORK/"
   got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh"' kit "$kit" 2>&1)
-  check "(4) a library found nowhere is named: $got" bash -c "[[ '$got' == *'libfaketorch.so'* ]]"
+  check "(4) a library found nowhere is named: $got" has "$got" libfaketorch.so
 else
   skip "(4) no C compiler to make a test binary"
 fi
