@@ -143,7 +143,7 @@ skip() { row "$1" SKIP "$2" "$3"; }
 # --- facts: what a figure depends on, written once per folder -----------------------------------------
 write_facts() {
   {
-    echo "gpu_check on $(hostname) at $(date -u '+%Y-%m-%d %H:%M UTC'): $gpus x $gpu_name (device $device)"
+    echo "gpu_check on $(uname -n) at $(date -u '+%Y-%m-%d %H:%M UTC'): $gpus x $gpu_name (device $device)"
     echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1) | $("$PYTHON" -c 'import torch; print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| cuDNN", torch.backends.cudnn.version(), "| NCCL", ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "(no CUDA device)")' 2>&1 | tail -n 1)"
     echo "binary: $bin${kit:+ (kit: $(head -n 1 "$kit/KIT.txt" 2>/dev/null))}"
     echo
@@ -170,7 +170,7 @@ phase_tests() {
   # One row per test from CTest's own lines ("1/9 Test #3: Cuda.X ....   Passed    2.31 sec").
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.+\**([^0-9]*)([0-9.]+) sec.*/\1|\2|\3/p' \
     "$out/tests/ctest_cuda.log" | while IFS='|' read -r name verdict secs; do
-      verdict=$(echo "$verdict" | tr -s ' ' | sed 's/ *$//')
+      verdict=$(echo "$verdict" | tr -s ' ' | sed 's/^ *//; s/ *$//')
       case "$verdict" in
         Passed) printf '%-7s %-28s %s\n' PASS "tests.$name" "($secs s)" ;;
         Skipped|"Not Run"*) printf '%-7s %-28s %s\n' SKIP "tests.$name" "($verdict)" ;;

@@ -61,7 +61,7 @@ copy_lib() {  # copy_lib PATH: into the kit under its place below /usr/lib/<mult
 
 new="$out.new"
 rm -rf "$new"
-mkdir -p "$new/build/tests" "$new/ctest" "$new/usr/bin" "$new/etc" "$new/usr/share" "$new/src"
+mkdir -p "$new/bin" "$new/build/tests" "$new/ctest" "$new/usr/bin" "$new/etc" "$new/usr/share" "$new/src"
 strip --strip-unneeded -o "$new/build/mygpt-ddp" "$bin"
 for f in "${tests_bins[@]}"; do strip --strip-unneeded -o "$new/build/tests/$(basename "$f")" "$f"; done
 

@@ -1,6 +1,7 @@
 #include "trainer/hellaswag_eval.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "trainer/mixed_precision.h"
 
