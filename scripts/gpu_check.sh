@@ -160,7 +160,7 @@ write_facts() {
 [[ -f $out/facts.txt ]] || write_facts
 
 # --- the phases ----------------------------------------------------------------------------------------
-tiny=(--preset tiny --device "$device" --threads 4)
+tiny=(--preset tiny --device "$device")
 
 phase_tests() {
   local dir=$build
@@ -182,7 +182,7 @@ phase_tests() {
 
 phase_run() {
   local run="$out/run/sort"
-  step run train "$bin" train builtin:sort "${tiny[@]}" --steps 200 --eval-every 100 --out "$run" --overwrite &&
+  step run train "$bin" train builtin:sort "${tiny[@]}" --threads 4 --steps 200 --eval-every 100 --out "$run" --overwrite &&
     step run generate "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 --temperature 0 --device "$device" &&
     step run eval "$bin" eval --checkpoint "$run" --task builtin:sort --examples 50 --device "$device" &&
     step run generate_on_cpu "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 --temperature 0 --device cpu
@@ -215,7 +215,7 @@ phase_memcheck() {
   # API errors that torch provokes and handles itself (probing for features) are not ours: the verdict is
   # the memory errors counted in the ERROR SUMMARY (and the program's own exit status, the step's).
   step memcheck memcheck compute-sanitizer --tool memcheck --report-api-errors no \
-    "$bin" train builtin:sort "${tiny[@]}" --steps 3 --eval-every 0 --out "$out/memcheck/sort" --overwrite
+    "$bin" train builtin:sort "${tiny[@]}" --threads 4 --steps 3 --eval-every 0 --out "$out/memcheck/sort" --overwrite
   rm -f "$out/memcheck/sort"/ckpt_*.pt
   local summary
   summary=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$out/memcheck/memcheck.log" | tail -n 1)

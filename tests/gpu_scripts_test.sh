@@ -74,7 +74,7 @@ cat >"$fakes/nvidia-smi" <<'EOF'
 #!/bin/sh
 case "$*" in
   -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-fake)" ;;
-  *--query-gpu=name) echo "NVIDIA H100 80GB HBM3" ;;
+  *"--query-gpu=name "*) echo "NVIDIA H100 80GB HBM3" ;;
   *--query-gpu=driver_version*) echo "580.00.00" ;;
   *) echo "fake nvidia-smi $*" ;;
 esac
