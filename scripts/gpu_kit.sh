@@ -9,8 +9,9 @@
 # that the node's torch is the version the kit was built against and that every library resolves.
 #
 # usage: scripts/gpu_kit.sh [--out DIR]     (default .carry/gpu-kit; .carry/ is git-ignored)
-# Writes DIR/ and DIR.tar.gz (what a device call carries). On the node, from the checkout's root:
-#   mkdir -p /tmp/kit && tar -xzf .carry/gpu-kit.tar.gz -C /tmp/kit && scripts/gpu_check.sh --kit /tmp/kit/gpu-kit
+# Writes DIR/gpu-kit.tar.gz, the one file a device call carries (the kit's tree is staged in
+# build/gpu-kit). On the node, from the checkout's root:
+#   tar -xzf .carry/gpu-kit/gpu-kit.tar.gz -C /tmp && scripts/gpu_check.sh --kit /tmp/gpu-kit
 # Builds (only) the two targets first, in build/, which must be configured with a CUDA LibTorch.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -59,7 +60,8 @@ copy_lib() {  # copy_lib PATH: into the kit under its place below /usr/lib/<mult
   cp -L "$path" "$new/usr/lib/$ma/$rel"
 }
 
-new="$out.new"
+kit="$build/gpu-kit"
+new="$kit.new"
 rm -rf "$new"
 mkdir -p "$new/bin" "$new/build/tests" "$new/ctest" "$new/usr/bin" "$new/etc" "$new/usr/share" "$new/src"
 strip --strip-unneeded -o "$new/build/mygpt-ddp" "$bin"
@@ -112,7 +114,8 @@ dirty=$(git -C "$repo" status --porcelain 2>/dev/null | grep -qv '^??' && echo "
   echo "$(mpirun --version 2>&1 | head -n 1)"
   echo "libraries carried: $(find "$new/usr/lib" -name '*.so*' | wc -l); Open MPI plugins kept: ${#kept[@]} of $(echo $ompi_plugins $pmix_plugins | wc -w)"
 } >"$new/KIT.txt"
-rm -rf "$out" && mv "$new" "$out"
-tar -czf "$out.tar.gz.new" -C "$(dirname "$out")" "$(basename "$out")" && mv -f "$out.tar.gz.new" "$out.tar.gz"
-echo "gpu_kit: $out ($(du -sh "$out" | cut -f1)), $out.tar.gz ($(du -sh "$out.tar.gz" | cut -f1))"
-cat "$out/KIT.txt"
+rm -rf "$kit" && mv "$new" "$kit"
+mkdir -p "$out"
+tar -czf "$out/gpu-kit.tar.gz.new" -C "$build" gpu-kit && mv -f "$out/gpu-kit.tar.gz.new" "$out/gpu-kit.tar.gz"
+echo "gpu_kit: $kit ($(du -sh "$kit" | cut -f1)) packed into $out/gpu-kit.tar.gz ($(du -sh "$out/gpu-kit.tar.gz" | cut -f1))"
+cat "$kit/KIT.txt"
