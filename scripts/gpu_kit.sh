@@ -34,8 +34,9 @@ bin="$build/mygpt-ddp"
 tests_bins=()
 for f in "$build"/tests/mygpt_cuda*; do [[ -x $f && -f $f ]] && tests_bins+=("$f"); done
 (( ${#tests_bins[@]} )) || die "no CUDA test executables (build/tests/mygpt_cuda*)"
-ldd "$bin" | grep -q 'libtorch_cuda' || die "$bin is not linked with CUDA (build/ was configured with a CPU LibTorch)"
-ldd "$bin" | grep -q 'libnccl' || die "$bin has no NCCL backend (nccl.h was not found at configure time)"
+linked=$(ldd "$bin")  # captured: grep -q ending a pipe early would fail it under pipefail
+grep -q 'libtorch_cuda' <<<"$linked" || die "$bin is not linked with CUDA (build/ was configured with a CPU LibTorch)"
+grep -q 'libnccl' <<<"$linked" || die "$bin has no NCCL backend (nccl.h was not found at configure time)"
 
 # Libraries the node provides: its torch with CUDA and NCCL beside it (pip wheels), the CUDA toolkit, the
 # driver, and the C/C++ runtime (a node's own is newer than ours; shipping ours could break its torch).
@@ -72,7 +73,7 @@ ompi_plugins=$(ls "$lib"/openmpi/lib/openmpi3/mca_*.so)
 pmix_plugins=$(ls "$lib"/pmix2/lib/pmix/*.so 2>/dev/null || true)
 kept=()
 for plugin in $ompi_plugins $pmix_plugins; do
-  if closure "$plugin" | grep -qE "$heavy"; then continue; fi
+  if grep -qE "$heavy" <<<"$(closure "$plugin")"; then continue; fi
   kept+=("$plugin")
 done
 cp -L /usr/bin/orterun "$new/usr/bin/mpirun.openmpi"
