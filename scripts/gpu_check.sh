@@ -168,7 +168,8 @@ phase_tests() {
   step tests ctest_cuda ctest --test-dir "$dir" -L cuda --timeout 300 --output-on-failure \
     --output-junit "$out/tests/junit.xml"
   # One row per test from CTest's own lines ("1/9 Test #3: Cuda.X ....   Passed    2.31 sec").
-  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.+\**([^0-9]*)([0-9.]+) sec.*/\1|\2|\3/p' \
+  # (A parameterized test's name is followed by "  # GetParam() = ...": the name is the first word.)
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .*[.*] *([A-Za-z][A-Za-z ]*[A-Za-z]) +([0-9.]+) sec.*/\1|\2|\3/p' \
     "$out/tests/ctest_cuda.log" | while IFS='|' read -r name verdict secs; do
       verdict=$(echo "$verdict" | tr -s ' ' | sed 's/^ *//; s/ *$//')
       case "$verdict" in

@@ -77,6 +77,7 @@ for plugin in $ompi_plugins $pmix_plugins; do
   kept+=("$plugin")
 done
 cp -L /usr/bin/orterun "$new/usr/bin/mpirun.openmpi"
+ln -s mpirun.openmpi "$new/usr/bin/mpiexec.openmpi"  # one program under both names (the CTest files say mpiexec)
 [[ -x /usr/bin/orted ]] && cp -L /usr/bin/orted "$new/usr/bin/orted"
 cp -r /etc/openmpi "$new/etc/openmpi"
 cp -r /usr/share/openmpi "$new/usr/share/openmpi"
