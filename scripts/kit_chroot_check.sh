@@ -34,6 +34,7 @@ scripts/gpu_check.sh --kit /tmp/gpu-kit tests >/tmp/1.out 2>/tmp/1.err; rc=$?
 cat /tmp/1.err
 [ $rc -eq 2 ] && grep -q "no NVIDIA GPU visible" /tmp/1.err; result $? "the kit loads and the missing GPU is reported (exit $rc)"
 echo "== 2. the kit'"'"'s mpirun, two CPU ranks"
+rm -rf /tmp/np2 /tmp/evidence
 ( source /tmp/gpu-kit/gpu_env.sh && mpirun --oversubscribe --bind-to none -np 2 /tmp/gpu-kit/build/mygpt-ddp train builtin:sort \
     --preset tiny --device cpu --threads 1 --steps 20 --eval-every 0 --out /tmp/np2 ) >/tmp/2.out 2>&1; rc=$?
 grep -E "world:|^step +19" /tmp/2.out; [ $rc -ne 0 ] && tail -5 /tmp/2.out
@@ -42,6 +43,6 @@ echo "== 3. gpu_check.sh --kit --device cpu run nccl, with a fake nvidia-smi"
 mkdir -p /tmp/fake && printf "#!/bin/sh\ncase \"\$*\" in -L) echo \"GPU 0: fake (UUID: GPU-0)\";; *name*) echo fake;; *) echo 0;; esac\n" >/tmp/fake/nvidia-smi
 chmod +x /tmp/fake/nvidia-smi
 PATH=/tmp/fake:$PATH scripts/gpu_check.sh --kit /tmp/gpu-kit --device cpu --out /tmp/evidence run nccl >/tmp/3.out 2>&1; rc=$?
-grep -E "^(PASS|FAIL|SKIP|TIMEOUT) " /tmp/3.out
+grep -E "^(PASS|FAIL|SKIP|TIMEOUT) " /tmp/evidence/summary.txt
 result $rc "gpu_check.sh run nccl through the kit"
 '
