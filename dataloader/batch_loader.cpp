@@ -2,7 +2,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 namespace mygpt {
 namespace {
@@ -82,14 +84,22 @@ RandomBatchSampler::RandomBatchSampler(std::shared_ptr<const TokenSource> source
 Batch RandomBatchSampler::next(const torch::Device& device) {
   const auto max_offset = static_cast<int64_t>(source_->size()) - seq_len_;  // exclusive bound
   auto offsets = torch::randint(max_offset, {batch_size_}, generator_, torch::kLong);
-  auto buffer = host_buffer(batch_size_ * (seq_len_ + 1), device);
-  auto* out = buffer.data_ptr<int64_t>();
+  // x and y each contiguous in one pinned buffer: views into interleaved (T+1)-token rows would be
+  // strided, and a strided host tensor is first copied into pageable memory, which makes the copy to
+  // the GPU wait for the device (a stall per micro-batch).
+  const int64_t n = batch_size_ * seq_len_;
+  auto buffer = host_buffer(2 * n, device);
+  auto* x = buffer.data_ptr<int64_t>();
+  auto* y = x + n;
   const auto* off = offsets.data_ptr<int64_t>();
+  std::vector<int64_t> row(static_cast<size_t>(seq_len_ + 1));
   for (int64_t b = 0; b < batch_size_; ++b) {
-    source_->read(static_cast<uint64_t>(off[b]), static_cast<size_t>(seq_len_ + 1), out + b * (seq_len_ + 1));
+    source_->read(static_cast<uint64_t>(off[b]), row.size(), row.data());
+    std::copy(row.begin(), row.end() - 1, x + b * seq_len_);
+    std::copy(row.begin() + 1, row.end(), y + b * seq_len_);
   }
-  auto rows = buffer.view({batch_size_, seq_len_ + 1});
-  return to_device(rows.slice(1, 0, seq_len_), rows.slice(1, 1, seq_len_ + 1), device);
+  return to_device(buffer.slice(0, 0, n).view({batch_size_, seq_len_}),
+                   buffer.slice(0, n, 2 * n).view({batch_size_, seq_len_}), device);
 }
 
 torch::Tensor RandomBatchSampler::state() const { return generator_.get_state(); }

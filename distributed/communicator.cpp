@@ -27,12 +27,12 @@ void on_flat_copy(std::vector<torch::Tensor>& tensors, Collective&& collective) 
 }
 
 void Communicator::all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
-  if (world_size() == 1) return;
+  if (!communicates()) return;
   on_flat_copy(tensors, [&](torch::Tensor& flat) { all_reduce(flat, op); });
 }
 
 void Communicator::broadcast(std::vector<torch::Tensor>& tensors, int root) {
-  if (world_size() == 1) return;
+  if (!communicates()) return;
   on_flat_copy(tensors, [&](torch::Tensor& flat) { broadcast(flat, root); });
 }
 

@@ -25,6 +25,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual std::string backend_name() const = 0;
+  // False for the local backend, whose collectives are no-ops: gradient buckets need not be reduced.
+  // A real backend with one rank (mpirun -np 1) communicates, so it runs the path of a larger job.
+  virtual bool communicates() const { return true; }
 
   // In place, on a contiguous tensor. Average divides the sum by world_size().
   virtual void all_reduce(torch::Tensor& tensor, ReduceOp op) = 0;
@@ -48,6 +51,7 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string backend_name() const override { return "local"; }
+  bool communicates() const override { return false; }
   void all_reduce(torch::Tensor&, ReduceOp) override {}
   using Communicator::broadcast;
   std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor, ReduceOp) override;

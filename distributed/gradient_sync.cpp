@@ -46,7 +46,7 @@ GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Co
     for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
   }
   stats_.buckets = static_cast<int64_t>(buckets_.size());
-  if (!overlap_ || comm_.world_size() == 1) return;  // no hooks to pay for
+  if (!overlap_ || !comm_.communicates()) return;  // no hooks to pay for
   for (size_t k = 0; k < params_.size(); ++k) {
     // The accumulator's post hook runs once the new gradient has been added into param.grad.
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
@@ -113,7 +113,7 @@ void GradientSynchronizer::launch(Bucket& bucket) {
 }
 
 void GradientSynchronizer::finish() {
-  if (comm_.world_size() == 1) return;
+  if (!comm_.communicates()) return;
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   // Buckets whose hooks did not all fire (overlap off, or unused parameters) start now, still in order.

@@ -8,7 +8,9 @@
 namespace mygpt {
 
 JobCommunicators::JobCommunicators(const MpiSession& mpi, const torch::Device& device, double timeout_seconds) {
-  if (mpi.world().world_size == 1) {
+  // Started by an MPI launcher, even one rank gets the real backends (mpirun -np 1 on one GPU runs the
+  // NCCL path of a larger job: the MPI bootstrap, the communicator, bucket hooks, the watchdog).
+  if (!mpi.world().uses_mpi) {
     host_ = std::make_unique<LocalCommunicator>();
     return;
   }

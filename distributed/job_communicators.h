@@ -1,7 +1,7 @@
 #pragma once
 // Opens the communicators of a job: a host one (MPI over CPU tensors: start-up checks, NCCL's
 // bootstrap) and the one the trainer uses for the device's tensors (NCCL on CUDA, MPI on CPU).
-// World size 1 gets the local no-op backend for both.
+// A process not started by an MPI launcher gets the local no-op backend for both.
 #include <torch/torch.h>
 
 #include <memory>

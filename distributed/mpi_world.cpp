@@ -14,6 +14,10 @@ bool started_by_mpi_launcher() {
   return false;
 }
 
+bool may_call_mpi_from(int provided_thread_level, bool on_initializing_thread) {
+  return on_initializing_thread || provided_thread_level >= MPI_THREAD_MULTIPLE;
+}
+
 MpiSession::MpiSession() {
   if (!started_by_mpi_launcher()) return;
   int provided = 0;
@@ -21,6 +25,7 @@ MpiSession::MpiSession() {
     throw std::runtime_error("MPI_Init_thread failed");
   }
   thread_serialized_ = provided >= MPI_THREAD_SERIALIZED;
+  thread_level_ = provided;
   world_.uses_mpi = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_.world_size);
@@ -49,7 +54,13 @@ void MpiSession::fail_job(const std::string& message, int exit_code) const {
 }
 
 void MpiSession::abort_job(int exit_code) const {
-  if (world_.uses_mpi && world_.world_size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  const bool main_thread = std::this_thread::get_id() == initializing_thread_;
+  if (world_.uses_mpi && world_.world_size > 1 && may_call_mpi_from(thread_level_, main_thread)) {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
+  // Another thread must not run the exit handlers while the main thread still works; a rank that exits
+  // non-zero without MPI_Finalize makes mpirun (and srun --kill-on-bad-exit) end the others.
+  if (!main_thread) std::_Exit(exit_code);
   std::exit(exit_code);
 }
 

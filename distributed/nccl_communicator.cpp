@@ -116,7 +116,7 @@ class NcclCommunicator final : public Communicator {
         size_(bootstrap.world_size()),
         device_(static_cast<c10::DeviceIndex>(device_index)),
         comm_(init_comm(bootstrap, device_index)),
-        watchdog_(comm_, timeout_seconds, std::move(on_failure)),
+        watchdog_(comm_, device_index, timeout_seconds, std::move(on_failure)),
         side_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_)) {}
 
   int rank() const override { return rank_; }
@@ -128,34 +128,36 @@ class NcclCommunicator final : public Communicator {
   void all_reduce(torch::Tensor& tensor, ReduceOp op) override {
     require_cuda(tensor);
     const auto stream = c10::cuda::getCurrentCUDAStream(device_).stream();
+    auto ready = record(stream);
     check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), nccl_type(tensor),
                         nccl_op(op), comm_.get(), stream),
           "ncclAllReduce");
-    watch(stream, "all-reduce");
+    watch(std::move(ready), stream, "all-reduce");
   }
 
   std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor tensor, ReduceOp op) override {
     require_cuda(tensor);
-    // The side stream must see the gradients that the compute stream wrote into the bucket.
-    const CudaEvent ready;
-    check_cuda(cudaEventRecord(ready.get(), c10::cuda::getCurrentCUDAStream(device_).stream()), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(side_stream_.stream(), ready.get(), 0), "cudaStreamWaitEvent");
+    // The side stream must see the gradients that the compute stream wrote into the bucket; once they
+    // are there, the collective could start (the watchdog's clock for it starts then).
+    auto ready = record(c10::cuda::getCurrentCUDAStream(device_).stream());
+    check_cuda(cudaStreamWaitEvent(side_stream_.stream(), ready->get(), 0), "cudaStreamWaitEvent");
     // Tell the caching allocator the bucket is in use on the side stream too.
     c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), side_stream_);
     check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), nccl_type(tensor),
                         nccl_op(op), comm_.get(), side_stream_.stream()),
           "ncclAllReduce");
-    return std::make_unique<NcclPending>(watch(side_stream_.stream(), "gradient bucket all-reduce"), watchdog_,
-                                         device_);
+    return std::make_unique<NcclPending>(watch(std::move(ready), side_stream_.stream(), "gradient bucket all-reduce"),
+                                         watchdog_, device_);
   }
 
   void broadcast(torch::Tensor& tensor, int root) override {
     require_cuda(tensor);
     const auto stream = c10::cuda::getCurrentCUDAStream(device_).stream();
+    auto ready = record(stream);
     check(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), nccl_type(tensor),
                         root, comm_.get(), stream),
           "ncclBroadcast");
-    watch(stream, "broadcast");
+    watch(std::move(ready), stream, "broadcast");
   }
 
   void barrier() override {
@@ -168,10 +170,15 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  std::shared_ptr<CudaEvent> watch(cudaStream_t stream, const char* what) {
-    auto done = std::make_shared<CudaEvent>();
-    check_cuda(cudaEventRecord(done->get(), stream), "cudaEventRecord");
-    watchdog_.watch(done, what);
+  static std::shared_ptr<CudaEvent> record(cudaStream_t stream) {
+    auto event = std::make_shared<CudaEvent>();
+    check_cuda(cudaEventRecord(event->get(), stream), "cudaEventRecord");
+    return event;
+  }
+  // Hands the collective just enqueued on `stream` (after `ready`) to the watchdog; returns its end.
+  std::shared_ptr<CudaEvent> watch(std::shared_ptr<CudaEvent> ready, cudaStream_t stream, const char* what) {
+    auto done = record(stream);
+    watchdog_.watch(std::move(ready), done, what);
     return done;
   }
   void check(ncclResult_t result, const char* what) {

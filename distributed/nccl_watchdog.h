@@ -1,32 +1,28 @@
 #pragma once
-// Watches every NCCL collective of one communicator from a thread of its own, as PyTorch's NCCL process
-// group does. The training thread only enqueues collectives and stream waits and never spins on the
-// host; the watchdog polls the events recorded after each collective. A collective unfinished after the
-// timeout, or an error NCCL reports asynchronously (a peer gone), aborts the communicator and then the
-// whole job through on_failure. Built only with NCCL (CUDA code).
+// The collective watchdog (collective_watchdog.h) over CUDA events and an NCCL communicator. Built only
+// with NCCL (CUDA code).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+
+#include "distributed/collective_watchdog.h"
 
 namespace mygpt {
 
 // An event without timing, destroyed with its last owner (the waiting stream may still use it then).
-class CudaEvent {
+class CudaEvent final : public DeviceEvent {
  public:
   CudaEvent();
-  ~CudaEvent();
+  ~CudaEvent() override;
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
   cudaEvent_t get() const { return event_; }
+  bool reached() override;
 
  private:
   cudaEvent_t event_ = nullptr;
@@ -53,38 +49,37 @@ class NcclComm {
   std::atomic<bool> abort_on_close_{false};
 };
 
-class NcclWatchdog {
+// The communicator and GPU the watchdog's thread works with.
+class NcclWatchedDevice final : public WatchedDevice {
  public:
-  // timeout_seconds 0 waits forever (errors are still watched).
-  NcclWatchdog(NcclComm& comm, double timeout_seconds, std::function<void(const std::string&)> on_failure);
-  ~NcclWatchdog();
-  NcclWatchdog(const NcclWatchdog&) = delete;
-  NcclWatchdog& operator=(const NcclWatchdog&) = delete;
-
-  // Watches the collective whose completion `done` marks (recorded right after it on its stream).
-  void watch(std::shared_ptr<CudaEvent> done, std::string what);
-  // Collectives not finished yet.
-  size_t pending() const;
-  bool failed() const { return failed_; }
+  NcclWatchedDevice(NcclComm& comm, int device_index) : comm_(comm), device_index_(device_index) {}
+  void bind_thread() override;
+  std::string async_error() override;
+  void abort() override { comm_.abort(); }
 
  private:
-  struct Watched {
-    std::shared_ptr<CudaEvent> done;
-    std::string what;
-    std::chrono::steady_clock::time_point since;
-  };
-  void run();
-  void fail(const std::string& message);
-
   NcclComm& comm_;
-  double timeout_seconds_;
-  std::function<void(const std::string&)> on_failure_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Watched> queue_;
-  bool stopping_ = false;
-  std::atomic<bool> failed_{false};
-  std::thread thread_;
+  int device_index_;
+};
+
+class NcclWatchdog {
+ public:
+  NcclWatchdog(NcclComm& comm, int device_index, double timeout_seconds,
+               std::function<void(const std::string&)> on_failure)
+      : device_(comm, device_index), comm_(comm), watchdog_(device_, timeout_seconds, std::move(on_failure)) {}
+  ~NcclWatchdog() {
+    if (watchdog_.pending() > 0) comm_.abort_on_close();  // the communicator must not wait for these
+  }
+  void watch(std::shared_ptr<CudaEvent> ready, std::shared_ptr<CudaEvent> done, std::string what) {
+    watchdog_.watch(std::move(ready), std::move(done), std::move(what));
+  }
+  size_t pending() const { return watchdog_.pending(); }
+  bool failed() const { return watchdog_.failed(); }
+
+ private:
+  NcclWatchedDevice device_;
+  NcclComm& comm_;
+  CollectiveWatchdog watchdog_;  // last: its thread uses device_
 };
 
 }  // namespace mygpt

@@ -36,9 +36,9 @@ done
 [[ "$steps" -ge 2 ]] || { echo "bench_fused_loss.sh: --steps must be at least 2 (step 0 is left out)" >&2; exit 2; }
 
 binary="$repo/build/mygpt-ddp"
-python="$repo/.venv/bin/python"
 [[ -x "$binary" ]] || { echo "bench_fused_loss.sh: $binary is missing; run scripts/setup.sh first" >&2; exit 1; }
-[[ -x "$python" ]] || { echo "bench_fused_loss.sh: $python is missing; run scripts/setup.sh first" >&2; exit 1; }
+source "$repo/scripts/torch_python.sh"
+python=$(torch_python "$repo" 2>&1) || { echo "bench_fused_loss.sh: $python" >&2; exit 1; }
 [[ -x /usr/bin/time ]] || { echo "bench_fused_loss.sh: /usr/bin/time is missing (apt-get install time)" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/bench_fused_loss.XXXXXX")"

@@ -28,12 +28,12 @@ bench_options batches="16 32 64" steps=60 skip=10 seq-len=1024 model-flags="" de
   variants="$default_variants" -- "$@"
 (( steps > skip && skip >= 1 )) || bench_usage_error "need --steps > --skip >= 1"
 twin="$repo/scripts/bench/pytorch_gpt2_gpu.py"
-bench_need_built "$repo/build/mygpt-ddp" "$python"
+bench_need_built "$mygpt_bin" "$python"
 if [[ $device == cuda ]]; then
   command -v nvidia-smi >/dev/null || bench_die "no nvidia-smi: this benchmark needs a GPU (or --device cpu to check the script)"
 fi
 bench_work_dir
-binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
+binary="$(bench_private_copy "$mygpt_bin")"
 gpu="none"
 [[ $device == cuda ]] && gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
 bench_machine_facts "GPU: $gpu"

@@ -15,6 +15,8 @@
 #   PYTHON                offline mode: the python whose torch to build against (default python3)
 #   MYGPT_BUILD_TYPE      CMake build type (default Release)
 #   MYGPT_JOBS            parallel compile jobs (default: number of cores)
+#   MYGPT_BUILD_ALL       offline mode builds only what scripts/gpu_check.sh runs (the binary and the
+#                         CUDA tests) unless this is 1
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -191,6 +193,9 @@ case "${1:-}" in
                    download_deps "$2"; exit 0 ;;
   --offline) [ $# -eq 2 ] || usage_error "--offline needs the directory --download-deps filled"
              unpack_deps "$2" ;;
+  # For scripts/gpu_kit.sh: env.sh and the Open MPI wrappers for a tree laid out as Debian's (PREFIX/usr/...).
+  --write-deps-env) [ $# -eq 3 ] || usage_error "--write-deps-env needs PREFIX and MULTIARCH"
+                    write_deps_env "$2" "$3"; exit 0 ;;
   *) usage_error "unknown argument '$1'" ;;
 esac
 offline=""
@@ -276,5 +281,8 @@ if [ ! -f "$repo/build/CMakeCache.txt" ] || [ "$repo/CMakeLists.txt" -nt "$repo/
   printf '%s' "${cmake_args[*]}" >"$args_stamp"
 fi
 say "building with $jobs jobs"
-cmake --build "$repo/build" -j "$jobs" || die "build failed"
+targets=()
+# A GPU node's time is short (a lent machine: 10 minutes a call): offline, only what the GPU check runs.
+[ -n "$offline" ] && [ "${MYGPT_BUILD_ALL:-0}" != 1 ] && targets=(--target gpu_check_binaries)
+cmake --build "$repo/build" -j "$jobs" "${targets[@]}" || die "build failed"
 say "ready: $repo/build/mygpt-ddp"

@@ -1,5 +1,6 @@
 // Character data: the tokenizer, the train/validation split, the batch loaders (sequential sharded
 // and random) and the built-in sort dataset.
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -290,6 +291,25 @@ TEST(RandomBatchSampler, BatchesAreWindowsOfTheStream) {
     EXPECT_GE(b.x.min().item<int64_t>(), 0);
     EXPECT_LE(b.y.max().item<int64_t>(), 299);
   }
+}
+
+TEST(RandomBatchSampler, HostBatchesAreContiguousWindowsAtTheGeneratorsOffsets) {
+  // Contiguous host tensors (in pinned memory on CUDA) are what makes the copy to a GPU asynchronous;
+  // the windows are still those at the offsets the rank's generator draws, in order.
+  std::vector<int64_t> ids(500);
+  std::iota(ids.begin(), ids.end(), 0);
+  RandomBatchSampler sampler(std::make_shared<InMemoryTokens>(ids), 4, 12, 99, 1);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(99 + 0x9E3779B97F4A7C15ULL * 2);
+  for (const Batch& b : draw(sampler, 5)) {
+    EXPECT_TRUE(b.x.is_contiguous());
+    EXPECT_TRUE(b.y.is_contiguous());
+    const auto offsets = torch::randint(500 - 12, {4}, generator, torch::kLong);
+    EXPECT_TRUE(torch::equal(b.x, offsets.unsqueeze(1) + torch::arange(12, torch::kLong)));
+    EXPECT_TRUE(torch::equal(b.y, b.x + 1));
+  }
+  ShardedBatchLoader sequential(std::make_shared<InMemoryTokens>(ids), 4, 12);
+  const Batch s = sequential.next(kCpu);
+  EXPECT_TRUE(s.x.is_contiguous() && s.y.is_contiguous());
 }
 
 TEST(RandomBatchSampler, ReproduciblePerSeedAndDifferentPerRank) {

@@ -199,6 +199,27 @@ TEST(EvaluateHellaSwag, CountsMatchAnIndependentRowByRowScoring) {
   EXPECT_DOUBLE_EQ(all.accuracy(), 0.5);
 }
 
+TEST(EvaluateHellaSwag, BatchesOfExamplesGiveTheVerdictsOfOneAtATime) {
+  // Rows of different lengths (and one cut to the block) share a batch, padded on the right: each
+  // example's verdict, and the progress heard after each, must be those of scoring it alone.
+  Gpt model = tiny_model();
+  const auto examples = examples_with_known_answers(model, 10);
+  ASSERT_EQ(examples.size(), 10u);
+  LocalCommunicator single;
+  auto progress_with = [&](int64_t per_batch) {
+    std::vector<std::pair<int64_t, int64_t>> heard;
+    const HellaSwagResult r = evaluate_hellaswag(
+        model, examples, 0, single, torch::kCPU, false, [&](int64_t done, int64_t correct) { heard.emplace_back(done, correct); },
+        per_batch);
+    EXPECT_EQ(r.total, 10);
+    EXPECT_EQ(r.correct, 5);
+    return heard;
+  };
+  const auto alone = progress_with(1);
+  ASSERT_EQ(alone.size(), 10u);
+  for (int64_t per_batch : {3, 8, 16}) EXPECT_EQ(progress_with(per_batch), alone) << per_batch << " per batch";
+}
+
 TEST(EvaluateHellaSwag, LimitTakesTheFirstExamples) {
   Gpt model = tiny_model();
   const auto examples = examples_with_known_answers(model, 10);

@@ -26,11 +26,15 @@ int64_t pick_hellaswag_ending(const torch::Tensor& logits, const torch::Tensor& 
 // The same choice from next-token losses (4, T-1), column t being the loss of predicting token t+1
 // (what Gpt::token_losses gives without holding the (4, T, V) logits), and the same mask (4, T).
 int64_t pick_hellaswag_ending_from_losses(const torch::Tensor& next_token_losses, const torch::Tensor& mask);
+// The choices of E examples at once: losses (4E, T-1) and mask (4E, T), four rows per example -> (E).
+torch::Tensor pick_hellaswag_endings_from_losses(const torch::Tensor& next_token_losses, const torch::Tensor& mask);
 
 // Scores examples [0, limit) (all when limit <= 0); this rank takes every world_size-th one.
 // on_example(done, correct), when given, hears of each example this rank scored (for progress lines).
+// Examples are scored examples_per_batch at a time: one copy to the device and one wait per batch.
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
                                    Communicator& comm, const torch::Device& device, bool bf16,
-                                   const std::function<void(int64_t done, int64_t correct)>& on_example = {});
+                                   const std::function<void(int64_t done, int64_t correct)>& on_example = {},
+                                   int64_t examples_per_batch = 8);
 
 }  // namespace mygpt

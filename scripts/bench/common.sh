@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # What the benchmark scripts (scripts/bench_*.sh) share: finding the repository, the built binary and
-# the .venv, their options, a scratch directory, the facts about the machine a result depends on, the
+# the Python that has torch (scripts/torch_python.sh), their options, a scratch directory, the facts about the machine a result depends on, the
 # order of the runs, and appending a result to docs/BENCHMARKS.md. Sourced first thing:
 #   source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 #   bench_options NAME=DEFAULT... -- "$@"
@@ -9,8 +9,13 @@
 bench_name="$(basename "$0")"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
-python="$repo/.venv/bin/python"
-torchrun="$repo/.venv/bin/torchrun"
+# shellcheck source=scripts/torch_python.sh
+source "$repo/scripts/torch_python.sh"
+# Found now, needed later (bench_need_built): --help works without it.
+python=$(torch_python "$repo" 2>/dev/null) || python=""
+torchrun="${python:+$(dirname "$python")/torchrun}"
+# The binary measured: MYGPT_BIN (scripts/gpu_check.sh sets it to a kit's) or this checkout's build.
+mygpt_bin="${MYGPT_BIN:-$repo/build/mygpt-ddp}"
 append=1
 
 bench_die() { echo "$bench_name: $*" >&2; exit 1; }
@@ -48,10 +53,14 @@ bench_options() {
   done
 }
 
-# bench_need_built PATH...: each must be an executable of the build or the .venv.
+# bench_need_built PATH...: each must be an executable of the build or beside the Python with torch
+# (an empty PATH is that Python, not found: the line says what was tried).
 bench_need_built() {
   local path
-  for path in "$@"; do [[ -x $path ]] || bench_die "$path is missing; run scripts/setup.sh first"; done
+  for path in "$@"; do
+    [[ -n $path ]] || bench_die "$(torch_python "$repo" 2>&1 >/dev/null)"
+    [[ -x $path ]] || bench_die "$path is missing; run scripts/setup.sh first"
+  done
 }
 
 # bench_need_vocab DIR: the GPT-2 vocabulary files must be there.

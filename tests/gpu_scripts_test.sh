@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The control flow of the GPU scripts, on a machine without a GPU (as tests/slurm_test.sh tests the Slurm
+# job with a fake srun): a fake nvidia-smi (and compute-sanitizer, ctest) on the PATH and --device cpu.
+#   (1) scripts/torch_python.sh: PYTHON, .venv, CMake's Python, python3, in that order; one line naming
+#       what was tried when none has torch; the benchmarks' common.sh finds it with no .venv
+#   (2) gpu_check.sh: no GPU -> exit 2 with one line; phases run nccl memcheck on CPU write their rows,
+#       facts, summary and pack; the memcheck verdict comes from the ERROR SUMMARY; tests rows from CTest
+#   (3) gpu_check.sh --budget: a step that runs too long is cut, its row says TIMEOUT, the pack is there
+#   (4) the kit's environment (scripts/gpu_kit_env.sh): finds the node's torch and the CUDA/NCCL
+#       folders beside it, refuses another torch version, names a library that resolves nowhere
+#
+#   bash gpu_scripts_test.sh <mygpt-ddp> <python-with-torch>
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+use_binary "${1:-}"
+make_work_dir gpu_scripts
+real_python=$(command -v "${2:-python3}")
+fakes="$WORK/fakebin"
+mkdir -p "$fakes"
+# has TEXT PART...: TEXT holds every PART (checks that need no quoting of TEXT into a command line).
+has() {
+  local text=$1 part
+  shift
+  for part in "$@"; do [[ $text == *"$part"* ]] || return 1; done
+}
+one_line() { [[ $(printf '%s\n' "$1" | wc -l) -eq 1 ]]; }
+export -f has one_line
+# fake_python NAME HAS_TORCH: a "python" that answers the torch look-up with yes (0) or no (1).
+fake_python() {
+  printf '#!/bin/sh\nexit %s\n' "$2" >"$WORK/$1"
+  chmod +x "$WORK/$1"
+}
+
+# --- (1) the Python that has torch ---------------------------------------------------------------------
+source "$REPO_DIR/scripts/torch_python.sh"
+repo="$WORK/repo"
+mkdir -p "$repo/.venv/bin" "$repo/build"
+fake_python with_torch 0
+fake_python without_torch 1
+empty_path="$WORK/empty_path"
+mkdir -p "$empty_path"
+ln -s "$WORK/without_torch" "$empty_path/python3"
+got=$(PATH="$empty_path" PYTHON="$WORK/with_torch" torch_python "$repo" 2>&1)
+check "(1) PYTHON wins: $got" test "$got" = "$WORK/with_torch"
+got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON="$WORK/without_torch" torch_python "$repo" 2>&1)
+check "(1) a PYTHON without torch is refused, not replaced: $got" has "$got" "tried $WORK/without_torch;" "PYTHON names"
+ln -s "$WORK/with_torch" "$repo/.venv/bin/python"
+got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON= torch_python "$repo" 2>&1)
+check "(1) then the .venv: $got" test "$got" = "$repo/.venv/bin/python"
+rm "$repo/.venv/bin/python"
+fake_python cmake_python 0
+echo "MYGPT_TORCH_PYTHON:FILEPATH=$WORK/cmake_python" >"$repo/build/CMakeCache.txt"
+got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON= torch_python "$repo" 2>&1)
+check "(1) no .venv: the Python CMake was configured with: $got" test "$got" = "$WORK/cmake_python"
+echo "MYGPT_TORCH_PYTHON:FILEPATH=$WORK/without_torch" >"$repo/build/CMakeCache.txt"
+rm "$empty_path/python3"
+ln -s "$WORK/with_torch" "$empty_path/python3"
+got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON= torch_python "$repo" 2>&1)
+check "(1) then python3 on the PATH: $got" test "$got" = "$empty_path/python3"
+rm "$empty_path/python3"
+ln -s "$WORK/without_torch" "$empty_path/python3"
+got=$(PATH="$empty_path:/usr/bin:/bin" PYTHON= torch_python "$repo" 2>&1)
+check "(1) none: one line naming all three: $got" \
+  bash -c 'one_line "$1" && has "$1" .venv/bin/python without_torch " python3;"' _ "$got"
+mkdir -p "$repo/scripts/bench"
+cp "$REPO_DIR/scripts/torch_python.sh" "$repo/scripts/"
+cp "$REPO_DIR/scripts/bench/common.sh" "$repo/scripts/bench/"
+echo "MYGPT_TORCH_PYTHON:FILEPATH=$WORK/cmake_python" >"$repo/build/CMakeCache.txt"
+got=$(cd "$WORK" && PATH="$empty_path:/usr/bin:/bin" PYTHON= bash -c 'source "$1/scripts/bench/common.sh"; echo "$python"' bench "$repo")
+check "(1) the benchmarks find it with no .venv: $got" test "$got" = "$WORK/cmake_python"
+
+# --- (2) gpu_check.sh on CPU with a fake nvidia-smi ----------------------------------------------------
+cat >"$fakes/nvidia-smi" <<'EOF'
+#!/bin/sh
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-fake)" ;;
+  *"--query-gpu=name "*) echo "NVIDIA H100 80GB HBM3" ;;
+  *--query-gpu=driver_version*) echo "580.00.00" ;;
+  *) echo "fake nvidia-smi $*" ;;
+esac
+EOF
+cat >"$fakes/compute-sanitizer" <<'EOF'
+#!/bin/sh
+# Runs the program after the options, as compute-sanitizer does; FAKE_SANITIZER_ERRORS errors reported.
+while [ "${1#--}" != "$1" ]; do shift 2; done
+"$@"; rc=$?
+echo "========= ERROR SUMMARY: ${FAKE_SANITIZER_ERRORS:-0} errors"
+exit $rc
+EOF
+chmod +x "$fakes/nvidia-smi" "$fakes/compute-sanitizer"
+gpu_check="$REPO_DIR/scripts/gpu_check.sh"
+# A checkout whose build/ holds the binary under test: gpu_check.sh runs from there.
+checkout="$WORK/checkout"
+mkdir -p "$checkout/build"
+cp -r "$REPO_DIR/scripts" "$REPO_DIR/tests" "$checkout/"
+ln -s "$BIN" "$checkout/build/mygpt-ddp"
+export PYTHON="$real_python"
+
+run_cmd no_gpu env PATH="$empty_path:/usr/bin:/bin" bash "$checkout/scripts/gpu_check.sh" --device cpu run
+check "(2) no nvidia-smi: exit 2 (exit $RC) with one line: $(cat "$WORK/no_gpu.err")" \
+  bash -c "[[ $RC -eq 2 && \$(wc -l <'$WORK/no_gpu.err') -eq 1 ]] && grep -q 'no NVIDIA GPU' '$WORK/no_gpu.err'"
+run_cmd bad_phase env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu runn
+check "(2) an unknown phase: exit 2 naming it: $(cat "$WORK/bad_phase.err")" \
+  bash -c "[[ $RC -eq 2 ]] && grep -q \"unknown phase 'runn'\" '$WORK/bad_phase.err'"
+
+RUN_TIMEOUT=300
+evidence="$WORK/evidence"
+run_cmd cpu_check env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --out "$evidence" \
+  --pack "$WORK/pack" run nccl memcheck
+check "(2) phases run nccl memcheck on CPU: exit 0 (exit $RC): $(tail -n 2 "$WORK/cpu_check.err")" test "$RC" -eq 0
+for name in run.train run.generate run.eval run.generate_on_cpu nccl.train_np2 nccl.backend memcheck.memcheck \
+            memcheck.error_summary; do
+  check "(2) ... row PASS $name" grep -qE "^PASS +$name " "$evidence/${name%%.*}/rows.txt"
+done
+check "(2) ... stalled_peer skipped with one GPU" grep -qE '^SKIP +nccl.stalled_peer ' "$evidence/nccl/rows.txt"
+check "(2) ... facts name the GPU and the driver" bash -c "grep -q 'NVIDIA H100' '$evidence/facts.txt' && grep -q 'driver 580.00.00' '$evidence/facts.txt'"
+check "(2) ... summary.txt gathers every row ($(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null) rows)" \
+  test "$(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null)" -eq 9
+check "(2) ... no checkpoint kept as evidence" bash -c "! find '$evidence' -name 'ckpt_*.pt' | grep -q ."
+check "(2) ... the pack: summary.txt and one tarball of the folder" \
+  bash -c "cmp -s '$WORK/pack/summary.txt' '$evidence/summary.txt' && tar -tzf '$WORK/pack/gpu-run.tar.gz' | grep -q '^evidence/run/train.log$' && [[ \$(ls '$WORK/pack' | wc -l) -eq 2 ]]"
+
+run_cmd memcheck_errors env PATH="$fakes:$PATH" FAKE_SANITIZER_ERRORS=3 bash "$checkout/scripts/gpu_check.sh" \
+  --device cpu --out "$WORK/errors" memcheck
+check "(2) memcheck errors in the ERROR SUMMARY: exit 1 (exit $RC), a FAIL row though the program passed" \
+  bash -c "[[ $RC -eq 1 ]] && grep -qE '^FAIL +memcheck.error_summary .*3 error' '$WORK/errors/memcheck/rows.txt' && grep -qE '^PASS +memcheck.memcheck ' '$WORK/errors/memcheck/rows.txt'"
+
+cat >"$fakes/ctest" <<'EOF'
+#!/bin/sh
+echo "Test project (fake)"
+echo "1/3 Test #1: Cuda.Fp32LossesEqualTheCpuRun ........   Passed    2.31 sec"
+echo "2/3 Test #2: cuda_nccl_one_rank ...................***Skipped   0.05 sec"
+echo "3/3 Test #3: Cuda.Bf16Training ....................***Failed    1.00 sec"
+exit 8
+EOF
+chmod +x "$fakes/ctest"
+run_cmd tests_phase env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --out "$WORK/tests" tests
+rows="$WORK/tests/tests/rows.txt"
+check "(2) tests phase: a row per CTest test, and the failure counted (exit $RC)" \
+  bash -c "[[ $RC -eq 1 ]] && grep -qE '^FAIL +tests.ctest_cuda ' '$rows' && grep -qE '^PASS +tests.Cuda.Fp32LossesEqualTheCpuRun \(2.31 s\)' '$rows' && grep -qE '^SKIP +tests.cuda_nccl_one_rank ' '$rows' && grep -qE '^FAIL +tests.Cuda.Bf16Training ' '$rows'"
+rm "$fakes/ctest"
+
+# --- (3) a step cut at the budget ----------------------------------------------------------------------
+slow="$WORK/slow_kit"
+mkdir -p "$slow/build"
+printf '#!/bin/sh\nsleep 600\n' >"$slow/build/mygpt-ddp"
+chmod +x "$slow/build/mygpt-ddp"
+printf 'PYTHON=%s\nexport PYTHON\n' "$real_python" >"$slow/gpu_env.sh"
+run_cmd budget env PATH="$fakes:$PATH" timeout 120 bash "$checkout/scripts/gpu_check.sh" --device cpu --kit "$slow" \
+  --budget 25 --out "$WORK/budget" --pack "$WORK/budget_pack" run
+check "(3) --budget 25 with a step that hangs: exit 1 within the budget (exit $RC)" test "$RC" -eq 1
+check "(3) ... its row says TIMEOUT, and nothing after it ran" \
+  bash -c "grep -qE '^TIMEOUT +run.train ' '$WORK/budget/run/rows.txt' && [[ \$(wc -l <'$WORK/budget/run/rows.txt') -eq 1 ]]"
+check "(3) ... the pack holds the row" grep -qE '^TIMEOUT +run.train ' "$WORK/budget_pack/summary.txt"
+
+# --- (4) the kit's library search ----------------------------------------------------------------------
+kit="$WORK/kit"
+site="$WORK/site"
+mkdir -p "$kit/build/tests" "$kit/src/scripts" "$site/torch/lib" "$site/nvidia/nccl/lib" "$site/nvidia/cu13/lib"
+cp "$REPO_DIR/scripts/gpu_kit_env.sh" "$kit/gpu_env.sh"
+cp "$REPO_DIR/scripts/torch_python.sh" "$kit/src/scripts/"
+: >"$kit/env.sh"
+printf 'mygpt-ddp GPU kit (test)\ntorch 2.11.0+cu130\n' >"$kit/KIT.txt"
+echo "__version__ = '2.11.0+cu130'" >"$site/torch/version.py"
+: >"$site/torch/__init__.py"
+printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$site" "$real_python" >"$WORK/node_python"
+chmod +x "$WORK/node_python"
+# A binary that needs a library only the node's torch folder holds.
+printf 'int mygpt_fake_torch(void) { return 7; }\n' >"$WORK/faketorch.c"
+printf 'int mygpt_fake_torch(void);\nint main(void) { return mygpt_fake_torch() == 7 ? 0 : 1; }\n' >"$WORK/main.c"
+if cc -shared -fPIC -o "$site/torch/lib/libfaketorch.so" "$WORK/faketorch.c" 2>/dev/null &&
+   cc -o "$kit/build/mygpt-ddp" "$WORK/main.c" -L"$site/torch/lib" -lfaketorch 2>/dev/null; then
+  cp "$kit/build/mygpt-ddp" "$kit/build/tests/mygpt_cuda_tests"
+  got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh" && echo "$LD_LIBRARY_PATH" && "$1/build/mygpt-ddp" && echo ran' kit "$kit" 2>&1)
+  check "(4) the kit finds the node's torch, and the CUDA/NCCL folders beside it: $(echo "$got" | tr '\n' ' ')" \
+    has "$got" "$site/torch/lib:$site/nvidia/cu13/lib:$site/nvidia/nccl/lib" $'\nran'
+  echo "__version__ = '2.12.0+cu130'" >"$site/torch/version.py"
+  got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh"' kit "$kit" 2>&1)
+  check "(4) another torch version is refused in one line: $got" \
+    bash -c 'one_line "$1" && has "$1" "torch 2.11.0+cu130" "torch 2.12.0+cu130" --offline' _ "$got"
+  echo "__version__ = '2.11.0+cu130'" >"$site/torch/version.py"
+  mv "$site/torch/lib/libfaketorch.so" "$WORK/"
+  got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh"' kit "$kit" 2>&1)
+  check "(4) a library found nowhere is named: $got" has "$got" libfaketorch.so
+else
+  skip "(4) no C compiler to make a test binary"
+fi
+finish
