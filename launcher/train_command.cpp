@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/folder_claim.h"
 #include "distributed/job_communicators.h"
 #include "distributed/launch_check.h"
 #include "launcher/commands.h"
@@ -70,6 +71,13 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
                          w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
                          static_cast<long long>(threads)));
 
+  // One run per output folder, held until this function returns or throws: a second run into it is
+  // refused before it reads a checkpoint there (rank 0 writes the folder; its refusal ends the job).
+  std::optional<FolderClaim> claim;
+  if (w.rank == 0) {
+    claim.emplace(f.train.out, "--out");
+    if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
+  }
   // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
   RunStart start = open_run_start(flags);
   const auto removed = prepare_output_folder(flags, start, /*remove=*/w.rank == 0);
