@@ -94,20 +94,20 @@ Holder read_holder(const fs::path& claim, const struct timespec& server_now) {
   return h;
 }
 
-// Why a holder is gone, or "" while it is alive.
+// Why a holder is gone, or "" while it is alive. On this host its pid decides (a run stopped with SIGSTOP
+// or suspended by Slurm beats no heart, and is alive); elsewhere only the heartbeat can tell.
 std::string why_gone(const Holder& h, const std::string& this_host) {
-  if (h.heartbeat_age > FolderClaim::kStaleSeconds) {
-    return strprintf("no heartbeat for %.0f s", h.heartbeat_age);
-  }
+  const auto host = h.fields.find("host");
   const auto pid_text = h.fields.find("pid");
-  if (h.fields.count("host") && h.fields.at("host") == this_host && pid_text != h.fields.end()) {
+  if (host != h.fields.end() && host->second == this_host && pid_text != h.fields.end()) {
     char* end = nullptr;
     const long pid = std::strtol(pid_text->second.c_str(), &end, 10);
-    if (end != pid_text->second.c_str() && *end == '\0' && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 &&
-        errno == ESRCH) {
-      return "no such process on this host";
+    if (end != pid_text->second.c_str() && *end == '\0' && pid > 0) {
+      const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+      return exists ? "" : "no such process on this host";
     }
   }
+  if (h.heartbeat_age > FolderClaim::kStaleSeconds) return strprintf("no heartbeat for %.0f s", h.heartbeat_age);
   return "";
 }
 
@@ -130,7 +130,7 @@ FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_
   const std::string content = "host=" + host + "\npid=" + std::to_string(::getpid()) +
                               "\nsince=" + utc_text(std::time(nullptr)) + "\ntoken=" + token_ + "\n";
   // The claim is written whole under a private name first: link() then publishes it atomically.
-  const fs::path mine = folder / ("." + std::string(kFileName) + "." + host + "." + std::to_string(::getpid()));
+  const fs::path mine = folder / (std::string(".") + kFileName + "." + host + "." + std::to_string(::getpid()));
   {
     const FileDescriptor fd(::open(mine.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) throw OutputFileError("cannot write " + mine.string() + ": " + std::strerror(errno));
@@ -178,7 +178,7 @@ FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_
     }
     // Renamed aside, then checked to be the file judged dead: two processes taking over at once cannot
     // remove each other's new claim.
-    const fs::path aside = folder / ("." + std::string(kFileName) + ".gone." + host + "." + std::to_string(::getpid()));
+    const fs::path aside = folder / (std::string(".") + kFileName + ".gone." + host + "." + std::to_string(::getpid()));
     if (::rename(claim_.c_str(), aside.c_str()) != 0) continue;
     struct stat aside_info {};
     if (::stat(aside.c_str(), &aside_info) == 0 && aside_info.st_ino != holder.inode) {

@@ -14,8 +14,11 @@
 //     Lustre server stamps that time itself, and a reader compares it with the mtime of a file it has just
 //     written there, so the clocks of different hosts do not matter.
 //   - A holder on this host is alive while its pid is (kill(pid, 0)); one on another host while its
-//     heartbeat is younger than kStaleSeconds. A dead holder's claim is renamed aside (rename is atomic)
-//     and taken over with a note.
+//     heartbeat is younger than kStaleSeconds (pids mean nothing across hosts). Opening the claim
+//     revalidates its attributes on NFS (close-to-open), so a cached mtime cannot make a live holder look
+//     dead. A dead holder's claim is renamed aside (rename is atomic) and taken over with a note. A pid
+//     reused by an unrelated process keeps the folder refused; the message names it, and removing
+//     run.lock by hand frees the folder.
 // fcntl/flock locks are not used: on NFS they depend on the lock daemon (NLM) and on Lustre on a mount
 // option (`flock`) that many sites leave off (ENOSYS), and a POSIX lock is dropped when any descriptor of
 // the file in the process closes. Heartbeats and pids need nothing beyond the file system itself.

@@ -43,8 +43,10 @@ void read_config_tree(const std::filesystem::path& path, std::vector<std::filesy
   const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
   const std::filesystem::path key = ec ? path : canonical;
   if (std::find(chain.begin(), chain.end(), key) != chain.end()) {
+    std::string cycle;
+    for (auto it = std::find(chain.begin(), chain.end(), key); it != chain.end(); ++it) cycle += it->string() + " -> ";
     throw std::invalid_argument("config file '" + chain.back().string() + "' includes '" + path.string() +
-                                "', which includes it again (an include cycle)");
+                                "', which is already being read (an include cycle: " + cycle + key.string() + ")");
   }
   if (chain.size() == kMaxConfigDepth) {
     throw std::invalid_argument("config file '" + path.string() + "' is included more than " +

@@ -125,7 +125,10 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
     for (const auto& t : texts) all += t;
     codec = make_char_codec_for(all);
   }
-  if (codec->vocab_size() > 65536) throw std::invalid_argument("the vocabulary does not fit uint16 tokens");
+  if (codec->vocab_size() > 65536) {
+    throw std::invalid_argument("--tokenizer char: the --input files hold " + std::to_string(codec->vocab_size()) +
+                                " distinct characters, more than uint16 token shards can number (65536)");
+  }
 
   // One process writes shards into a folder at a time (common/folder_claim.h).
   const FolderClaim claim(out_dir, "--out");
@@ -165,6 +168,10 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
     }
     if (val) val->finish();
     train.finish();
+    if (kind == TokenizerKind::character) {
+      // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
+      write_file_atomically(std::filesystem::path(out_dir) / "char_vocab.txt", codec->data());
+    }
   } catch (...) {
     // A failed run publishes no shards: a training job must not take part of a corpus for all of it.
     std::error_code ignored;
@@ -173,10 +180,6 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
     }
     for (const auto& path : train.shard_paths()) std::filesystem::remove(path, ignored);
     throw;
-  }
-  if (kind == TokenizerKind::character) {
-    // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
-    write_file_atomically(std::filesystem::path(out_dir) / "char_vocab.txt", codec->data());
   }
   std::cout << strprintf("wrote %llu val and %llu train tokens in %zu shard(s) to %s",
                          static_cast<unsigned long long>(to_val), static_cast<unsigned long long>(to_train),

@@ -89,7 +89,11 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
 
   int64_t start_step = 0;
   if (start.resume) {
-    start_step = trainer->restore(*start.model->checkpoint);
+    try {
+      start_step = trainer->restore(*start.model->checkpoint);
+    } catch (const std::invalid_argument& e) {  // name the checkpoint the problem is in
+      throw std::invalid_argument("--resume " + start.model->path.string() + ": " + e.what());
+    }
     output.print("resumed from " + start.model->path.string() + " at step " + std::to_string(start_step));
   }
   start.model.reset();  // the stored tensors are in the model (and optimizer) now

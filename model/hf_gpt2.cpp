@@ -356,6 +356,7 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
       parameter->copy_(value);
     }
   }
+  const StoredTensor* head = weights.find("lm_head.weight");
   if (head != nullptr && !torch::equal(read_fp32(*head), out.model->wte->weight.slice(0, 0, vocab_size))) {
     throw std::invalid_argument(head->label() +
                                 " differs from the token embedding (an untied output head is not supported)");

@@ -58,7 +58,7 @@ check "the claim is released after an early stop" test ! -e busy/run.lock
 check "no claim temporaries are left" test -z "$(find busy -name '.run.lock*')"
 
 # --- an error exit releases the claim ----------------------------------------------------------------
-expect_bad bad_resume "beyond --steps" train "${LONG[@]}" --steps 1 --resume auto --out busy &&
+expect_bad bad_resume "--resume busy/ckpt_[0-9]+\.pt: .*beyond --steps" train "${LONG[@]}" --steps 1 --resume auto --out busy &&
   pass "an error exit: $(cat bad_resume.err)"
 check "the claim is released after an error exit" test ! -e busy/run.lock
 

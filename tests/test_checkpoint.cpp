@@ -101,6 +101,15 @@ void expect_equal_parameters(Gpt& a, Gpt& b) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
 }
 
+// A checkpoint at step 3 of a model trained one step (its optimizer has taken one).
+fs::path save_trained(const fs::path& path) {
+  Gpt model = tiny_model(1);
+  AdamW optimizer = make_optimizer(model);
+  train_one_step(model, optimizer, 3);
+  save(path, model, &optimizer, sample_meta(3));
+  return path;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST(Checkpoint, RoundTripKeepsModelMetaAndExtraState) {
@@ -320,11 +329,7 @@ TEST(Checkpoint, LatestAndResolve) {
 
 TEST(Checkpoint, DamageIsDetectedAndNamed) {
   ScratchDir dir;
-  Gpt model = tiny_model(1);
-  AdamW optimizer = make_optimizer(model);
-  train_one_step(model, optimizer, 3);
-  const fs::path good = dir.path() / "good.pt";
-  save(good, model, &optimizer, sample_meta(3));
+  const fs::path good = save_trained(dir.path() / "good.pt");
   const std::string bytes = read_file(good);
 
   // One flipped exponent bit in the last tensor's data, and a changed digit in the metadata (same length).
@@ -403,11 +408,7 @@ fs::path with_metadata(const fs::path& from, const fs::path& to, const std::map<
 
 TEST(Checkpoint, MetadataClaimsAreCheckedAgainstTheTensorsBeforeAnyModelIsBuilt) {
   ScratchDir dir;
-  Gpt model = tiny_model(1);
-  AdamW optimizer = make_optimizer(model);
-  train_one_step(model, optimizer, 3);
-  const fs::path good = dir.path() / "good.pt";
-  save(good, model, &optimizer, sample_meta(3));
+  const fs::path good = save_trained(dir.path() / "good.pt");
   ASSERT_NO_THROW(load_checkpoint(with_metadata(good, dir.path() / "resigned.pt", {})));  // the helper is sound
 
   GptConfig huge = tiny_config();
