@@ -95,17 +95,23 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
-void require_utf8(std::string_view text, std::string_view source) {
+namespace {
+
+void require_utf8_with_hint(std::string_view text, std::string_view source, std::string_view hint) {
   const auto bad = first_invalid_utf8(text);
   if (!bad) return;
   throw std::invalid_argument(std::string(source) + " is not UTF-8 text: " +
                               strprintf("byte 0x%02X at byte offset %zu", static_cast<unsigned char>(text[*bad]), *bad) +
-                              " does not begin a valid UTF-8 character (convert it first, e.g. iconv -f latin1 -t utf-8)");
+                              " does not begin a valid UTF-8 character" + std::string(hint));
 }
+
+}  // namespace
+
+void require_utf8(std::string_view text, std::string_view source) { require_utf8_with_hint(text, source, ""); }
 
 std::string read_text_file(const fs::path& path, std::string_view what, std::size_t max_bytes) {
   std::string text = read_whole_file(path, what, max_bytes);
-  require_utf8(text, quoted(what, path));
+  require_utf8_with_hint(text, quoted(what, path), " (convert the file first, e.g. iconv -f latin1 -t utf-8)");
   return text;
 }
 

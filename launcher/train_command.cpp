@@ -66,18 +66,18 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   Communicator& comm = comms.device();
 
   const RunOutput header = RunOutput::for_rank(w.rank, f.train.out);
-  header.print("device: " + device_name(device));
-  header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | backend %s | %lld thread(s) per rank",
-                         w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
-                         static_cast<long long>(threads)));
-
   // One run per output folder, held until this function returns or throws: a second run into it is
-  // refused before it reads a checkpoint there (rank 0 writes the folder; its refusal ends the job).
+  // refused before it prints or reads anything there (rank 0 writes the folder; its refusal ends the job).
   std::optional<FolderClaim> claim;
   if (w.rank == 0) {
     claim.emplace(f.train.out, "--out");
     if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
   }
+  header.print("device: " + device_name(device));
+  header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | backend %s | %lld thread(s) per rank",
+                         w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
+                         static_cast<long long>(threads)));
+
   // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
   RunStart start = open_run_start(flags);
   const auto removed = prepare_output_folder(flags, start, /*remove=*/w.rank == 0);

@@ -10,7 +10,7 @@ make_work_dir output_claim
 cd "$WORK" || exit 1
 RUN_TIMEOUT=60
 LONG=(builtin:sort --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --device cpu --threads 1
-      --steps 1000000 --checkpoint-every 20 --log-every 1)
+      --checkpoint-every 20 --log-every 1)
 
 # wait_for FILE SECONDS: until FILE exists (returns non-zero when it never does).
 wait_for() {
@@ -23,7 +23,7 @@ cleanup() { [[ -n $first_pid ]] && kill -9 "$first_pid" 2>/dev/null; }
 trap 'cleanup; [[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
 
 # --- a live run: a second one is refused and the first one's files stay whole --------------------
-"$BIN" train "${LONG[@]}" --out busy >first.out 2>first.err &
+"$BIN" train "${LONG[@]}" --steps 1000000 --out busy >first.out 2>first.err &
 first_pid=$!
 if ! wait_for busy/ckpt_00000020.pt 60; then
   fail "first run wrote a checkpoint" "$(tail -c 300 first.err)"
@@ -34,7 +34,7 @@ metrics_inode=$(stat -c %i busy/metrics.jsonl)
 rows_before=$(wc -l <busy/metrics.jsonl)
 started=$SECONDS
 if expect_bad second "--out 'busy' is in use by another run \(host $(hostname), pid $first_pid, since [0-9T:-]+Z" \
-     train "${LONG[@]}" --resume auto --out busy; then
+     train "${LONG[@]}" --steps 1000000 --resume auto --out busy; then
   pass "a second train into a busy --out: exit 2, $(cat second.err)"
 fi
 check "refused within seconds ($((SECONDS - started)) s)" test $((SECONDS - started)) -le 10
@@ -44,7 +44,7 @@ sleep 1
 rows_after=$(wc -l <busy/metrics.jsonl)
 check "the first run's metrics keep growing ($rows_before -> $rows_after rows)" test "$rows_after" -gt "$rows_before"
 check "every metrics row is whole JSON" python3 -c "import json,sys; [json.loads(l) for l in open('busy/metrics.jsonl')]"
-expect_bad overwrite "in use by another run" train "${LONG[@]}" --overwrite --out busy &&
+expect_bad overwrite "in use by another run" train "${LONG[@]}" --steps 1000000 --overwrite --out busy &&
   pass "--overwrite into a busy --out is refused too"
 check "the first run's checkpoints are all still there" test -f busy/ckpt_00000020.pt
 
@@ -63,14 +63,16 @@ expect_bad bad_resume "--resume busy/ckpt_[0-9]+\.pt: .*beyond --steps" train "$
 check "the claim is released after an error exit" test ! -e busy/run.lock
 
 # --- a run killed outright: its claim is taken over, with a note --------------------------------------
-"$BIN" train "${LONG[@]}" --resume auto --out busy >killed.out 2>killed.err &
+"$BIN" train "${LONG[@]}" --steps 1000000 --resume auto --out busy >killed.out 2>killed.err &
 first_pid=$!
 wait_for busy/run.lock 30 && sleep 1
 kill -9 "$first_pid"
 wait "$first_pid" 2>/dev/null
 first_pid=""
 check "a killed run leaves its claim" test -f busy/run.lock
-if expect_ok takeover train "${LONG[@]}" --steps 41 --resume auto --out busy; then
+latest=$(find busy -name 'ckpt_*.pt' | sort | tail -n 1)
+latest_step=$((10#$(basename "$latest" .pt | tr -dc 0-9)))
+if expect_ok takeover train "${LONG[@]}" --steps $((latest_step + 2)) --resume auto --out busy; then
   if grep -q "took over --out 'busy' from a run that is gone" takeover.out; then
     pass "the dead run's claim was taken over: $(grep 'took over' takeover.out)"
   else
