@@ -131,15 +131,15 @@ FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_
                               "\nsince=" + utc_text(std::time(nullptr)) + "\ntoken=" + token_ + "\n";
   // The claim is written whole under a private name first: link() then publishes it atomically.
   const fs::path mine = folder / (std::string(".") + kFileName + "." + host + "." + std::to_string(::getpid()));
+  struct Cleanup {
+    const fs::path& path;
+    ~Cleanup() { ::unlink(path.c_str()); }
+  } cleanup{mine};
   {
     const FileDescriptor fd(::open(mine.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) throw OutputFileError("cannot write " + mine.string() + ": " + std::strerror(errno));
     write_all(fd.get(), content, mine);
   }
-  struct Cleanup {
-    const fs::path& path;
-    ~Cleanup() { ::unlink(path.c_str()); }
-  } cleanup{mine};
   const std::string name = std::string(what) + " '" + folder.string() + "'";
 
   for (int attempt = 0;; ++attempt) {
