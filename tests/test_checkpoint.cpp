@@ -420,7 +420,7 @@ TEST(Checkpoint, MetadataClaimsAreCheckedAgainstTheTensorsBeforeAnyModelIsBuilt)
   GptConfig no_bias = tiny_config();
   no_bias.bias = false;
   const std::vector<std::pair<std::map<std::string, std::string>, std::vector<std::string>>> lies = {
-      {{{"model_config", huge.to_text()}}, {"model_config", "64 layers", "model.h.0.ln_1.weight", "[8192]"}},
+      {{{"model_config", huge.to_text()}}, {"does not hold what its metadata claims", "64 layers", "model.wte.weight", "[19, 8192]", "F32 [19, 32]"}},
       {{{"model_config", wider_vocabulary.to_text()}}, {"model_config", "model.wte.weight", "[1048576, "}},
       {{{"model_config", no_bias.to_text()}}, {"has no place for", ".bias"}},
       {{{"tokenizer_data", "abcdefghijklmnopqrstuvwxyz0123456789"}}, {"36 characters", "19 rows"}},

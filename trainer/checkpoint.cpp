@@ -168,7 +168,15 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     ckpt.meta.tokenizer_data = field(metadata, "tokenizer_data");
     ckpt.meta.step = integer_field(metadata, "step");
     ckpt.meta.run_config = field(metadata, "run_config");
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + " is damaged: " + e.what());
+  }
+  try {
     check_claims(*reader, ckpt.meta);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + " does not hold what its metadata claims: " + e.what());
+  }
+  try {
     for (const std::string& tensor_name : reader->names()) {
       torch::Tensor t = reader->tensor(tensor_name);
       const auto sum = metadata.find(kChecksumPrefix + tensor_name);
