@@ -8,6 +8,8 @@
 #include <cstring>
 #include <system_error>
 
+#include "common/strprintf.h"
+
 namespace mygpt {
 namespace fs = std::filesystem;
 
@@ -65,6 +67,52 @@ std::string read_whole_file(const fs::path& path, std::string_view what, std::si
   }
   bytes.resize(done);
   return bytes;
+}
+
+std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    // Leads C0/C1 only start overlong forms and F5..FF would pass U+10FFFF; E0, ED, F0 and F4 restrict
+    // their second byte (overlong forms, surrogates, beyond U+10FFFF).
+    const std::size_t extra = lead >= 0xC2 && lead <= 0xDF   ? 1
+                              : (lead >> 4) == 0xE           ? 2
+                              : lead >= 0xF0 && lead <= 0xF4 ? 3
+                                                             : 0;
+    if (extra == 0 || i + extra >= text.size()) return i;  // not a lead byte, or cut off at the end
+    const auto second = static_cast<unsigned char>(text[i + 1]);
+    const unsigned char low = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
+    const unsigned char high = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+    if (second < low || second > high) return i;
+    for (std::size_t k = 2; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return i;
+    }
+    i += extra + 1;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+void require_utf8_with_hint(std::string_view text, std::string_view source, std::string_view hint) {
+  const auto bad = first_invalid_utf8(text);
+  if (!bad) return;
+  throw std::invalid_argument(std::string(source) + " is not UTF-8 text: " +
+                              strprintf("byte 0x%02X at byte offset %zu", static_cast<unsigned char>(text[*bad]), *bad) +
+                              " does not begin a valid UTF-8 character" + std::string(hint));
+}
+
+}  // namespace
+
+void require_utf8(std::string_view text, std::string_view source) { require_utf8_with_hint(text, source, ""); }
+
+std::string read_text_file(const fs::path& path, std::string_view what, std::size_t max_bytes) {
+  std::string text = read_whole_file(path, what, max_bytes);
+  require_utf8_with_hint(text, quoted(what, path), " (convert the file first, e.g. iconv -f latin1 -t utf-8)");
+  return text;
 }
 
 AtomicFileWriter::AtomicFileWriter(fs::path target) : target_(std::move(target)) {

@@ -3,6 +3,7 @@
 // that each input file is checked the same way and each output file is published the same way.
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,6 +39,19 @@ void require_regular_file(const std::filesystem::path& path, std::string_view wh
 // Refuses non-regular files (above) and files larger than max_bytes.
 std::string read_whole_file(const std::filesystem::path& path, std::string_view what,
                             std::size_t max_bytes = std::size_t{64} << 30);
+
+// Text inputs (training text, prepare inputs, HellaSwag files, prompts) must be UTF-8: GPT-2's BPE would
+// encode any bytes, but a file in another encoding (Latin-1, UTF-16) tokenizes into byte soup that trains
+// without complaint, and the character tokenizer has no characters for it. The offset of the first byte
+// that does not start or continue a well-formed UTF-8 sequence (shortest form, no surrogates, at most
+// U+10FFFF), or none.
+std::optional<std::size_t> first_invalid_utf8(std::string_view text);
+// Throws std::invalid_argument "<source> is not UTF-8 text: byte 0xNN at byte offset K ..." unless text is
+// UTF-8; source names the file ("data file 'x.txt'") or the option.
+void require_utf8(std::string_view text, std::string_view source);
+// read_whole_file, then require_utf8 naming the file.
+std::string read_text_file(const std::filesystem::path& path, std::string_view what,
+                           std::size_t max_bytes = std::size_t{64} << 30);
 
 // Writes `target` so that no reader, crash or power cut ever sees a partial file under its name: the
 // bytes go to a hidden temporary file in the same folder (".<name>.tmp.<pid>"), which commit() flushes

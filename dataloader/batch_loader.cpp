@@ -15,7 +15,7 @@ void require_enough_tokens(const TokenSource& source, int64_t batch_size, int64_
   if (source.size() < needed) {
     throw std::invalid_argument("data holds " + std::to_string(source.size()) +
                                 " tokens, fewer than one batch needs (" + std::to_string(needed) +
-                                " = batch size x sequence length + 1)");
+                                " = --batch-size x --seq-len + 1)");
   }
 }
 

@@ -64,6 +64,8 @@ HellaSwagExample parse_json_line(std::string_view line, const fs::path& path, st
   for (std::size_t i = 0; i < example.endings.size(); ++i) {
     if (!(*endings)[i].is_string()) fail("field 'endings' must hold 4 strings");
     example.endings[i] = (*endings)[i].get<std::string>();
+    // An empty ending scores no tokens: it would win or lose by nothing but its absence.
+    if (trim(example.endings[i]).empty()) fail("ending " + std::to_string(i) + " of field 'endings' is empty");
   }
 
   // The official file stores the label as a number; some re-exports (HuggingFace) as a string.
@@ -110,7 +112,13 @@ std::vector<HellaSwagExample> read_six_line_tasks(std::string_view text, const f
                                   std::string(lines[first + 1]) + "\"");
     }
     example.label = label[0] - '0';
-    for (std::size_t i = 0; i < example.endings.size(); ++i) example.endings[i] = lines[first + 2 + i];
+    for (std::size_t i = 0; i < example.endings.size(); ++i) {
+      if (trim(lines[first + 2 + i]).empty()) {
+        throw std::invalid_argument(at_line(path, first + 3 + i) + "ending " + std::to_string(i) +
+                                    " of the task is empty (context, label, then 4 non-empty endings per task)");
+      }
+      example.endings[i] = lines[first + 2 + i];
+    }
   }
   return examples;
 }
@@ -118,7 +126,7 @@ std::vector<HellaSwagExample> read_six_line_tasks(std::string_view text, const f
 }  // namespace
 
 std::vector<HellaSwagExample> read_hellaswag(const std::filesystem::path& path) {
-  const std::string file = read_whole_file(path, "HellaSwag file");
+  const std::string file = read_text_file(path, "HellaSwag file");
   std::string_view text = file;
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte order mark
   const std::string_view content = trim(text);

@@ -27,7 +27,7 @@ struct HellaSwagExample {
   int label = 0;  // index of the correct ending, 0..3
 };
 
-// Any problem (missing or empty file, malformed JSON, a missing field, a label outside 0..3, a text
+// Any problem (missing or empty file, malformed JSON, a missing field, an empty ending, a label outside 0..3, a text
 // file whose line count is not a multiple of 6) throws std::invalid_argument with a one-line
 // message naming the file and, where there is one, the line number.
 std::vector<HellaSwagExample> read_hellaswag(const std::filesystem::path& path);

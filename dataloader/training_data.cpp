@@ -74,7 +74,7 @@ TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
 }
 
 TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
-  std::string text = is_builtin_dataset(spec) ? builtin_dataset_text(spec) : read_whole_file(spec, "data file");
+  std::string text = is_builtin_dataset(spec) ? builtin_dataset_text(spec) : read_text_file(spec, "data file");
   if (text.empty()) throw std::invalid_argument("data file '" + spec + "' is empty");
   std::unique_ptr<TextCodec> codec;
   if (o.tokenizer == TokenizerKind::gpt2) {

@@ -93,7 +93,7 @@ bool is_text_file(const std::string& spec) {
 
 // The tokens of a UTF-8 text, with the model's tokenizer.
 std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const TextCodec& codec) {
-  const std::string text = read_whole_file(path, "--val text file");
+  const std::string text = read_text_file(path, "--val text file");
   if (text.empty()) throw std::invalid_argument("--val text file '" + path + "' is empty");
   try {
     return std::make_shared<InMemoryTokens>(codec.encode(text));

@@ -32,7 +32,7 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
     OptionTable<G> t;
     t.group("Sampling");
     model_flag(t, &G::checkpoint);
-    t.add("prompt", &G::prompt, "text the samples continue").init("\n").check(not_empty);
+    t.add("prompt", &G::prompt, "text the samples continue").init("\n").check(not_empty).check(utf8_text);
     t.add("max-new-tokens", &G::max_new_tokens, "tokens to generate per sample").init(200).check(non_negative);
     t.add("temperature", &G::temperature, "softmax temperature; 0 is greedy").init(0.8).check(non_negative);
     t.add("top-k", &G::top_k, "sample among the k most likely tokens; 0 keeps all").init(0).check(non_negative);

@@ -35,7 +35,9 @@ StoredModel open_hugging_face_folder(const fs::path& folder) {
   stored.path = folder;
   stored.hugging_face = true;
   stored.description = "Hugging Face folder " + folder.string();
-  const HfGpt2Config hf = read_hf_gpt2_config(folder, /*vocab_multiple=*/1);
+  // The weights must be what config.json claims before anything of that size is built (train builds its
+  // model before it copies the weights in).
+  const HfGpt2Config hf = check_hf_gpt2_folder(folder, /*vocab_multiple=*/1);
   stored.config = hf.config;
   stored.token_count = hf.vocab_size;
   read_folder_tokenizer(stored);

@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/file_io.h"
+
 namespace mygpt {
 
 namespace po = boost::program_options;
@@ -341,6 +343,15 @@ class OptionTable {
 // The text of a --config file, refusing anything that is not a regular file (a folder, a FIFO).
 std::string read_config_file(const std::string& path);
 
+// A --config file and the files it includes with `config = FILE` lines (FILE relative to the including
+// file's folder), in the order their values take precedence: a file's own lines before its includes,
+// a later include before an earlier one. The include lines are blanked out of the texts. An include
+// cycle, a chain deeper than 16 files or an empty `config =` is std::invalid_argument naming the files.
+struct ConfigFileText {
+  std::string path, text;
+};
+std::vector<ConfigFileText> read_config_files(const std::string& path);
+
 // Boost.Program_options formats its error messages by replacing %name% tokens and never ends when the
 // text it substitutes holds such a token again (found by fuzzing: `--x%canonical_option%` hung the
 // program). Input holding a %word% sequence is refused (std::invalid_argument naming `where`) before
@@ -359,19 +370,19 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
   parsed.help = values.count("help") > 0;
   if (parsed.help) return parsed;
   if (values.count("config")) {
-    const std::string path = values["config"].as<std::string>();
-    const std::string text = read_config_file(path);
-    refuse_placeholder_text(text, "config file '" + path + "'");
-    std::istringstream file(text);
-    try {
-      const auto from_file = po::parse_config_file(file, desc);
-      // Every value of the file is checked, also those a flag overrides; then stored after the command
-      // line, so flags given there keep their values.
-      po::variables_map file_values;
-      po::store(from_file, file_values);
-      po::store(from_file, values);
-    } catch (const po::error& e) {
-      throw std::invalid_argument("config file '" + path + "': " + e.what());
+    for (const auto& [path, text] : read_config_files(values["config"].as<std::string>())) {
+      refuse_placeholder_text(text, "config file '" + path + "'");
+      std::istringstream file(text);
+      try {
+        const auto from_file = po::parse_config_file(file, desc);
+        // Every value of the file is checked, also those a flag overrides; then stored after the command
+        // line (and the files before it), so values given there keep theirs.
+        po::variables_map file_values;
+        po::store(from_file, file_values);
+        po::store(from_file, values);
+      } catch (const po::error& e) {
+        throw std::invalid_argument("config file '" + path + "': " + e.what());
+      }
     }
   }
   po::notify(values);
@@ -422,5 +433,7 @@ inline std::function<void(const std::string&, const double&)> in_range(double lo
 inline void not_empty(const std::string& flag, const std::string& v) {
   if (v.empty()) throw std::invalid_argument("--" + flag + " must not be empty");
 }
+// Text that a tokenizer reads (prompts) is UTF-8, as text files are (common/file_io.h).
+inline void utf8_text(const std::string& flag, const std::string& v) { require_utf8(v, "--" + flag); }
 
 }  // namespace mygpt

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "common/folder_claim.h"
 #include "common/progress.h"
 #include "common/strprintf.h"
 #include "dataloader/text_codec.h"
@@ -57,7 +58,7 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
 }
 
 std::string read_file(const std::string& path) {
-  std::string text = read_whole_file(path, "input file");
+  std::string text = read_text_file(path, "input file");
   if (text.empty()) throw std::invalid_argument("input file '" + path + "' is empty");
   return text;
 }
@@ -124,9 +125,14 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
     for (const auto& t : texts) all += t;
     codec = make_char_codec_for(all);
   }
-  if (codec->vocab_size() > 65536) throw std::invalid_argument("the vocabulary does not fit uint16 tokens");
+  if (codec->vocab_size() > 65536) {
+    throw std::invalid_argument("--tokenizer char: the --input files hold " + std::to_string(codec->vocab_size()) +
+                                " distinct characters, more than uint16 token shards can number (65536)");
+  }
 
-  create_output_directory(out_dir, "--out");
+  // One process writes shards into a folder at a time (common/folder_claim.h).
+  const FolderClaim claim(out_dir, "--out");
+  if (!claim.takeover_note().empty()) std::cout << claim.takeover_note() << std::endl;
   std::optional<TokenShardWriter> val;
   if (val_tokens > 0) val.emplace(out_dir, "val", shard_tokens);
   TokenShardWriter train(out_dir, "train", shard_tokens);
@@ -162,6 +168,10 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
     }
     if (val) val->finish();
     train.finish();
+    if (kind == TokenizerKind::character) {
+      // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
+      write_file_atomically(std::filesystem::path(out_dir) / "char_vocab.txt", codec->data());
+    }
   } catch (...) {
     // A failed run publishes no shards: a training job must not take part of a corpus for all of it.
     std::error_code ignored;
@@ -170,11 +180,6 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
     }
     for (const auto& path : train.shard_paths()) std::filesystem::remove(path, ignored);
     throw;
-  }
-  if (kind == TokenizerKind::character) {
-    // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
-    const auto path = std::filesystem::path(out_dir) / "char_vocab.txt";
-    std::ofstream(path, std::ios::binary) << codec->data();
   }
   std::cout << strprintf("wrote %llu val and %llu train tokens in %zu shard(s) to %s",
                          static_cast<unsigned long long>(to_val), static_cast<unsigned long long>(to_train),

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/folder_claim.h"
 #include "distributed/job_communicators.h"
 #include "distributed/launch_check.h"
 #include "launcher/commands.h"
@@ -65,6 +66,13 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   Communicator& comm = comms.device();
 
   const RunOutput header = RunOutput::for_rank(w.rank, f.train.out);
+  // One run per output folder, held until this function returns or throws: a second run into it is
+  // refused before it prints or reads anything there (rank 0 writes the folder; its refusal ends the job).
+  std::optional<FolderClaim> claim;
+  if (w.rank == 0) {
+    claim.emplace(f.train.out, "--out");
+    if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
+  }
   header.print("device: " + device_name(device));
   header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | backend %s | %lld thread(s) per rank",
                          w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
@@ -81,7 +89,11 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
 
   int64_t start_step = 0;
   if (start.resume) {
-    start_step = trainer->restore(*start.model->checkpoint);
+    try {
+      start_step = trainer->restore(*start.model->checkpoint);
+    } catch (const std::invalid_argument& e) {  // name the checkpoint the problem is in
+      throw std::invalid_argument("--resume " + start.model->path.string() + ": " + e.what());
+    }
     output.print("resumed from " + start.model->path.string() + " at step " + std::to_string(start_step));
   }
   start.model.reset();  // the stored tensors are in the model (and optimizer) now

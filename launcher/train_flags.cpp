@@ -168,7 +168,7 @@ OptionTable<TrainFlags> make_table() {
   t.add("sample-every", &F::train, &T::sample_every, "rank 0 prints a sample every N steps; 0 disables")
       .init(0)
       .check(non_negative);
-  t.add("sample-prompt", &F::train, &T::sample_prompt, "prompt of those samples").init("\n").check(not_empty);
+  t.add("sample-prompt", &F::train, &T::sample_prompt, "prompt of those samples").init("\n").check(not_empty).check(utf8_text);
   t.add("sample-tokens", &F::train, &T::sample_tokens, "tokens per sample").init(64).check(positive);
   t.add("log-every", &F::train, &T::log_every, "print a progress line every N steps").init(10).check(positive);
   t.add("peak-tflops", &F::train, &T::peak_tflops,

@@ -144,7 +144,21 @@ GptConfig ModelShapeOptions::resolve(int64_t vocab_size) const {
   if (dropout) config.dropout = *dropout;
   if (bias) config.bias = *bias;
   config.vocab_size = vocab_size;  // the data decides: character vocabulary, or the (padded) BPE one
-  config.validate();
+  try {
+    config.validate();
+  } catch (const std::invalid_argument& e) {
+    // Name the flags that made the shape, so that the user knows what to change.
+    std::string made_by = "--preset " + preset;
+    auto given = [&](const char* flag, const std::optional<int64_t>& value) {
+      if (value) made_by += std::string(" --") + flag + " " + std::to_string(*value);
+    };
+    given("n-layer", n_layer);
+    given("n-head", n_head);
+    given("n-embd", n_embd);
+    given("block-size", block_size);
+    throw std::invalid_argument(std::string(e.what()) + " (the shape of " + made_by + ", vocabulary " +
+                                std::to_string(vocab_size) + " from the data or --vocab-size)");
+  }
   return config;
 }
 
@@ -162,6 +176,27 @@ ParameterCounts count_parameters(const GptConfig& c) {
   n.not_decayed = c.bias ? L * 13 * C + 2 * C : L * 2 * C + C;
   n.not_decayed_tensors = c.bias ? L * 8 + 2 : L * 2 + 1;
   return n;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(const GptConfig& c) {
+  const int64_t C = c.n_embd;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {{"wte.weight", {c.vocab_size, C}},
+                                                                      {"wpe.weight", {c.block_size, C}}};
+  auto add = [&](const std::string& name, int64_t out, int64_t in) {
+    shapes.push_back({name + ".weight", in > 0 ? std::vector<int64_t>{out, in} : std::vector<int64_t>{out}});
+    if (c.bias) shapes.push_back({name + ".bias", {out}});
+  };
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string block = "h." + std::to_string(i) + ".";
+    add(block + "ln_1", C, 0);
+    add(block + "attn.c_attn", 3 * C, C);
+    add(block + "attn.c_proj", C, C);
+    add(block + "ln_2", C, 0);
+    add(block + "mlp.c_fc", 4 * C, C);
+    add(block + "mlp.c_proj", C, 4 * C);
+  }
+  add("ln_f", C, 0);
+  return shapes;
 }
 
 }  // namespace mygpt

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mygpt {
@@ -59,5 +60,10 @@ struct ParameterCounts {
   int64_t total() const { return decayed + not_decayed; }
 };
 ParameterCounts count_parameters(const GptConfig& config);
+
+// The name and shape of every parameter of a Gpt of this config, in the model's order, without building
+// it: what a stored model's tensors must be before anything of its claimed size is allocated. A test
+// checks it against the built model.
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(const GptConfig& config);
 
 }  // namespace mygpt

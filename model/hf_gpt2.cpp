@@ -289,13 +289,13 @@ HfGpt2Config read_hf_gpt2_config(const fs::path& folder, int64_t vocab_multiple)
   return parse_hf_config(folder, vocab_multiple).shape;
 }
 
-HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
-  const ParsedHfConfig parsed = parse_hf_config(folder, vocab_multiple);
-  const int64_t vocab_size = parsed.shape.vocab_size;
-  const HfWeights weights(folder);
-  const std::string folder_label = "HF model folder '" + folder.string() + "'";
+namespace {
 
-  // Every name, dtype and shape is checked before any weight is read or the model allocated.
+// Every name, dtype and shape against what config.json claims, before any weight is read or a model
+// allocated. Returns the specs in the model's order.
+std::vector<HfTensorSpec> check_hf_weights(const ParsedHfConfig& parsed, const HfWeights& weights, const fs::path& folder) {
+  const int64_t vocab_size = parsed.shape.vocab_size;
+  const std::string folder_label = "HF model folder '" + folder.string() + "'";
   const auto specs = hf_gpt2_tensors(parsed.shape.config, vocab_size);
   std::set<std::string> expected;
   for (const auto& spec : specs) {
@@ -314,6 +314,22 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
       throw std::invalid_argument(stored.label() + " is not a GPT-2 weight this model has");
     }
   }
+  return specs;
+}
+
+}  // namespace
+
+HfGpt2Config check_hf_gpt2_folder(const fs::path& folder, int64_t vocab_multiple) {
+  const ParsedHfConfig parsed = parse_hf_config(folder, vocab_multiple);
+  check_hf_weights(parsed, HfWeights(folder), folder);
+  return parsed.shape;
+}
+
+HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
+  const ParsedHfConfig parsed = parse_hf_config(folder, vocab_multiple);
+  const int64_t vocab_size = parsed.shape.vocab_size;
+  const HfWeights weights(folder);
+  const auto specs = check_hf_weights(parsed, weights, folder);
 
   HfGpt2Model out;
   static_cast<HfGpt2Config&>(out) = parsed.shape;
@@ -340,6 +356,7 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
       parameter->copy_(value);
     }
   }
+  const StoredTensor* head = weights.find("lm_head.weight");
   if (head != nullptr && !torch::equal(read_fp32(*head), out.model->wte->weight.slice(0, 0, vocab_size))) {
     throw std::invalid_argument(head->label() +
                                 " differs from the token embedding (an untied output head is not supported)");

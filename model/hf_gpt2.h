@@ -41,6 +41,10 @@ bool is_hf_model_folder(const std::filesystem::path& folder);
 // accepted: it only changes rounding in mixed precision. Dropouts are training settings and are not
 // carried over (the model is imported with dropout 0). Absent fields take transformers' defaults.
 HfGpt2Config read_hf_gpt2_config(const std::filesystem::path& folder, int64_t vocab_multiple = 64);
+// read_hf_gpt2_config, and the weights' names, dtypes and shapes (from the safetensors headers, which are
+// checked against the files' sizes) against what config.json claims, without reading a weight: what a
+// command checks before it builds a model of the claimed shape. Errors as load_hf_gpt2's.
+HfGpt2Config check_hf_gpt2_folder(const std::filesystem::path& folder, int64_t vocab_multiple = 64);
 
 // Reads the config and the weights (model.safetensors, else model.safetensors.index.json with its
 // shards) into a new model. F32, F16 and BF16 weights are accepted and converted to fp32. Missing,

@@ -2,14 +2,14 @@
 # Fuzzes the parsers of untrusted files with libFuzzer + AddressSanitizer + UBSan (Debian's clang):
 # token files (llm.c/npy/raw), GPT-2's encoder.json + vocab.bpe, HellaSwag jsonl/text, --config files,
 # safetensors files (checkpoints and Hugging Face weights are safetensors; their checksums and names are
-# checked by the unit tests).
+# checked by the unit tests), and checkpoint metadata up to the model it builds (claims against tensors).
 # Builds tests/fuzz into build-fuzz/ (incremental), writes small valid seed files, replays the committed
 # regressions (tests/fuzz/regressions/<target>/), runs each target for N seconds and prints executions
 # and findings. Exit status 1 on any finding (crash, sanitizer report, leak, timeout), 0 otherwise;
 # 77 when no clang with libFuzzer is installed (then nothing ran).
 #
 # usage: scripts/fuzz.sh [--seconds N] [TARGET...]
-#        (targets: token_file gpt2_vocab hellaswag config_file safetensors; safetensors needs .venv's torch)
+#        (targets: token_file gpt2_vocab hellaswag config_file safetensors checkpoint; the last two need .venv's torch)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 seconds=30
@@ -23,7 +23,7 @@ while (( $# )); do
     *) targets+=("$1"); shift ;;
   esac
 done
-(( ${#targets[@]} )) || targets=(token_file gpt2_vocab hellaswag config_file safetensors)
+(( ${#targets[@]} )) || targets=(token_file gpt2_vocab hellaswag config_file safetensors checkpoint)
 
 clang=$(command -v clang++-14 || command -v clang++ || true)
 if [[ -z $clang ]] || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
@@ -42,7 +42,7 @@ cmake --build "$build" -j "${MYGPT_JOBS:-$(nproc)}" >/dev/null || { echo "fuzz.s
 
 # --- seeds: small valid inputs of each kind (the first byte of some targets picks a file name) ---------
 seeds="$build/seeds"
-rm -rf "$seeds" && mkdir -p "$seeds"/{token_file,gpt2_vocab,hellaswag,config_file,safetensors}
+rm -rf "$seeds" && mkdir -p "$seeds"/{token_file,gpt2_vocab,hellaswag,config_file,safetensors,checkpoint}
 python3 - "$seeds" <<'PY'
 import json, struct, sys
 root = sys.argv[1]
@@ -67,6 +67,11 @@ header = json.dumps({"__metadata__": {"k": "v"},
                      "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]},
                      "c": {"dtype": "BOOL", "shape": [2], "data_offsets": [22, 24]}}).encode()
 put("safetensors", "small", struct.pack("<Q", len(header)) + header + bytes(range(22)) + b"\x00\x01")
+# A checkpoint's metadata (NUL-separated) describing the fuzz target's fixed tensors.
+model = "vocab_size=16\nblock_size=8\nn_layer=1\nn_head=2\nn_embd=8\ndropout=0\nbias=1\n"
+put("checkpoint", "tiny", "\0".join(["format=mygpt-ddp checkpoint", "format_version=3", "model_config=" + model,
+                                     "tokenizer_kind=char", "tokenizer_data=abcdefghijklmnop", "step=1",
+                                     "run_config=steps=1\n"]).encode())
 put("config_file", "good", b"steps = 5\nlr = 0.01\nflag = true\nmode = second\ninputs = a\ninputs = b\nsize = 3\n# note\n")
 PY
 
@@ -74,7 +79,7 @@ status=0
 printf '%-12s %12s %8s  %s\n' target executions seconds findings
 for target in "${targets[@]}"; do
   binary="$build/fuzz_$target"
-  if [[ $target == safetensors && ! -x $binary ]]; then
+  if [[ ($target == safetensors || $target == checkpoint) && ! -x $binary ]]; then
     printf '%-12s %12s %8s  %s\n' "$target" "-" "-" "skipped: no LibTorch in .venv"
     continue
   fi

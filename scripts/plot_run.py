@@ -114,9 +114,12 @@ def main():
     fig.tight_layout()
 
     out = args.out or os.path.join(args.runs[0], "run.png")
-    temporary = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".tmp.png")
+    temporary = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp.{os.getpid()}.png")
     try:
-        fig.savefig(temporary, dpi=110)
+        with open(temporary, "wb") as image:
+            fig.savefig(image, dpi=110, format="png")
+            image.flush()
+            os.fsync(image.fileno())  # on disk before the rename publishes it, as common/file_io does
         os.replace(temporary, out)  # never a half-written image under the name
     except OSError as e:
         if os.path.exists(temporary):

@@ -217,10 +217,35 @@ if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null; t
   trap 'umount "$WORK/full" 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
   bad full_disk_checkpoint "No space left on device|disk is full|full" train text.txt "${TINY[@]}" --checkpoint-every 1 --out full/run
   check "a full disk leaves no checkpoint or temporary" test -z "$(find full -name 'ckpt_*')"
+  # Every other file a run writes, on a disk with room for PAGES more 4 KiB pages (issue 19): one line,
+  # exit 2, and nothing half-written under the file's name.
+  fill_leaving() {
+    rm -rf full/*
+    dd if=/dev/zero of=full/filler bs=4096 2>/dev/null
+    [[ $1 -eq 0 ]] || truncate -s -$(($1 * 4096)) full/filler
+  }
+  fill_leaving 0
+  bad full_disk_claim "cannot write full/run/.run.lock.*No space left" train text.txt "${TINY[@]}" --out full/run
+  check "a claim that could not be written leaves nothing" test -z "$(find full/run -name '*lock*')"
+  fill_leaving 1  # the claim fits, run.json does not
+  bad full_disk_run_record "cannot write full/run/run.json.*No space left" train text.txt "${TINY[@]}" --out full/run
+  check "no run.json nor temporary, claim released" test -z "$(find full/run -name '*run.json*' -o -name 'run.lock')"
+  fill_leaving 1
+  bad full_disk_shards "cannot write full/shards/.*No space left" prepare --input text.txt --tokenizer char --val-tokens 0 \
+    --shard-tokens 100000 --out full/shards --quiet
+  check "a full disk leaves no shard" test -z "$(find full/shards -name '*.bin*')"
+  fill_leaving 2
+  bad full_disk_export "cannot write .*full/.*export.*No space left" export --checkpoint ckpt --out full/export
+  check "a full disk leaves no exported model" test -z "$(find full/export -name 'model.safetensors' -o -name 'config.json')"
   umount full
 else
   skip "full disk (needs root and mount -t tmpfs)"
 fi
+
+# --- a file prepare writes that cannot be published (a folder in its place): one line, exit 2 ---------
+mkdir -p out_prep_vocab_blocked/char_vocab.txt/inside
+bad prep_vocab_blocked "cannot write out_prep_vocab_blocked/char_vocab.txt" prepare --input text.txt --tokenizer char \
+  --out out_prep_vocab_blocked --quiet
 
 # --- launchers that would start copies unaware of each other ----------------------------------------
 export SLURM_STEP_NUM_TASKS=4

@@ -17,7 +17,10 @@
 #include "dataloader/batch_loader.h"
 #include "dataloader/token_source.h"
 #include "distributed/communicator.h"
+#include "common/checksum.h"
 #include "model/gpt.h"
+#include "model/safetensors_file.h"
+#include "tests/expect_refused.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 #include "tests/training_fixture.h"
@@ -96,6 +99,15 @@ void expect_equal_parameters(Gpt& a, Gpt& b) {
   const auto pa = a->parameters(), pb = b->parameters();
   ASSERT_EQ(pa.size(), pb.size());
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+}
+
+// A checkpoint at step 3 of a model trained one step (its optimizer has taken one).
+fs::path save_trained(const fs::path& path) {
+  Gpt model = tiny_model(1);
+  AdamW optimizer = make_optimizer(model);
+  train_one_step(model, optimizer, 3);
+  save(path, model, &optimizer, sample_meta(3));
+  return path;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,11 +329,7 @@ TEST(Checkpoint, LatestAndResolve) {
 
 TEST(Checkpoint, DamageIsDetectedAndNamed) {
   ScratchDir dir;
-  Gpt model = tiny_model(1);
-  AdamW optimizer = make_optimizer(model);
-  train_one_step(model, optimizer, 3);
-  const fs::path good = dir.path() / "good.pt";
-  save(good, model, &optimizer, sample_meta(3));
+  const fs::path good = save_trained(dir.path() / "good.pt");
   const std::string bytes = read_file(good);
 
   // One flipped exponent bit in the last tensor's data, and a changed digit in the metadata (same length).
@@ -379,6 +387,52 @@ TEST(Checkpoint, ResumingBeyondTheLastStepIsRefused) {
   auto same = testing::cpu_trainer(args("5"), data);
   EXPECT_EQ(same->restore(five), 5);
   EXPECT_EQ(same->run(5).steps_run, 0);  // nothing left to do, and nothing rewritten
+}
+
+// A copy of `from` whose metadata entries are replaced by `changes`, every checksum valid again: a file
+// that lies consistently, as a hand-edited or hostile one would.
+fs::path with_metadata(const fs::path& from, const fs::path& to, const std::map<std::string, std::string>& changes) {
+  const SafetensorsReader reader = SafetensorsReader::open(from);
+  std::map<std::string, std::string> metadata = reader.metadata();
+  for (const auto& [key, value] : changes) metadata[key] = value;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& name : reader.names()) tensors.emplace_back(name, reader.tensor(name));
+  std::string all;  // the checkpoint's metadata checksum: every other entry as "key=value\0", in key order
+  for (const auto& [key, value] : metadata) {
+    if (key != "metadata_checksum") all += key + "=" + value + '\0';
+  }
+  metadata["metadata_checksum"] = hex64(xxh64(all));
+  write_safetensors(to, tensors, metadata);
+  return to;
+}
+
+TEST(Checkpoint, MetadataClaimsAreCheckedAgainstTheTensorsBeforeAnyModelIsBuilt) {
+  ScratchDir dir;
+  const fs::path good = save_trained(dir.path() / "good.pt");
+  ASSERT_NO_THROW(load_checkpoint(with_metadata(good, dir.path() / "resigned.pt", {})));  // the helper is sound
+
+  GptConfig huge = tiny_config();
+  huge.n_layer = 64;
+  huge.n_embd = 8192;  // 52 G parameters (200 GB) claimed over a few KB of tensors
+  huge.n_head = 16;
+  GptConfig wider_vocabulary = tiny_config();
+  wider_vocabulary.vocab_size = 1 << 20;
+  GptConfig no_bias = tiny_config();
+  no_bias.bias = false;
+  const std::vector<std::pair<std::map<std::string, std::string>, std::vector<std::string>>> lies = {
+      {{{"model_config", huge.to_text()}}, {"does not hold what its metadata claims", "64 layers", "model.wte.weight", "[19, 8192]", "F32 [19, 32]"}},
+      {{{"model_config", wider_vocabulary.to_text()}}, {"model_config", "model.wte.weight", "[1048576, "}},
+      {{{"model_config", no_bias.to_text()}}, {"has no place for", ".bias"}},
+      {{{"tokenizer_data", "abcdefghijklmnopqrstuvwxyz0123456789"}}, {"36 characters", "19 rows"}},
+      {{{"tokenizer_kind", "gpt2"}, {"tokenizer_data", "/nowhere"}}, {"GPT-2", "19 vocabulary rows"}},
+      {{{"step", "0"}}, {"claims step 0", "optimizer took 1 steps"}},
+  };
+  for (size_t i = 0; i < lies.size(); ++i) {
+    const fs::path lying = with_metadata(good, dir.path() / ("lie" + std::to_string(i) + ".pt"), lies[i].first);
+    std::vector<std::string> needles = lies[i].second;
+    needles.push_back(lying.string());
+    expect_refused([&] { load_checkpoint(lying); }, needles);
+  }
 }
 
 }  // namespace

@@ -1,10 +1,15 @@
 // common/: XXH64 against the reference implementation's values, hex formatting, whole-file reading
-// that refuses non-regular files, and atomic writes that leave nothing behind on failure.
+// that refuses non-regular files, atomic writes that leave nothing behind on failure, and the claim that
+// keeps a second process out of an output folder.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -12,7 +17,9 @@
 
 #include "common/checksum.h"
 #include "common/file_io.h"
+#include "common/folder_claim.h"
 #include "common/progress.h"
+#include "tests/expect_refused.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
@@ -87,6 +94,29 @@ TEST(FileIo, AtomicWriterPublishesOnlyOnCommit) {
   EXPECT_TRUE(is_atomic_writer_temporary(dir.path() / ".out.bin.tmp.123", "out.bin"));
 }
 
+TEST(FileIo, TextFilesMustBeUtf8AndTheErrorNamesTheFileAndTheByteOffset) {
+  EXPECT_FALSE(first_invalid_utf8(""));
+  EXPECT_FALSE(first_invalid_utf8("plain ascii\n"));
+  EXPECT_FALSE(first_invalid_utf8("caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80 \xEF\xBB\xBF"));  // é — 😀 BOM
+  // Latin-1, a stray continuation, overlong forms, a surrogate, beyond U+10FFFF, cut off at the end.
+  for (const auto& [text, offset] : std::vector<std::pair<std::string, size_t>>{{"caf\xE9", 3},
+                                                                                 {"ab\x80", 2},
+                                                                                 {"\xC0\xAF", 0},
+                                                                                 {"x\xE0\x80\xAF", 1},
+                                                                                 {"xy\xED\xA0\x80", 2},
+                                                                                 {"\xF4\x90\x80\x80", 0},
+                                                                                 {"\xF5\x80\x80\x80", 0},
+                                                                                 {"ok\xE2\x82", 2}}) {
+    ASSERT_TRUE(first_invalid_utf8(text)) << text;
+    EXPECT_EQ(*first_invalid_utf8(text), offset) << text;
+  }
+  ScratchDir dir;
+  const fs::path latin1 = dir.write("latin1.txt", "na\xEFve text");
+  expect_refused([&] { read_text_file(latin1, "data file"); },
+                 {"data file '" + latin1.string() + "'", "not UTF-8", "byte 0xEF at byte offset 2"});
+  EXPECT_EQ(read_text_file(dir.write("ok.txt", "na\xC3\xAFve"), "data file"), "na\xC3\xAFve");
+}
+
 TEST(FileIo, OutputFoldersAreCreatedOrRefusedByName) {
   ScratchDir dir;
   create_output_directory(dir.path() / "a" / "b", "--out");
@@ -131,6 +161,72 @@ TEST(Progress, ALogGetsWholeLinesWithRateAndTimeLeftAndQuietGetsNone) {
   hourly.update(1.0);
   EXPECT_TRUE(sparse.str().empty());
   ::unsetenv("MYGPT_PROGRESS_SECONDS");
+}
+
+}  // namespace
+}  // namespace mygpt
+
+namespace mygpt {
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// A claim as another process left it; mtime_age_s in the past.
+void plant_claim(const fs::path& folder, const std::string& host, long pid, std::time_t mtime_age_s) {
+  const fs::path claim = folder / FolderClaim::kFileName;
+  write_file_atomically(claim, "host=" + host + "\npid=" + std::to_string(pid) +
+                                   "\nsince=2026-01-01T00:00:00Z\ntoken=0123456789abcdef\n");
+  if (mtime_age_s > 0) {
+    const struct timespec times[2] = {{std::time(nullptr) - mtime_age_s, 0}, {std::time(nullptr) - mtime_age_s, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, claim.c_str(), times, 0), 0);
+  }
+}
+
+// A pid that no process has: a child that has exited and been reaped.
+long dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+TEST(FolderClaim, ASecondClaimIsRefusedNamingTheHolderAndTheFirstIsReleased) {
+  ScratchDir dir;
+  const fs::path out = dir.path() / "run";
+  {
+    FolderClaim first(out, "--out");
+    EXPECT_TRUE(first.takeover_note().empty());
+    EXPECT_TRUE(fs::exists(out / FolderClaim::kFileName));
+    expect_refused([&] { FolderClaim second(out, "--out"); },
+                   {"--out '" + out.string() + "' is in use", "host " + this_host(),
+                    "pid " + std::to_string(::getpid()), "since 20"});
+    EXPECT_TRUE(fs::exists(out / FolderClaim::kFileName)) << "the refused claim removed the holder's";
+  }
+  EXPECT_FALSE(fs::exists(out / FolderClaim::kFileName)) << "not released";
+  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 0) << "temporaries left";
+  FolderClaim again(out, "--out");  // free once released
+}
+
+TEST(FolderClaim, ADeadHoldersClaimIsTakenOverWithANote) {
+  ScratchDir dir;
+  // Same host, no such process: gone at once, whatever its heartbeat.
+  plant_claim(dir.path(), this_host(), dead_pid(), 0);
+  {
+    FolderClaim claim(dir.path(), "--out");
+    EXPECT_NE(claim.takeover_note().find("no such process"), std::string::npos) << claim.takeover_note();
+  }
+  // Another host: alive while its heartbeat is fresh, gone once it is stale.
+  plant_claim(dir.path(), "some-other-node", 1, 0);
+  expect_refused([&] { FolderClaim claim(dir.path(), "--out"); }, {"host some-other-node", "pid 1"});
+  plant_claim(dir.path(), "some-other-node", 1, FolderClaim::kStaleSeconds + 30);
+  FolderClaim claim(dir.path(), "--out");
+  EXPECT_NE(claim.takeover_note().find("no heartbeat"), std::string::npos) << claim.takeover_note();
+  EXPECT_NE(claim.takeover_note().find("some-other-node"), std::string::npos) << claim.takeover_note();
 }
 
 }  // namespace

@@ -98,6 +98,13 @@ TEST(HellaSwagReader, RejectsBadFiles) {
   // Found by fuzzing: a number beyond every type is nlohmann's out_of_range, not a parse error.
   expect_read_error(file.write(R"({"ctx": "c", "endings": ["a", "b", "c", "d"], "label": 888882e88000703943})"),
                     {"bad.txt:1:", "malformed JSON"});
+  // An empty ending would be scored on no tokens at all (issue 19): refused, in both formats.
+  expect_read_error(file.write(R"({"ctx": "c", "endings": ["a", "", "c", "d"], "label": 1})"),
+                    {"bad.txt:1:", "ending 1", "empty"});
+  expect_read_error(file.write(R"({"ctx": "c", "endings": ["a", "b", "c", "  "], "label": 1})"), {"ending 3", "empty"});
+  expect_read_error(file.write("ctx\n1\na\nb\n\nd\n"), {"bad.txt:5:", "ending 2", "empty"});
+  // Text that is not UTF-8 names the file and the byte offset (issue 19).
+  expect_read_error(file.write("ctx\n1\na\nb\nc\xe9\nd\n"), {"bad.txt", "not UTF-8", "byte 0xE9 at byte offset 11"});
   expect_read_error(fs::temp_directory_path() / "mygpt_no_such_dir" / "missing.jsonl",
                     {"missing.jsonl", "does not exist"});
 }

@@ -10,6 +10,7 @@
 
 #include "common/file_io.h"
 #include "expect_refused.h"
+#include "launcher/inference_model.h"
 #include "model/hf_gpt2.h"
 #include "model/safetensors_file.h"
 #include "model/sampling.h"
@@ -287,6 +288,22 @@ TEST(HfGpt2, RefusesMissingExtraMisshapedAndMistypedTensors) {
   expect_refused([&] { load_hf_gpt2(folder); }, {folder.string(), "neither model.safetensors"});
   fs::remove(folder / "config.json");
   expect_refused([&] { load_hf_gpt2(folder); }, {"config.json", "does not exist"});
+}
+
+TEST(HfGpt2, AFolderIsCheckedAgainstItsConfigBeforeAModelOfThatShapeIsBuilt) {
+  ScratchDir dir;
+  const fs::path good = export_good_folder(dir, 5);
+  EXPECT_EQ(check_hf_gpt2_folder(good, 1).config, read_hf_gpt2_config(good, 1).config);
+  // config.json claiming a 50 G-parameter model over a tiny model's weights: refused from the headers,
+  // by the command that opens it (train builds its model before copying the weights in).
+  const fs::path lying = copy_of(good, dir.path() / "lying");
+  edit_config(lying, [](nlohmann::json& c) {
+    c["n_layer"] = 64;
+    c["n_embd"] = 8192;
+    c["n_head"] = 16;
+  });
+  expect_refused([&] { check_hf_gpt2_folder(lying, 1); }, {"model.safetensors", "expected [100, 8192]"});
+  expect_refused([&] { open_stored_model(lying); }, {"model.safetensors", "expected [100, 8192]"});
 }
 
 TEST(HfGpt2, RefusesConfigSettingsWeDoNotImplement) {

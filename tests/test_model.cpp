@@ -98,6 +98,14 @@ TEST(GptModel, CountParametersMatchesTheBuiltModel) {
       EXPECT_EQ(n.decayed_tensors, static_cast<int64_t>(model->decay_parameters().size()));
       EXPECT_EQ(n.not_decayed_tensors, static_cast<int64_t>(model->no_decay_parameters().size()));
       EXPECT_EQ(n.total(), model->num_parameters());
+      // Checkpoints are checked against parameter_shapes before a model of their claimed shape is built.
+      const auto shapes = parameter_shapes(c);
+      const auto named = model->named_parameters();
+      ASSERT_EQ(shapes.size(), named.size());
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        EXPECT_EQ(shapes[i].first, named[i].key());
+        EXPECT_EQ(c10::IntArrayRef(shapes[i].second), named[i].value().sizes()) << shapes[i].first;
+      }
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/train_flags.h"
+#include "tests/expect_refused.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
@@ -255,6 +256,41 @@ TEST(OptionTables, ConfigFilesMustBeRegularFilesOfKnownOptions) {
   EXPECT_EQ(parsed.config.data.data_order, DataOrder::random);
   EXPECT_TRUE(parsed.gave("steps"));
   EXPECT_FALSE(parsed.gave("lr"));
+}
+
+TEST(OptionTables, AModelTooLargeToBuildNamesTheFlagsThatMadeIt) {
+  const auto parsed = train_flag_table().parse({"--preset", "gpt2", "--n-layer", "20000000"});
+  expect_refused([&] { parsed.config.model.resolve(50304); },
+                 {"beyond the 2^40", "--preset gpt2", "--n-layer 20000000", "vocabulary 50304"});
+  const auto heads = train_flag_table().parse({"--preset", "tiny", "--n-head", "3"});
+  expect_refused([&] { heads.config.model.resolve(65); }, {"does not divide", "--n-head 3"});
+}
+
+TEST(OptionTables, ConfigFilesIncludeOthersRelativeToThemselvesAndRefuseCycles) {
+  ScratchDir dir;
+  // base.cfg in a sub-folder, named relative to the including file (not to the working folder).
+  dir.write("recipes/base.cfg", "steps = 7\nlr = 0.002\nwarmup-steps = 2\n");
+  dir.write("recipes/more.cfg", "warmup-steps = 4\n");
+  const auto run = dir.write("run.cfg", "config = recipes/base.cfg  # the shared recipe\nconfig = recipes/more.cfg\nlr = 0.005\n");
+  const auto parsed = train_flag_table().parse({"--config", run.string(), "--steps", "9"});
+  EXPECT_EQ(parsed.config.train.steps, 9);           // the command line wins
+  EXPECT_DOUBLE_EQ(parsed.config.train.lr, 0.005);   // the including file wins over its includes
+  EXPECT_EQ(parsed.config.train.warmup_steps, 4);    // a later include wins over an earlier one
+  EXPECT_TRUE(parsed.gave("warmup-steps"));
+  // A cycle, a missing include and an empty include are refused by name.
+  const auto a = dir.write("a.cfg", "config = b.cfg\n");
+  dir.write("b.cfg", "steps = 1\nconfig = ./a.cfg\n");
+  expect_refused([&] { train_flag_table().parse({"--config", a.string()}); }, {"b.cfg", "a.cfg", "cycle"});
+  const auto self = dir.write("self.cfg", "config = self.cfg\n");
+  expect_refused([&] { train_flag_table().parse({"--config", self.string()}); }, {"self.cfg", "cycle"});
+  const auto missing = dir.write("missing.cfg", "config = nowhere.cfg\n");
+  expect_refused([&] { train_flag_table().parse({"--config", missing.string()}); }, {"nowhere.cfg", "does not exist"});
+  const auto empty = dir.write("empty.cfg", "config =\n");
+  expect_refused([&] { train_flag_table().parse({"--config", empty.string()}); }, {"empty.cfg", "names no file"});
+  // A bad value inside an include names the included file.
+  dir.write("bad.cfg", "steps = many\n");
+  const auto outer = dir.write("outer.cfg", "config = bad.cfg\n");
+  expect_refused([&] { train_flag_table().parse({"--config", outer.string()}); }, {"bad.cfg"});
 }
 
 TEST(DeviceChoice, EachRankGetsItsOwnGpuOrIsRefused) {

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
 #include "common/checksum.h"
 #include "common/file_io.h"
+#include "common/strprintf.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
 #include "model/safetensors_file.h"
 #include "trainer/stateful_parts.h"
 
@@ -20,6 +23,7 @@ constexpr const char* kFormatTag = "mygpt-ddp checkpoint";
 constexpr const char* kFormatVersion = "3";
 const std::string kChecksumPrefix = "checksum.";
 const std::string kMetadataChecksum = "metadata_checksum";
+
 
 uint64_t tensor_checksum(const torch::Tensor& cpu_contiguous) {
   return xxh64(cpu_contiguous.data_ptr(), cpu_contiguous.nbytes());
@@ -51,6 +55,61 @@ int64_t integer_field(const std::map<std::string, std::string>& metadata, const 
   }
   if (used == 0 || used != text.size() || value < 0) throw std::invalid_argument("has a bad '" + key + "'");
   return value;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// The metadata's claims against the tensors' recorded shapes (the header, which the reader has already
+// checked against the file's size): before any tensor is read or a model of the claimed shape is built,
+// so a checkpoint cannot make the program allocate more than it holds.
+void check_claims(const SafetensorsReader& reader, const CheckpointMeta& meta) {
+  const GptConfig& c = meta.model_config;
+  const std::string claimed = strprintf("its model_config (%lld layers, width %lld, vocabulary %lld, block %lld)",
+                                        static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd),
+                                        static_cast<long long>(c.vocab_size), static_cast<long long>(c.block_size));
+  std::set<std::string> expected;
+  for (const auto& [parameter, shape] : parameter_shapes(c)) {
+    const std::string name = "model." + parameter;
+    if (!reader.has(name)) throw std::invalid_argument(claimed + " needs tensor '" + name + "', which it lacks");
+    const SafetensorsTensorInfo& info = reader.info(name);
+    if (info.shape != shape || info.dtype != torch::kFloat) {
+      throw std::invalid_argument(claimed + " needs tensor '" + name + "' as F32 " + shape_text(shape) +
+                                  ", the file holds " + info.dtype_name + " " + shape_text(info.shape));
+    }
+    expected.insert(name);
+  }
+  for (const std::string& name : reader.names()) {
+    if (name.rfind("model.", 0) == 0 && !expected.count(name)) {
+      throw std::invalid_argument("holds tensor '" + printable_name(name) + "', which " + claimed + " has no place for");
+    }
+  }
+  if (meta.tokenizer_kind == TokenizerKind::character) {
+    const int64_t characters = make_text_codec(TokenizerKind::character, meta.tokenizer_data)->vocab_size();
+    if (characters > c.vocab_size) {
+      throw std::invalid_argument("its character vocabulary has " + std::to_string(characters) +
+                                  " characters, more than the " + std::to_string(c.vocab_size) + " rows of its model");
+    }
+  }
+  if (meta.tokenizer_kind == TokenizerKind::gpt2 && c.vocab_size < static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize)) {
+    throw std::invalid_argument("its tokenizer is GPT-2's (" + std::to_string(static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize)) + " tokens) but its model has " +
+                                std::to_string(c.vocab_size) + " vocabulary rows");
+  }
+  // The optimizer cannot have taken more steps than the run.
+  const std::string steps_name = "optimizer.steps_taken";
+  if (reader.has(steps_name)) {
+    const torch::Tensor steps = reader.tensor(steps_name);
+    if (steps.numel() != 1 || steps.scalar_type() != torch::kLong) {
+      throw std::invalid_argument("tensor '" + steps_name + "' is not one integer");
+    }
+    if (steps.item<int64_t>() > meta.step) {
+      throw std::invalid_argument("it claims step " + std::to_string(meta.step) + " but its optimizer took " +
+                                  std::to_string(steps.item<int64_t>()) + " steps");
+    }
+  }
 }
 
 }  // namespace
@@ -109,6 +168,15 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     ckpt.meta.tokenizer_data = field(metadata, "tokenizer_data");
     ckpt.meta.step = integer_field(metadata, "step");
     ckpt.meta.run_config = field(metadata, "run_config");
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + " is damaged: " + e.what());
+  }
+  try {
+    check_claims(*reader, ckpt.meta);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + " does not hold what its metadata claims: " + e.what());
+  }
+  try {
     for (const std::string& tensor_name : reader->names()) {
       torch::Tensor t = reader->tensor(tensor_name);
       const auto sum = metadata.find(kChecksumPrefix + tensor_name);

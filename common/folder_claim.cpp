@@ -1,0 +1,220 @@
+#include "common/folder_claim.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "common/file_io.h"
+#include "common/strprintf.h"
+
+namespace mygpt {
+namespace fs = std::filesystem;
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
+}
+
+std::string utc_text(std::time_t seconds) {
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+// The claim file's "key=value" lines; a claim being written by the O_EXCL fallback may be incomplete.
+std::map<std::string, std::string> parse_claim(const std::string& text) {
+  std::map<std::string, std::string> fields;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) fields[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return fields;
+}
+
+std::string field_or(const std::map<std::string, std::string>& fields, const std::string& key, const char* otherwise) {
+  const auto it = fields.find(key);
+  return it == fields.end() || it->second.empty() ? otherwise : it->second;
+}
+
+// Reads a small file through an open descriptor (the claim stays the file that was stat'ed).
+std::string read_fd(int fd) {
+  std::string text;
+  char buffer[512];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || text.size() > 4096) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+void write_all(int fd, const std::string& text, const fs::path& path) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw OutputFileError("cannot write " + path.string() + ": " + std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+struct Holder {
+  bool exists = false;
+  ino_t inode = 0;
+  std::map<std::string, std::string> fields;
+  double heartbeat_age = 0;  // seconds, by the file server's clock
+};
+
+Holder read_holder(const fs::path& claim, const struct timespec& server_now) {
+  Holder h;
+  const FileDescriptor fd(::open(claim.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat info {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) return h;
+  h.exists = true;
+  h.inode = info.st_ino;
+  h.fields = parse_claim(read_fd(fd.get()));
+  h.heartbeat_age = static_cast<double>(server_now.tv_sec - info.st_mtim.tv_sec) +
+                    static_cast<double>(server_now.tv_nsec - info.st_mtim.tv_nsec) * 1e-9;
+  return h;
+}
+
+// Why a holder is gone, or "" while it is alive. On this host its pid decides (a run stopped with SIGSTOP
+// or suspended by Slurm beats no heart, and is alive); elsewhere only the heartbeat can tell.
+std::string why_gone(const Holder& h, const std::string& this_host) {
+  const auto host = h.fields.find("host");
+  const auto pid_text = h.fields.find("pid");
+  if (host != h.fields.end() && host->second == this_host && pid_text != h.fields.end()) {
+    char* end = nullptr;
+    const long pid = std::strtol(pid_text->second.c_str(), &end, 10);
+    if (end != pid_text->second.c_str() && *end == '\0' && pid > 0) {
+      const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+      return exists ? "" : "no such process on this host";
+    }
+  }
+  if (h.heartbeat_age > FolderClaim::kStaleSeconds) return strprintf("no heartbeat for %.0f s", h.heartbeat_age);
+  return "";
+}
+
+std::string describe(const Holder& h) {
+  return "host " + field_or(h.fields, "host", "?") + ", pid " + field_or(h.fields, "pid", "?") + ", since " +
+         field_or(h.fields, "since", "?");
+}
+
+std::string random_token() {
+  std::random_device device;
+  return strprintf("%08x%08x", device(), device());
+}
+
+}  // namespace
+
+FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_(folder / kFileName) {
+  create_output_directory(folder, what);
+  const std::string host = host_name();
+  token_ = random_token();
+  const std::string content = "host=" + host + "\npid=" + std::to_string(::getpid()) +
+                              "\nsince=" + utc_text(std::time(nullptr)) + "\ntoken=" + token_ + "\n";
+  // The claim is written whole under a private name first: link() then publishes it atomically.
+  const fs::path mine = folder / (std::string(".") + kFileName + "." + host + "." + std::to_string(::getpid()));
+  struct Cleanup {
+    const fs::path& path;
+    ~Cleanup() { ::unlink(path.c_str()); }
+  } cleanup{mine};
+  {
+    const FileDescriptor fd(::open(mine.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) throw OutputFileError("cannot write " + mine.string() + ": " + std::strerror(errno));
+    write_all(fd.get(), content, mine);
+  }
+  const std::string name = std::string(what) + " '" + folder.string() + "'";
+
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == 8) throw std::invalid_argument(name + ": cannot claim it (" + claim_.string() + " keeps changing)");
+    bool claimed = false;
+    if (::link(mine.c_str(), claim_.c_str()) == 0) {
+      claimed = true;
+    } else if (errno == EEXIST) {
+      // NFS may answer a retried LINK that did succeed with EEXIST: two names on our file say it did.
+      struct stat info {};
+      claimed = ::stat(mine.c_str(), &info) == 0 && info.st_nlink == 2;
+    } else if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP || errno == EMLINK || errno == ENOSYS) {
+      // No hard links here (some FUSE and SMB mounts): an exclusive create, written right away.
+      const FileDescriptor fd(::open(claim_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      if (fd.get() >= 0) {
+        write_all(fd.get(), content, claim_);
+        claimed = true;
+      } else if (errno != EEXIST) {
+        throw OutputFileError("cannot write " + claim_.string() + ": " + std::strerror(errno));
+      }
+    } else {
+      throw OutputFileError("cannot write " + claim_.string() + ": " + std::strerror(errno));
+    }
+    if (claimed) break;
+
+    // Held: alive, or gone? The server's "now" is the mtime of the file we just wrote there.
+    ::utimensat(AT_FDCWD, mine.c_str(), nullptr, 0);
+    struct stat mine_info {};
+    ::stat(mine.c_str(), &mine_info);
+    const Holder holder = read_holder(claim_, mine_info.st_mtim);
+    if (!holder.exists) continue;  // released meanwhile
+    const std::string gone = why_gone(holder, host);
+    if (gone.empty()) {
+      throw std::invalid_argument(name + " is in use by another run (" + describe(holder) + "; claim file " +
+                                  claim_.string() + "): wait for it to end, or choose another " + std::string(what));
+    }
+    // Renamed aside, then checked to be the file judged dead: two processes taking over at once cannot
+    // remove each other's new claim.
+    const fs::path aside = folder / (std::string(".") + kFileName + ".gone." + host + "." + std::to_string(::getpid()));
+    if (::rename(claim_.c_str(), aside.c_str()) != 0) continue;
+    struct stat aside_info {};
+    if (::stat(aside.c_str(), &aside_info) == 0 && aside_info.st_ino != holder.inode) {
+      (void)::link(aside.c_str(), claim_.c_str());  // someone's fresh claim: put it back
+      ::unlink(aside.c_str());
+      continue;
+    }
+    ::unlink(aside.c_str());
+    takeover_note_ = "note: took over " + name + " from a run that is gone (" + describe(holder) + "; " + gone + ")";
+  }
+  sync_directory(folder);
+  fd_ = ::open(claim_.c_str(), O_RDONLY | O_CLOEXEC);
+  heartbeat_ = std::thread([this] { heartbeat(); });
+}
+
+void FolderClaim::heartbeat() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, std::chrono::seconds(kHeartbeatSeconds), [this] { return stopping_; })) {
+    if (fd_ >= 0) ::futimens(fd_, nullptr);  // UTIME_NOW: the file server's clock on NFS and Lustre
+  }
+}
+
+FolderClaim::~FolderClaim() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (fd_ >= 0) ::close(fd_);
+  // Only our own claim is removed: one taken over after a long stall (no heartbeat) is another run's now.
+  const FileDescriptor fd(::open(claim_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() >= 0 && field_or(parse_claim(read_fd(fd.get())), "token", "") == token_) {
+    ::unlink(claim_.c_str());
+    sync_directory(claim_.parent_path().empty() ? fs::path(".") : claim_.parent_path());
+  }
+}
+
+}  // namespace mygpt
