@@ -15,6 +15,7 @@
 #   PYTHON                offline mode: the python whose torch to build against (default python3)
 #   MYGPT_BUILD_TYPE      CMake build type (default Release)
 #   MYGPT_JOBS            parallel compile jobs (default: number of cores)
+#   MYGPT_BUILD_TARGETS   CMake targets to build (default: all; scripts/demo.sh builds only mygpt-ddp)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -275,6 +276,7 @@ if [ ! -f "$repo/build/CMakeCache.txt" ] || [ "$repo/CMakeLists.txt" -nt "$repo/
   grep '^-- mygpt-ddp' "$repo/build.configure.log" || true
   printf '%s' "${cmake_args[*]}" >"$args_stamp"
 fi
-say "building with $jobs jobs"
-cmake --build "$repo/build" -j "$jobs" || die "build failed"
+say "building ${MYGPT_BUILD_TARGETS:-everything} with $jobs jobs"
+# shellcheck disable=SC2086  # targets are words on purpose
+cmake --build "$repo/build" -j "$jobs" ${MYGPT_BUILD_TARGETS:+--target $MYGPT_BUILD_TARGETS} || die "build failed"
 say "ready: $repo/build/mygpt-ddp"
