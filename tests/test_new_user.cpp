@@ -159,7 +159,7 @@ TEST(LearningRateDefaults, MinLrIsATenthOfTheLrGiven) {
   EXPECT_DOUBLE_EQ(*options_of({"--preset", "gpt2", "--lr", "3e-4"}).min_lr, 3e-5);
   EXPECT_DOUBLE_EQ(*options_of({"--lr", "5e-5", "--min-lr", "0"}).min_lr, 0.0);
   EXPECT_EQ(invalid_argument_message([] { options_of({"--lr", "5e-5", "--min-lr", "1e-4"}); }),
-            "--lr 5e-05 is below --min-lr 0.0001 (the cosine decay ends at --min-lr)");
+            "--lr 5e-05 is below --min-lr 1e-04 (the cosine decay ends at --min-lr)");
 }
 
 TEST(LearningRateDefaults, WarmupLongerThanTheRun) {
