@@ -1,5 +1,7 @@
 #include "common/progress.h"
 
+#include <cmath>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,7 +45,9 @@ Progress::Progress(std::string what, double total, std::string unit, bool quiet,
 std::string Progress::line(double done, const std::string& extra) const {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = elapsed > 0 ? done / elapsed : 0;
-  std::string text = strprintf("%s: %.1f/%.1f %s", what_.c_str(), done, total_, unit_.c_str());
+  // A whole-number total counts things (examples, batches): those print as integers, sizes with a decimal.
+  const char* format = total_ == std::floor(total_) ? "%s: %.0f/%.0f %s" : "%s: %.1f/%.1f %s";
+  std::string text = strprintf(format, what_.c_str(), done, total_, unit_.c_str());
   if (total_ > 0) text += strprintf(" (%.0f%%)", 100.0 * done / total_);
   text += strprintf(", %.1f %s/s", rate, unit_.c_str());
   if (rate > 0 && total_ > done) text += ", eta " + clock_text((total_ - done) / rate);

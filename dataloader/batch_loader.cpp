@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -28,6 +29,32 @@ Batch to_device(const torch::Tensor& x, const torch::Tensor& y, const torch::Dev
   return {x.to(device, /*non_blocking=*/true), y.to(device, /*non_blocking=*/true)};
 }
 
+// The sequential and the shuffled loader keep one number, the batches all ranks have read, so either
+// resumes the other's checkpoint at the same count of tokens.
+torch::Tensor position_state(uint64_t position) { return torch::tensor({static_cast<int64_t>(position)}, torch::kLong); }
+
+uint64_t position_of(const torch::Tensor& state, const char* loader) {
+  if (state.numel() != 1 || state.scalar_type() != torch::kLong) {
+    throw std::invalid_argument(std::string("data loader state is not a ") + loader + "-loader position");
+  }
+  return static_cast<uint64_t>(state.item<int64_t>());
+}
+
+// SplitMix64 (Steele, Lea, Flood 2014): a tiny generator whose output is fixed by its definition, so an
+// epoch's order is the same on every machine, compiler and torch version (std::shuffle and
+// std::uniform_int_distribution are implementation-defined).
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, bound) by Lemire's multiply-shift; the bias, below bound / 2^64, does not matter here.
+  uint64_t below(uint64_t bound) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * bound) >> 64); }
+};
+
 }  // namespace
 
 std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<const TokenSource> source,
@@ -35,6 +62,9 @@ std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<
                                                int world_size) {
   if (order == DataOrder::random)
     return std::make_unique<RandomBatchSampler>(std::move(source), batch_size, seq_len, seed, rank);
+  if (order == DataOrder::shuffled)
+    return std::make_unique<ShuffledBatchLoader>(std::move(source), batch_size, seq_len, seed, rank, world_size);
+  if (order == DataOrder::automatic) throw std::logic_error("the data order must be resolved before loading");
   return std::make_unique<ShardedBatchLoader>(std::move(source), batch_size, seq_len, rank, world_size);
 }
 
@@ -59,16 +89,9 @@ Batch ShardedBatchLoader::next(const torch::Device& device) {
                    buffer.slice(0, 1, chunk + 1).view({batch_size_, seq_len_}), device);
 }
 
-torch::Tensor ShardedBatchLoader::state() const {
-  return torch::tensor({static_cast<int64_t>(position_)}, torch::kLong);
-}
+torch::Tensor ShardedBatchLoader::state() const { return position_state(position_); }
 
-void ShardedBatchLoader::load_state(const torch::Tensor& state) {
-  if (state.numel() != 1 || state.scalar_type() != torch::kLong) {
-    throw std::invalid_argument("data loader state is not a sequential-loader position");
-  }
-  position_ = static_cast<uint64_t>(state.item<int64_t>());
-}
+void ShardedBatchLoader::load_state(const torch::Tensor& state) { position_ = position_of(state, "sequential"); }
 
 RandomBatchSampler::RandomBatchSampler(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len,
                                        uint64_t seed, int rank)
@@ -108,5 +131,79 @@ void RandomBatchSampler::load_state(const torch::Tensor& state) {
   if (state.scalar_type() != torch::kByte) throw std::invalid_argument("data loader state is not a generator state");
   generator_.set_state(state);
 }
+
+DataOrder resolve_data_order(DataOrder requested, uint64_t train_tokens, uint64_t tokens_the_run_reads) {
+  if (requested != DataOrder::automatic) return requested;
+  return tokens_the_run_reads > train_tokens ? DataOrder::shuffled : DataOrder::sequential;
+}
+
+const char* data_order_name(DataOrder order) {
+  switch (order) {
+    case DataOrder::automatic: return "auto";
+    case DataOrder::sequential: return "sequential";
+    case DataOrder::shuffled: return "shuffled";
+    case DataOrder::random: return "random";
+  }
+  return "?";
+}
+
+ShuffledBatchLoader::ShuffledBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size,
+                                         int64_t seq_len, uint64_t seed, int rank, int world_size)
+    : source_(std::move(source)),
+      batch_size_(batch_size),
+      seq_len_(seq_len),
+      seed_(seed),
+      rank_(rank),
+      world_size_(world_size) {
+  require_enough_tokens(*source_, batch_size, seq_len);
+  if (world_size <= 0 || rank < 0 || rank >= world_size) throw std::logic_error("bad rank/world size");
+  const auto t = static_cast<uint64_t>(seq_len);
+  // Each epoch's rows start at its own shift in [0, T), so rows do not cut the text at the same places
+  // every epoch; a stream too short to keep a batch of rows after such a shift keeps shift 0. A row
+  // reads T + 1 tokens (inputs, targets).
+  const uint64_t usable = source_->size() - 1;
+  max_shift_ = (usable - (t - 1)) / t >= static_cast<uint64_t>(batch_size) ? t - 1 : 0;
+  rows_per_epoch_ = (usable - max_shift_) / t;
+  if (rows_per_epoch_ > std::numeric_limits<uint32_t>::max()) {
+    throw std::invalid_argument("--data-order shuffled: the data holds more than 2^32 rows of --seq-len tokens; "
+                                "use --data-order sequential");
+  }
+}
+
+const ShuffledBatchLoader::EpochOrder& ShuffledBatchLoader::order_of(uint64_t epoch) {
+  for (const EpochOrder& o : orders_) {
+    if (o.epoch == epoch) return o;
+  }
+  EpochOrder& o = orders_[epoch % 2];
+  SplitMix64 random{seed_ ^ (0xD1B54A32D192ED03ULL * (epoch + 1))};
+  o.epoch = epoch;
+  o.shift = random.below(max_shift_ + 1);
+  o.rows.resize(rows_per_epoch_);
+  for (uint64_t i = 0; i < rows_per_epoch_; ++i) o.rows[i] = static_cast<uint32_t>(i);
+  for (uint64_t i = rows_per_epoch_; i > 1; --i) std::swap(o.rows[i - 1], o.rows[random.below(i)]);  // Fisher-Yates
+  return o;
+}
+
+uint64_t ShuffledBatchLoader::row_start(uint64_t row) {
+  const EpochOrder& o = order_of(row / rows_per_epoch_);
+  return o.shift + static_cast<uint64_t>(o.rows[row % rows_per_epoch_]) * static_cast<uint64_t>(seq_len_);
+}
+
+Batch ShuffledBatchLoader::next(const torch::Device& device) {
+  auto buffer = host_buffer(batch_size_ * (seq_len_ + 1), device);
+  auto* out = buffer.data_ptr<int64_t>();
+  const uint64_t first_row = (position_ + static_cast<uint64_t>(rank_)) * static_cast<uint64_t>(batch_size_);
+  for (int64_t b = 0; b < batch_size_; ++b) {
+    source_->read(row_start(first_row + static_cast<uint64_t>(b)), static_cast<size_t>(seq_len_ + 1),
+                  out + b * (seq_len_ + 1));
+  }
+  position_ += static_cast<uint64_t>(world_size_);
+  auto rows = buffer.view({batch_size_, seq_len_ + 1});
+  return to_device(rows.slice(1, 0, seq_len_), rows.slice(1, 1, seq_len_ + 1), device);
+}
+
+torch::Tensor ShuffledBatchLoader::state() const { return position_state(position_); }
+
+void ShuffledBatchLoader::load_state(const torch::Tensor& state) { position_ = position_of(state, "shuffled"); }
 
 }  // namespace mygpt

@@ -82,8 +82,8 @@ template <typename Value>
 using StringMap = std::unordered_map<std::string, Value, TransparentStringHash, std::equal_to<>>;
 
 // Reads encoder.json into id -> raw bytes; returns vocabulary string -> id for parsing the merges.
-StringMap<int32_t> read_encoder_json(const fs::path& path, std::vector<std::string>& token_bytes) {
-  const std::string text = read_whole_file(path, "GPT-2 vocabulary file");
+StringMap<int32_t> read_encoder_json(const fs::path& path, const std::string& text,
+                                     std::vector<std::string>& token_bytes) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
@@ -187,9 +187,8 @@ class MergeTable {
   std::size_t size_ = 0;
 };
 
-MergeTable read_vocab_bpe(const fs::path& path, const StringMap<int32_t>& ids_by_spelling,
+MergeTable read_vocab_bpe(const fs::path& path, const std::string& text, const StringMap<int32_t>& ids_by_spelling,
                           const std::string& vocabulary_name) {
-  const std::string text = read_whole_file(path, "GPT-2 vocabulary file");
   MergeTable merges(Gpt2BpeTokenizer::kMergeCount);
   std::size_t line_number = 0;
   for (std::size_t pos = 0; pos < text.size();) {
@@ -506,7 +505,40 @@ std::optional<Gpt2TokenizerFiles> Gpt2BpeTokenizer::find_files(const std::filesy
   // OpenAI's names win whenever one of them is there, so that a damaged pair is reported as such.
   if (has("encoder.json") || has("vocab.bpe")) return Gpt2TokenizerFiles{dir / "encoder.json", dir / "vocab.bpe"};
   if (has("vocab.json") || has("merges.txt")) return Gpt2TokenizerFiles{dir / "vocab.json", dir / "merges.txt"};
+  if (has("tokenizer.json")) return Gpt2TokenizerFiles{dir / "tokenizer.json", dir / "tokenizer.json", true};
   return std::nullopt;
+}
+
+Gpt2TokenizerTexts read_gpt2_tokenizer_texts(const Gpt2TokenizerFiles& files) {
+  if (!files.tokenizer_json) {
+    return {read_whole_file(files.vocabulary, "GPT-2 vocabulary file"),
+            read_whole_file(files.merges, "GPT-2 vocabulary file")};
+  }
+  const std::string where = files.vocabulary.string() + ": ";
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(read_whole_file(files.vocabulary, "Hugging Face tokenizer file"));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(where + "malformed JSON: " + e.what());
+  }
+  const auto model = json.is_object() ? json.find("model") : json.end();
+  if (model == json.end() || !model->is_object() || model->value("type", std::string()) != "BPE" ||
+      !model->contains("vocab") || !(*model)["vocab"].is_object() || !model->contains("merges") ||
+      !(*model)["merges"].is_array()) {
+    throw std::invalid_argument(where + "not a BPE tokenizer (expected model.type \"BPE\" with vocab and merges)");
+  }
+  // Merges are "a b" strings, or [a, b] pairs in the newer format; vocab.bpe writes them as "a b".
+  std::string merges = "#version: 0.2\n";
+  for (const auto& merge : (*model)["merges"]) {
+    if (merge.is_string()) {
+      merges += merge.get<std::string>() + "\n";
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      merges += merge[0].get<std::string>() + " " + merge[1].get<std::string>() + "\n";
+    } else {
+      throw std::invalid_argument(where + "a merge is neither \"a b\" nor [a, b]: " + merge.dump().substr(0, 80));
+    }
+  }
+  return {(*model)["vocab"].dump(), merges};
 }
 
 Gpt2BpeTokenizer Gpt2BpeTokenizer::load(const std::filesystem::path& dir) {
@@ -517,11 +549,12 @@ Gpt2BpeTokenizer Gpt2BpeTokenizer::load(const std::filesystem::path& dir) {
   }
   const auto files = find_files(dir);
   if (!files) {
-    throw std::invalid_argument(dir.string() +
-                                ": no GPT-2 tokenizer files (encoder.json and vocab.bpe, or vocab.json and merges.txt)");
+    throw std::invalid_argument(dir.string() + ": no GPT-2 tokenizer files (encoder.json and vocab.bpe, vocab.json and "
+                                               "merges.txt, or tokenizer.json)");
   }
   auto impl = std::make_unique<Impl>();
-  const StringMap<int32_t> ids_by_spelling = read_encoder_json(files->vocabulary, impl->token_bytes);
+  const Gpt2TokenizerTexts texts = read_gpt2_tokenizer_texts(*files);
+  const StringMap<int32_t> ids_by_spelling = read_encoder_json(files->vocabulary, texts.vocabulary, impl->token_bytes);
   for (int byte = 0; byte < 256; ++byte) {
     const auto it = ids_by_spelling.find(alphabet_spelling_of_byte(static_cast<unsigned char>(byte)));
     if (it == ids_by_spelling.end()) {
@@ -530,7 +563,7 @@ Gpt2BpeTokenizer Gpt2BpeTokenizer::load(const std::filesystem::path& dir) {
     }
     impl->byte_token[byte] = it->second;
   }
-  impl->merges = read_vocab_bpe(files->merges, ids_by_spelling, files->vocabulary.filename().string());
+  impl->merges = read_vocab_bpe(files->merges, texts.merges, ids_by_spelling, files->vocabulary.filename().string());
   return Gpt2BpeTokenizer(std::move(impl));
 }
 

@@ -23,11 +23,22 @@
 
 namespace mygpt {
 
-// A tokenizer's two files: the token -> id JSON object and the ranked merges.
+// A tokenizer's two files: the token -> id JSON object and the ranked merges; or one tokenizer.json
+// (Hugging Face `tokenizers`, as current transformers saves GPT-2) holding both in its BPE model.
 struct Gpt2TokenizerFiles {
-  std::filesystem::path vocabulary;  // encoder.json or vocab.json
-  std::filesystem::path merges;      // vocab.bpe or merges.txt
+  std::filesystem::path vocabulary;  // encoder.json or vocab.json (or tokenizer.json)
+  std::filesystem::path merges;      // vocab.bpe or merges.txt (or tokenizer.json)
+  bool tokenizer_json = false;       // both are the one tokenizer.json
 };
+
+// The two files' contents as encoder.json and vocab.bpe hold them (from tokenizer.json: its BPE model's
+// vocab and merges written out so). Unreadable files, or a tokenizer.json that is not a BPE model,
+// throw std::invalid_argument naming the file.
+struct Gpt2TokenizerTexts {
+  std::string vocabulary;
+  std::string merges;
+};
+Gpt2TokenizerTexts read_gpt2_tokenizer_texts(const Gpt2TokenizerFiles& files);
 
 class Gpt2BpeTokenizer {
  public:
@@ -37,8 +48,8 @@ class Gpt2BpeTokenizer {
   static constexpr std::string_view kEndOfText = "<|endoftext|>";
 
   // The files load() reads from dir: encoder.json + vocab.bpe when either is there, else vocab.json +
-  // merges.txt when either is there (they need not exist: load() reports the missing one); nullopt
-  // when dir holds none of the four names.
+  // merges.txt when either is there (they need not exist: load() reports the missing one), else
+  // tokenizer.json; nullopt when dir holds none of the five names.
   static std::optional<Gpt2TokenizerFiles> find_files(const std::filesystem::path& dir);
   // Reads the files find_files names. Every problem with them (none there, missing, unreadable,
   // malformed, truncated, wrong sizes, merges naming unknown tokens) throws std::invalid_argument

@@ -137,7 +137,12 @@ std::vector<HellaSwagExample> read_hellaswag(const std::filesystem::path& path) 
 std::vector<TokenizedHellaSwag> read_tokenized_hellaswag(const std::filesystem::path& path, const TextCodec& codec,
                                                          int64_t limit) {
   std::vector<HellaSwagExample> examples = read_hellaswag(path);
-  if (limit > 0 && static_cast<size_t>(limit) < examples.size()) examples.resize(static_cast<size_t>(limit));
+  // Scoring fewer examples than asked for would report an accuracy over another set than the one named.
+  if (limit > 0 && static_cast<size_t>(limit) > examples.size()) {
+    throw std::invalid_argument("HellaSwag file '" + path.string() + "' holds " + std::to_string(examples.size()) +
+                                " examples, fewer than the " + std::to_string(limit) + " asked for");
+  }
+  if (limit > 0) examples.resize(static_cast<size_t>(limit));
   std::vector<TokenizedHellaSwag> out;
   out.reserve(examples.size());
   for (const HellaSwagExample& ex : examples) {

@@ -42,7 +42,8 @@ struct TokenizedHellaSwag {
 };
 
 // Reads path and tokenizes its first `limit` examples (all when limit is 0): only what is scored
-// is encoded, since BPE over all 10k validation examples takes seconds.
+// is encoded, since BPE over all 10k validation examples takes seconds. A limit above the file's
+// count is std::invalid_argument.
 std::vector<TokenizedHellaSwag> read_tokenized_hellaswag(const std::filesystem::path& path, const TextCodec& codec,
                                                          int64_t limit);
 

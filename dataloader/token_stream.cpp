@@ -38,7 +38,8 @@ bool names_regular_file(const std::filesystem::path& path) {
 bool name_matches(const std::filesystem::path& path, std::string_view split) {
   const std::string name = path.filename().string();
   if (name.empty() || name.front() == '.') return false;
-  if (name == "char_vocab.txt") return false;  // the vocabulary `prepare --tokenizer char` writes beside its shards
+  // The tokenizer files `prepare` writes beside its shards.
+  if (name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe") return false;
   return split.empty() || name.find(split) != std::string::npos;
 }
 

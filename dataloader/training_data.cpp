@@ -5,6 +5,7 @@
 
 #include "common/file_io.h"
 #include "dataloader/builtin_dataset.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_stream.h"
 
@@ -35,6 +36,13 @@ std::optional<std::string> char_vocabulary_beside(const std::string& spec) {
   std::error_code ec;
   if (!fs::is_directory(spec, ec) || !fs::exists(path, ec)) return std::nullopt;
   return read_whole_file(path, "character vocabulary");
+}
+
+// Shards written by `prepare --tokenizer gpt2` carry GPT-2's tokenizer files beside them.
+std::optional<std::string> gpt2_vocabulary_beside(const std::string& spec) {
+  std::error_code ec;
+  if (!fs::is_directory(spec, ec) || !Gpt2BpeTokenizer::find_files(spec)) return std::nullopt;
+  return fs::absolute(spec).lexically_normal().string();
 }
 
 int64_t token_data_vocab_size(const DataOptions& o, const std::optional<std::string>& char_vocabulary) {
@@ -68,6 +76,9 @@ TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
   } else if (char_vocabulary) {
     d.tokenizer_kind = TokenizerKind::character;
     d.tokenizer_data = make_text_codec(TokenizerKind::character, *char_vocabulary)->data();
+  } else if (const auto beside = gpt2_vocabulary_beside(spec)) {
+    d.tokenizer_kind = TokenizerKind::gpt2;
+    d.tokenizer_data = make_text_codec(TokenizerKind::gpt2, *beside)->data();
   }
   d.description = "token data " + spec + (d.val ? " (with validation shards)" : " (no validation data)");
   return d;

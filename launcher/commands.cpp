@@ -1,6 +1,13 @@
 #include "launcher/commands.h"
 
+#include <torch/version.h>
+
+#include <algorithm>
 #include <sstream>
+
+#include "common/strprintf.h"
+#include "model/gpt_config.h"
+#include "mygpt/build_config.h"
 
 namespace mygpt {
 
@@ -13,13 +20,29 @@ const std::vector<Command>& command_table() {
 std::string usage_text() {
   std::ostringstream out;
   out << "usage: mygpt-ddp <command> [options]\n\ncommands:\n";
+  std::vector<std::string> usages;
+  size_t width = 0;
   for (const Command& c : command_table()) {
-    std::string usage = c.usage.substr(0, c.usage.find(" [options]"));
-    out << "  " << usage << std::string(usage.size() < 28 ? 28 - usage.size() : 1, ' ') << c.summary << "\n";
+    usages.push_back(c.usage.substr(0, c.usage.find(" [options]")));
+    width = std::max(width, usages.back().size());
   }
-  out << "\n`mygpt-ddp <command> --help` shows one command's options.\n";
-  for (const Command& c : command_table()) out << "\n" << c.options();
+  for (size_t i = 0; i < usages.size(); ++i) {
+    out << "  " << usages[i] << std::string(width + 2 - usages[i].size(), ' ') << command_table()[i].summary << "\n";
+  }
+  out << "\nmodel presets (--preset):\n";
+  for (const std::string& name : preset_names()) {
+    const GptConfig c = preset_config(name);
+    out << strprintf("  %-18s %2lld layers, %2lld heads, %4lld wide, block %4lld, dropout %.1f\n", name.c_str(),
+                     static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
+                     static_cast<long long>(c.n_embd), static_cast<long long>(c.block_size), c.dropout);
+  }
+  out << "\n`mygpt-ddp <command> --help` lists that command's options; `mygpt-ddp --version` the build.";
   return out.str();
+}
+
+std::string version_text() {
+  return strprintf("mygpt-ddp %s (LibTorch %d.%d.%d)", MYGPT_VERSION, TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
+                   TORCH_VERSION_PATCH);
 }
 
 }  // namespace mygpt

@@ -24,23 +24,28 @@ struct Command {
 };
 
 const std::vector<Command>& command_table();
-// Every command with every option: `mygpt-ddp --help`.
+// `mygpt-ddp --help`: the commands, one line each, and the model presets (each command's --help lists
+// its options).
 std::string usage_text();
+// `mygpt-ddp --version`.
+std::string version_text();
 
 // A Command from an options table and a function of the parsed options. Commands that are not
 // multi_rank refuse to run in a world of several ranks.
 template <typename Config>
 Command make_command(std::string name, std::string usage, std::string summary, bool multi_rank,
-                     const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const MpiSession&)) {
+                     const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const MpiSession&),
+                     std::vector<std::string> hidden_groups = {}) {
   Command c{name, usage, std::move(summary), nullptr, nullptr, nullptr};
-  c.options = [name, table] { return table().description(name + " options"); };
+  c.options = [name, table, hidden_groups] { return table().description(name + " options", hidden_groups); };
   c.option_values = [table](const std::vector<std::string>& args) {
     return table().to_text(table().parse(args).config);
   };
-  c.run = [name, usage, multi_rank, table, run](const std::vector<std::string>& args, const MpiSession& mpi) {
+  c.run = [name, usage, multi_rank, table, run, options = c.options](const std::vector<std::string>& args,
+                                                                       const MpiSession& mpi) {
     const Parsed<Config> parsed = table().parse(args);
     if (parsed.help) {
-      std::cout << "usage: mygpt-ddp " << usage << "\n\n" << table().description(name + " options") << std::endl;
+      std::cout << "usage: mygpt-ddp " << usage << "\n\n" << options() << std::endl;
       return 0;
     }
     if (!multi_rank && mpi.world().world_size > 1) {

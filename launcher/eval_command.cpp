@@ -32,6 +32,8 @@ struct EvalFlags {
   std::optional<std::string> checkpoint;
   std::optional<std::string> val, hellaswag, task;
   int64_t examples{};
+  std::optional<int64_t> hellaswag_examples;  // train's name for --examples of HellaSwag
+  double val_fraction{};
   int64_t eval_steps{};
   int64_t batch_size{};
   int64_t seq_len{};
@@ -54,6 +56,12 @@ const OptionTable<EvalFlags>& eval_flag_table() {
     t.add("hellaswag", &E::hellaswag, "HellaSwag accuracy (official jsonl or llama.cpp's 6-line text)");
     t.add("task", &E::task, "held-out accuracy on a built-in task such as builtin:sort (greedy decoding)");
     t.add("examples", &E::examples, "examples to score; 0 means all (builtin task: 200)").init(0).check(non_negative);
+    t.add("hellaswag-examples", &E::hellaswag_examples, "--examples of --hellaswag, by train's name for it")
+        .check(non_negative);
+    t.add("val-fraction", &E::val_fraction,
+          "share of a --val text scored: its end, which train on that text held out (1: the whole text)")
+        .init(0.1)
+        .check(in_range(0, 1, /*hi_inclusive=*/true));
     t.add("eval-steps", &E::eval_steps, "validation batches (--val)").init(20).check(positive);
     t.add("batch-size", &E::batch_size, "validation batch rows (--val)").init(8).check(positive);
     t.add("seq-len", &E::seq_len, "validation row length; 0 means the block size (--val)").init(0).check(non_negative);
@@ -92,11 +100,14 @@ bool is_text_file(const std::string& spec) {
 }
 
 // The tokens of a UTF-8 text, with the model's tokenizer.
-std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const TextCodec& codec) {
+std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const TextCodec& codec, double val_fraction) {
   const std::string text = read_text_file(path, "--val text file");
   if (text.empty()) throw std::invalid_argument("--val text file '" + path + "' is empty");
+  if (val_fraction <= 0) throw std::invalid_argument("--val-fraction must be above 0 (it is the share of the text scored)");
   try {
-    return std::make_shared<InMemoryTokens>(codec.encode(text));
+    if (val_fraction >= 1) return std::make_shared<InMemoryTokens>(codec.encode(text));
+    // The held-out end, cut at the same token as train's --val-fraction cuts it.
+    return std::make_shared<InMemoryTokens>(split_train_val(codec.encode(text), val_fraction).second);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("--val text file '" + path + "': " + e.what());
   }
@@ -109,8 +120,9 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
   const GptConfig& config = m.model->config();
   std::shared_ptr<const TokenSource> tokens;
   if (m.codec) {
-    tokens = text_tokens(*f.val, *m.codec);
-    std::cout << "val data: text " << *f.val << " (" << tokens->size() << " tokens, "
+    tokens = text_tokens(*f.val, *m.codec, f.val_fraction);
+    std::cout << "val data: text " << *f.val << " (its last " << option_detail::number_text(f.val_fraction * 100)
+              << "%: " << tokens->size() << " tokens, "
               << tokenizer_kind_name(m.codec->kind()) << " tokenizer)" << std::endl;
   } else {
     const auto files = validation_files(*f.val);
@@ -195,13 +207,19 @@ void refuse_options_of_other_modes(const Parsed<EvalFlags>& flags) {
     for (const char* name : {"eval-steps", "batch-size", "seq-len"}) flags.refuse(name, mode + " (it applies to --val)");
   }
   if (f.val) flags.refuse("examples", mode + " (it applies to --hellaswag and --task)");
+  if (!f.hellaswag) flags.refuse("hellaswag-examples", mode + " (it applies to --hellaswag)");
+  if (flags.gave("examples") && flags.gave("hellaswag-examples")) {
+    throw std::invalid_argument("give --examples or --hellaswag-examples (the same count), not both");
+  }
+  if (!f.val || !is_text_file(*f.val)) flags.refuse("val-fraction", "without a --val text (it cuts a text's end)");
   if (!f.task) flags.refuse("show", mode + " (it applies to --task)");
   if (f.task) flags.refuse("precision", mode + " (greedy decoding runs in fp32)");
   if (f.val && !is_text_file(*f.val)) flags.refuse("vocab", "with token data (it is the tokenizer of a text)");
 }
 
 int run_eval(const Parsed<EvalFlags>& flags, const MpiSession&) {
-  const EvalFlags& f = flags.config;
+  EvalFlags f = flags.config;
+  if (f.hellaswag_examples) f.examples = *f.hellaswag_examples;
   const int modes = static_cast<int>(f.val.has_value()) + static_cast<int>(f.hellaswag.has_value()) +
                     static_cast<int>(f.task.has_value());
   if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag or --task");

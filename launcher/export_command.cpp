@@ -70,8 +70,9 @@ bool is_empty_folder(const fs::path& folder) {
 
 // transformers' GPT-2 tokenizer settings: <|endoftext|> is bos, eos and unk; no prefix space.
 void write_gpt2_tokenizer(const fs::path& folder, const Gpt2TokenizerFiles& from, int64_t context) {
-  write_file_atomically(folder / "vocab.json", read_whole_file(from.vocabulary, "GPT-2 vocabulary file"));
-  write_file_atomically(folder / "merges.txt", read_whole_file(from.merges, "GPT-2 merges file"));
+  const Gpt2TokenizerTexts texts = read_gpt2_tokenizer_texts(from);
+  write_file_atomically(folder / "vocab.json", texts.vocabulary);
+  write_file_atomically(folder / "merges.txt", texts.merges);
   const std::string eot(Gpt2BpeTokenizer::kEndOfText);
   const nlohmann::ordered_json config = {
       {"add_bos_token", false}, {"add_prefix_space", false},      {"bos_token", eot},
@@ -157,7 +158,9 @@ int run_export(const Parsed<ExportFlags>& flags, const MpiSession&) {
                  "(id order), which mygpt-ddp reads back"
               << std::endl;
   } else if (!bpe) {
-    std::cout << "note: the model has no tokenizer, so none was written (give --vocab DIR if it reads GPT-2 tokens)"
+    std::cout << "note: the model records no tokenizer, so the folder has none and keeps all " << vocab_size
+              << " rows (transformers loads the weights but cannot tokenize text): give --vocab DIR if it reads GPT-2 "
+                 "tokens, for GPT-2's tokenizer files and its 50257 rows"
               << std::endl;
   }
   return 0;

@@ -30,6 +30,10 @@ int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
     std::cout << mygpt::usage_text() << std::endl;
     return 0;
   }
+  if (name == "--version" || name == "version") {
+    std::cout << mygpt::version_text() << std::endl;
+    return 0;
+  }
   for (const auto& command : mygpt::command_table()) {
     if (command.name == name) return command.run(std::vector<std::string>(argv + 2, argv + argc), mpi);
   }

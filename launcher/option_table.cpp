@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <sstream>
+#include <map>
 
 #include "common/file_io.h"
 
@@ -82,6 +83,24 @@ std::vector<ConfigFileText> read_config_files(const std::string& path) {
   std::vector<std::filesystem::path> chain;
   read_config_tree(path, chain, files);
   return files;
+}
+
+std::string unknown_option_hint(const std::string& unknown, const std::vector<std::string>& known) {
+  std::string name = unknown.substr(unknown.find_first_not_of('-') == std::string::npos ? 0 : unknown.find_first_not_of('-'));
+  const auto is_known = [&](const std::string& n) { return std::find(known.begin(), known.end(), n) != known.end(); };
+  // nanoGPT's configurator names (config/*.py, --key=value) for what is named otherwise here.
+  static const std::map<std::string, std::string> nanogpt = {
+      {"learning_rate", "lr"},          {"max_iters", "steps"},         {"lr_decay_iters", "steps"},
+      {"warmup_iters", "warmup-steps"}, {"eval_iters", "eval-steps"},   {"eval_interval", "eval-every"},
+      {"log_interval", "log-every"},    {"out_dir", "out"},             {"dataset", "data"},
+      {"gradient_accumulation_steps", "grad-accum"}, {"grad_clip", "grad-clip"}};
+  if (const auto it = nanogpt.find(name); it != nanogpt.end() && is_known(it->second)) {
+    return " (nanoGPT's " + name + " is " + it->second + " here)";
+  }
+  std::string dashed = name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  if (dashed != name && is_known(dashed)) return " (names use dashes: " + dashed + ")";
+  return "";
 }
 
 }  // namespace mygpt

@@ -134,7 +134,7 @@ class Row final : public OptionRow<Config> {
     // A switch alone means true (`--overwrite`); `--overwrite false` and `--overwrite=false` still work.
     if constexpr (std::is_same_v<Value, bool>) semantic->implicit_value(true, "true");
     if (required_) semantic->required();
-    if (default_) semantic->default_value(stored(*default_), to_text(*default_));
+    if (default_) semantic->default_value(stored(*default_), shown(to_text(*default_)));
     std::string help = help_;
     if constexpr (std::is_enum_v<Value>) help += " (" + choices_text() + ")";
     std::string recipes;
@@ -208,6 +208,18 @@ class Row final : public OptionRow<Config> {
     } else {
       return std::to_string(v);
     }
+  }
+
+  // A default as --help shows it: control characters escaped, so that "\n" does not break the line.
+  static std::string shown(const std::string& text) {
+    std::string out;
+    for (const char c : text) {
+      if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else if (c == '\r') out += "\\r";
+      else out += c;
+    }
+    return out;
   }
 
   Stored stored(const Value& v) const {
@@ -285,12 +297,14 @@ class OptionTable {
     return *this;
   }
 
-  // Every row, grouped, plus --config and --help.
-  po::options_description description(const std::string& title) const {
+  // Every row, grouped, plus --config and --help; the rows of `hidden` groups are left out (a table
+  // two commands share shows each its own options).
+  po::options_description description(const std::string& title, const std::vector<std::string>& hidden = {}) const {
     po::options_description all(title);
     std::vector<std::string> order;
     for (const auto& row : rows_) {
-      if (std::find(order.begin(), order.end(), row->group()) == order.end()) order.push_back(row->group());
+      const bool shown = std::find(hidden.begin(), hidden.end(), row->group()) == hidden.end();
+      if (shown && std::find(order.begin(), order.end(), row->group()) == order.end()) order.push_back(row->group());
     }
     for (const auto& g : order) {
       po::options_description part(g);
@@ -352,6 +366,11 @@ struct ConfigFileText {
 };
 std::vector<ConfigFileText> read_config_files(const std::string& path);
 
+// For an option name nobody defined (as Boost reports it: "--n_layer", "learning_rate"), the name it
+// most likely means among `known`, as a hint to append: " (names use dashes: n-layer)", " (nanoGPT's
+// learning_rate is lr here)"; empty when there is none.
+std::string unknown_option_hint(const std::string& unknown, const std::vector<std::string>& known);
+
 // Boost.Program_options formats its error messages by replacing %name% tokens and never ends when the
 // text it substitutes holds such a token again (found by fuzzing: `--x%canonical_option%` hung the
 // program). Input holding a %word% sequence is refused (std::invalid_argument naming `where`) before
@@ -364,8 +383,14 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
   po::positional_options_description positional;
   for (const auto& [name, count] : positional_) positional.add(name.c_str(), count);
   for (const auto& arg : args) refuse_placeholder_text(arg, "argument");
+  std::vector<std::string> known;
+  for (const auto& row : rows_) known.push_back(row->name());
   po::variables_map values;
-  po::store(po::command_line_parser(args).options(desc).positional(positional).run(), values);
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), values);
+  } catch (const po::unknown_option& e) {
+    throw std::invalid_argument(e.what() + unknown_option_hint(e.get_option_name(), known));
+  }
   Parsed<Config> parsed;
   parsed.help = values.count("help") > 0;
   if (parsed.help) return parsed;
@@ -380,6 +405,9 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
         po::variables_map file_values;
         po::store(from_file, file_values);
         po::store(from_file, values);
+      } catch (const po::unknown_option& e) {
+        throw std::invalid_argument("config file '" + path + "': " + e.what() +
+                                    unknown_option_hint(e.get_option_name(), known));
       } catch (const po::error& e) {
         throw std::invalid_argument("config file '" + path + "': " + e.what());
       }

@@ -23,8 +23,18 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 // The device a run would use, without requiring it here: `--device cuda` plans for a GPU on any
 // machine; auto means a GPU when one is visible.
-bool plans_for_gpu(const std::string& device) {
-  return device == "cuda" || (device == "auto" && torch::cuda::is_available());
+// --gpu-memory names a GPU's memory, so with --device auto it plans for CUDA even where none is visible.
+bool plans_for_gpu(const std::string& device, double gpu_memory) {
+  return device == "cuda" || (device == "auto" && (torch::cuda::is_available() || gpu_memory > 0));
+}
+
+// The largest micro-batch of at most `fits` rows that --total-batch-tokens still divides (0: none).
+int64_t largest_dividing_micro_batch(int64_t fits, const TrainOptions& o, int64_t ranks) {
+  if (o.total_batch_tokens <= 0) return fits;
+  for (int64_t rows = fits; rows > 0; --rows) {
+    if (o.total_batch_tokens % (rows * o.seq_len * ranks) == 0) return rows;
+  }
+  return 0;
 }
 
 int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
@@ -41,7 +51,11 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   }
   const GptConfig config = resolve_model_config(flags, data.vocab_size, start);
   const int64_t ranks = f.plan.ranks > 0 ? f.plan.ranks : mpi.world().world_size;
-  const bool gpu = plans_for_gpu(f.runtime.device);
+  const bool gpu = plans_for_gpu(f.runtime.device, f.plan.gpu_memory);
+  if (f.plan.gpu_memory > 0 && !gpu) {
+    std::cout << "note: --gpu-memory with --device " << f.runtime.device
+              << ": the plan is for CPUs, checked against that memory (--device cuda or auto plans for a GPU)\n";
+  }
   const TrainOptions o = resolve_train_options(flags, config, gpu ? torch::Device(torch::kCUDA) : torch::kCPU,
                                                static_cast<int>(ranks));
   const bool bf16 = o.precision == Precision::bf16;
@@ -68,7 +82,7 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
                          static_cast<long long>(o.grad_accum), tokens_per_step, flops_per_token * tokens_per_step,
                          flops_per_token, tokens_per_step * static_cast<double>(ranks))
             << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld\n", static_cast<long long>(o.steps),
-                         o.lr, o.min_lr, static_cast<long long>(o.warmup_steps));
+                         o.lr, o.min_lr.value(), static_cast<long long>(o.warmup_steps));
 
   MemoryPlanInput input;
   input.model = config;
@@ -97,9 +111,17 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   if (device_memory == 0 && gpu && torch::cuda::device_count() > 0) device_memory = cuda_total_memory_bytes(0);
   if (device_memory > 0) {
     const int64_t largest = largest_micro_batch(input, device_memory);
-    std::cout << strprintf("fits in %.1f GiB: %s; the largest micro-batch that fits: %lld rows\n",
+    std::cout << strprintf("fits in %.1f GiB: %s; the largest micro-batch that fits: %lld rows",
                            device_memory / kGiB, memory.total_bytes <= device_memory ? "yes" : "NO",
                            static_cast<long long>(largest));
+    // The suggestion must be one the run accepts: --total-batch-tokens refuses a micro-batch it cannot divide.
+    const int64_t usable = largest_dividing_micro_batch(largest, o, ranks);
+    if (usable != largest) {
+      std::cout << strprintf(", and of those the largest that --total-batch-tokens %lld divides on %lld rank(s): %lld",
+                             static_cast<long long>(o.total_batch_tokens), static_cast<long long>(ranks),
+                             static_cast<long long>(usable));
+    }
+    std::cout << "\n";
   } else if (gpu) {
     std::cout << "fits: give --gpu-memory GiB to check (no GPU visible here)\n";
   }

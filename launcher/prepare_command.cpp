@@ -1,6 +1,8 @@
 // `mygpt-ddp prepare`: tokenizes text into llm.c .bin shards. Each document (a whole plain-text file,
-// or one line of a JSON-lines file) is preceded by <|endoftext|>, as llm.c does; the first
-// --val-tokens tokens go to val shards, the rest to train shards.
+// or one line of a JSON-lines file) is preceded by <|endoftext|>, as llm.c does; the last
+// --val-tokens tokens go to val shards, the rest to train shards: validation is the end of a text, as
+// for `train` on a text (--val-fraction) and `eval --val` on one.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -13,6 +15,7 @@
 #include "common/folder_claim.h"
 #include "common/progress.h"
 #include "common/strprintf.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/text_codec.h"
 #include "dataloader/token_shard_writer.h"
 #include "launcher/commands.h"
@@ -28,6 +31,7 @@ struct PrepareFlags {
   std::optional<std::string> vocab;
   int64_t shard_tokens{};
   std::optional<int64_t> val_tokens;
+  bool overwrite{};
   bool quiet{};
 };
 
@@ -48,13 +52,34 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
     vocab_flag(t, &P::vocab);
     t.add("shard-tokens", &P::shard_tokens, "tokens per shard").init(100000000).check(positive);
     t.add("val-tokens", &P::val_tokens,
-          "tokens for val shards, taken first; 0: train only; when not given: about 10% of the corpus (its bytes / 3 "
+          "tokens for val shards, taken from the end; 0: train only; when not given: about 10% of the corpus (its bytes / 3 "
           "for GPT-2 tokens, / 1 for characters), at most 1048576")
         .check(non_negative);
+    t.add("overwrite", &P::overwrite,
+          "write into an --out that holds shards of an earlier prepare, deleting its train*/val* .bin files and "
+          "tokenizer files (char_vocab.txt, encoder.json, vocab.bpe) first, nothing else")
+        .init(false);
     quiet_flag(t, &P::quiet);
     return t;
   }();
   return table;
+}
+
+// The files an earlier prepare left in `out`: shards (train*/val* .bin, the names training reads) and
+// the character vocabulary. Writing beside them would mix two corpora.
+std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
+  std::vector<std::filesystem::path> found;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(out, ec)) return found;
+  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool shard = entry.path().extension() == ".bin" &&
+                       (name.find("train") != std::string::npos || name.find("val") != std::string::npos);
+    const bool tokenizer = name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe";
+    if (entry.is_regular_file() && (shard || tokenizer)) found.push_back(entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 std::string read_file(const std::string& path) {
@@ -112,7 +137,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
     corpus_bytes += texts.back().size();
   }
   // Without --val-tokens a tenth of the corpus validates (nanoGPT's split), estimated from its size so
-  // that the val shard can be written first while the corpus streams through.
+  // that the corpus can stream through, its last val_tokens held back for the val shards.
   const uint64_t val_tokens =
       f.val_tokens ? static_cast<uint64_t>(*f.val_tokens)
                    : std::min<uint64_t>(1048576, corpus_bytes / (kind == TokenizerKind::gpt2 ? 3 : 1) / 10);
@@ -130,25 +155,31 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
                                 " distinct characters, more than uint16 token shards can number (65536)");
   }
 
-  // One process writes shards into a folder at a time (common/folder_claim.h).
+  const auto earlier = earlier_shards(out_dir);
+  if (!earlier.empty() && !f.overwrite) {
+    throw std::invalid_argument("--out '" + out_dir + "' holds shards of an earlier prepare (" +
+                                earlier.front().filename().string() + (earlier.size() > 1 ? " and more" : "") +
+                                "): choose another --out, or give --overwrite to delete them");
+  }
+  // One process writes shards into a folder at a time (common/folder_claim.h); the claim creates it.
   const FolderClaim claim(out_dir, "--out");
   if (!claim.takeover_note().empty()) std::cout << claim.takeover_note() << std::endl;
+  for (const auto& path : earlier) std::filesystem::remove(path);
   std::optional<TokenShardWriter> val;
   if (val_tokens > 0) val.emplace(out_dir, "val", shard_tokens);
   TokenShardWriter train(out_dir, "train", shard_tokens);
   uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0;
   Progress progress("prepare", static_cast<double>(corpus_bytes) / 1e6, "MB", f.quiet, std::cout);
+  // The newest val_tokens tokens wait here; what falls out of that window is training data.
+  std::vector<int32_t> held_back;
   auto write = [&](std::vector<int32_t>& ids) {
-    std::span<const int32_t> rest(ids);
-    if (val && to_val < val_tokens) {
-      const auto n = std::min<uint64_t>(rest.size(), val_tokens - to_val);
-      val->append(rest.first(n));
-      rest = rest.subspan(n);
-      to_val += n;
-    }
-    train.append(rest);
-    to_train += rest.size();
+    held_back.insert(held_back.end(), ids.begin(), ids.end());
     total += ids.size();
+    if (held_back.size() < 2 * val_tokens + (1 << 16)) return;  // flush in large pieces
+    const size_t n = held_back.size() - val_tokens;
+    train.append(std::span<const int32_t>(held_back.data(), n));
+    to_train += n;
+    held_back.erase(held_back.begin(), held_back.begin() + static_cast<std::ptrdiff_t>(n));
   };
   try {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -163,14 +194,24 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
       });
     }
     progress.finish();
+    const size_t n = held_back.size() > val_tokens ? held_back.size() - val_tokens : 0;
+    train.append(std::span<const int32_t>(held_back.data(), n));
+    to_train += n;
+    if (val) val->append(std::span<const int32_t>(held_back.data() + n, held_back.size() - n));
+    to_val = held_back.size() - n;
     if (to_train == 0) {
       throw std::invalid_argument("all " + std::to_string(total) + " tokens went to validation: lower --val-tokens");
     }
     if (val) val->finish();
     train.finish();
+    // Training on these shards finds the tokenizer here (the ids mean nothing without it), and records it
+    // in its checkpoints, so generate, eval and export need no --vocab later.
     if (kind == TokenizerKind::character) {
-      // Training on these shards finds the character vocabulary here (the ids mean nothing without it).
       write_file_atomically(std::filesystem::path(out_dir) / "char_vocab.txt", codec->data());
+    } else if (const auto files = Gpt2BpeTokenizer::find_files(*f.vocab)) {
+      const Gpt2TokenizerTexts tokenizer_texts = read_gpt2_tokenizer_texts(*files);
+      write_file_atomically(std::filesystem::path(out_dir) / "encoder.json", tokenizer_texts.vocabulary);
+      write_file_atomically(std::filesystem::path(out_dir) / "vocab.bpe", tokenizer_texts.merges);
     }
   } catch (...) {
     // A failed run publishes no shards: a training job must not take part of a corpus for all of it.

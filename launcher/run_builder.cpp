@@ -8,6 +8,7 @@
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
+#include "launcher/run_course.h"
 #include "model/attention_backend.h"
 #include "model/lm_loss_cuda.h"
 #include "model/sampling.h"
@@ -70,11 +71,22 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   TrainOptions options = resolve_train_options(flags, model_config, device, comm.world_size());
   if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
   RunOutput output = RunOutput::for_rank(comm.rank(), options.out);
+  if (options.warmup_steps != f.train.warmup_steps) {
+    output.print("note: the default warm-up of " + std::to_string(f.train.warmup_steps) + " steps is longer than the " +
+                 std::to_string(options.steps) + "-step run; warming up for " + std::to_string(options.warmup_steps));
+  }
+  std::optional<std::string> stored_options;  // the run a resumed checkpoint continues
+  if (start->resume) stored_options = start->model->checkpoint->meta.run_config;
+  const auto tokens_per_step = static_cast<uint64_t>(options.batch_size * options.seq_len * options.grad_accum) *
+                               static_cast<uint64_t>(comm.world_size());
+  const ChosenDataOrder order = choose_data_order(f.data.data_order, stored_options, data.train->size(),
+                                                  tokens_per_step * static_cast<uint64_t>(options.steps));
+  if (!order.note.empty()) output.print(order.note);
 
   TrainerParts parts;
   parts.device = device;
-  parts.train_loader = make_batch_loader(f.data.data_order, data.train, options.batch_size, options.seq_len,
-                                         options.seed, comm.rank(), comm.world_size());
+  parts.train_loader = make_batch_loader(order.order, data.train, options.batch_size, options.seq_len, options.seed,
+                                         comm.rank(), comm.world_size());
   if (data.val && data.val->size() > static_cast<uint64_t>(options.batch_size * options.seq_len)) {
     parts.val_loader = std::make_unique<ShardedBatchLoader>(data.val, options.batch_size, options.seq_len, comm.rank(),
                                                             comm.world_size());
@@ -103,8 +115,13 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
 
   TrainFlags resolved = f;
   resolved.train = options;
+  resolved.data.data_order = order.order;
   parts.checkpoint_meta =
       CheckpointMeta{model_config, tokenizer.kind, tokenizer.data, 0, train_flag_table().to_text(resolved)};
+  if (stored_options) {
+    if (const std::string changes = resume_changes(*stored_options, parts.checkpoint_meta.run_config); !changes.empty())
+      output.print(changes);
+  }
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
   parts.sample = make_sampler(options, tokenizer, device);
   parts.stop_requested = std::move(stop_requested);

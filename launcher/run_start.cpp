@@ -161,7 +161,10 @@ std::vector<std::string> prepare_output_folder(const Parsed<TrainFlags>& flags, 
   std::vector<std::string> names;
   for (const auto& path : earlier) names.push_back(path.filename().string());
   if (earlier.empty()) return names;
-  if (!flags.config.runtime.overwrite) {
+  // --resume auto found no checkpoint: the files are those of a run stopped before its first one (a
+  // requeued Slurm job, a killed first attempt), which this run starts again.
+  const bool restart = flags.config.runtime.resume == "auto";
+  if (!flags.config.runtime.overwrite && !restart) {
     std::string listed = names.front() + (names.size() > 1 ? " and " + std::to_string(names.size() - 1) + " more" : "");
     throw std::invalid_argument("--out '" + out.string() + "' holds an earlier run (" + listed +
                                 "): continue it with --resume auto, choose another --out, or give --overwrite to "

@@ -81,7 +81,10 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
   RunStart start = open_run_start(flags);
   const auto removed = prepare_output_folder(flags, start, /*remove=*/w.rank == 0);
-  if (!removed.empty()) header.print("--overwrite: removed " + std::to_string(removed.size()) + " file(s) of an earlier run from " + f.train.out);
+  if (!removed.empty()) {
+    header.print((f.runtime.overwrite ? "--overwrite: removed " : "--resume auto: no checkpoint to continue; removed ") +
+                 std::to_string(removed.size()) + " file(s) of an earlier run from " + f.train.out);
+  }
   const TrainingData data = load_training_data(resolve_data_options(flags, start));
   install_stop_signal_handlers();
   std::unique_ptr<Trainer> trainer = build_trainer(flags, data, comm, device, stop_requested, &start);
@@ -118,7 +121,7 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
 Command train_command() {
   return make_command<TrainFlags>("train", "train [DATA] [options]",
                                   "train a GPT (mpirun -np N mygpt-ddp train ... for N ranks)", /*multi_rank=*/true,
-                                  &train_flag_table, &run_train);
+                                  &train_flag_table, &run_train, {std::string(kPlanOnlyGroup)});
 }
 
 }  // namespace mygpt

@@ -34,9 +34,14 @@ OptionTable<TrainFlags> make_table() {
       .init(0.1)
       .check(in_range(0, 1, /*hi_inclusive=*/false));
   t.add("data-order", &F::data, &D::data_order,
-        "sequential: consecutive chunks sharded across ranks; random: random offsets per rank")
-      .names({{"sequential", DataOrder::sequential}, {"random", DataOrder::random}})
-      .init(DataOrder::sequential);
+        "auto: shuffled when the run reads its training data more than once, else sequential; sequential: "
+        "consecutive chunks sharded across ranks; shuffled: rows of --seq-len tokens in a fresh order each epoch "
+        "(from --seed), sharded likewise; random: random offsets per rank (nanoGPT's get_batch)")
+      .names({{"auto", DataOrder::automatic},
+              {"sequential", DataOrder::sequential},
+              {"shuffled", DataOrder::shuffled},
+              {"random", DataOrder::random}})
+      .init(DataOrder::automatic);
   t.add("hellaswag", &F::data, &D::hellaswag,
         "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab");
 
@@ -85,10 +90,8 @@ OptionTable<TrainFlags> make_table() {
       .recipe("gpt2", 6e-4)
       .recipe("shakespeare-char", 1e-3)
       .check(positive);
-  t.add("min-lr", &F::train, &T::min_lr, "learning rate at the end of the cosine decay")
-      .init(1e-4)
-      .recipe("gpt2", 6e-5)
-      .recipe("shakespeare-char", 1e-4)
+  t.add("min-lr", &F::train, &T::min_lr,
+        "learning rate at the end of the cosine decay; not given: a tenth of --lr (as build-nanogpt and nanoGPT)")
       .check(non_negative);
   t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps")
       .init(100)
@@ -185,7 +188,7 @@ OptionTable<TrainFlags> make_table() {
       .check(non_negative);
 
   using P = PlanOptions;
-  t.group("Plan only (mygpt-ddp plan)");
+  t.group(std::string(kPlanOnlyGroup));
   t.add("ranks", &F::plan, &P::ranks, "ranks to plan for; 0: the world size under a launcher, else 1")
       .init(0)
       .check(non_negative);
@@ -239,7 +242,21 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     }
     o.grad_accum = o.total_batch_tokens / per_micro_step;
   }
-  if (o.min_lr > o.lr) throw std::invalid_argument("learning rates must satisfy 0 <= --min-lr <= --lr and --lr > 0");
+  // Derived from the values given, so that a lower --lr does not fall below a fixed floor.
+  if (!o.min_lr) o.min_lr = o.lr / 10;
+  if (*o.min_lr > o.lr) {
+    throw std::invalid_argument("--lr " + option_detail::number_text(o.lr) + " is below --min-lr " +
+                                option_detail::number_text(*o.min_lr) + " (the cosine decay ends at --min-lr)");
+  }
+  // A warm-up as long as the run never reaches the peak: given explicitly it is refused; the default
+  // (100, a recipe's) shrinks to a tenth of a shorter run (build_trainer notes it).
+  if (o.warmup_steps > o.steps) {
+    if (flags.gave("warmup-steps")) {
+      throw std::invalid_argument("--warmup-steps " + std::to_string(o.warmup_steps) + " is longer than the run (--steps " +
+                                  std::to_string(o.steps) + ")");
+    }
+    o.warmup_steps = o.steps / 10;
+  }
   o.precision = resolve_precision(o.precision, device);
   return o;
 }

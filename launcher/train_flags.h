@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "dataloader/training_data.h"
 #include "launcher/option_table.h"
@@ -38,6 +39,8 @@ struct TrainFlags {
 };
 
 const OptionTable<TrainFlags>& train_flag_table();
+// The group of the rows only `plan` reads (--ranks, --gpu-memory); train's --help leaves it out.
+inline constexpr std::string_view kPlanOnlyGroup = "Plan only (mygpt-ddp plan)";
 
 // The training options with the derived values filled in: --seq-len 0 becomes the block size, the
 // accumulation comes from --total-batch-tokens when that is set, and precision auto becomes bf16 on

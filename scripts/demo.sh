@@ -7,7 +7,8 @@
 #   MYGPT_RANKS=4 scripts/demo.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-"$repo/scripts/setup.sh"
+# The demo runs the binary only: the tests are built by scripts/test.sh (a first run saves most of the build).
+MYGPT_BUILD_TARGETS=mygpt-ddp "$repo/scripts/setup.sh"
 source "$repo/scripts/mpi_env.sh"
 ranks=${MYGPT_RANKS:-2}
 out="$repo/runs/demo"

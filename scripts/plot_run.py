@@ -4,11 +4,14 @@ the first one's folder).
 
   .venv/bin/python scripts/plot_run.py RUN_DIR [RUN_DIR ...] [--out FILE]
 
-Reads each RUN_DIR/metrics.jsonl (and run.json for the label and the kind of data) and draws, against
-the step, and on a second axis the tokens seen: training loss, validation loss, HellaSwag accuracy and
-throughput (tok/s), runs overlaid. When a run trains on GPT-2 tokens, the published GPT-2 124M
-reference lines are drawn as build-nanogpt plots them: OpenAI GPT-2 124M's validation loss on FineWeb
-(3.2924) and its HellaSwag accuracy (0.2955). Bad input is one line on stderr and exit 2.
+Reads each RUN_DIR/metrics.jsonl (and run.json for the label, the batch and the kind of data) and
+draws training loss, validation loss, HellaSwag accuracy and throughput (tok/s), runs overlaid; a
+metric no run recorded gets no panel. The x axis is the step, with the tokens seen on a second axis
+when every run has the same tokens per step; runs of different batches are drawn against the tokens
+seen, each with its own tokens per step. The published GPT-2 124M reference lines are drawn as
+build-nanogpt plots them, where they mean something: OpenAI GPT-2 124M's FineWeb-EDU validation loss
+(3.2924) for runs on GPT-2 token shards, and its HellaSwag accuracy (0.2955) on HellaSwag panels.
+It prints what it drew. Bad input is one line on stderr and exit 2.
 """
 import argparse
 import json
@@ -69,8 +72,13 @@ def tokens_per_step(info):
         return 0
 
 
+def fineweb_like(info):
+    """A run on GPT-2 token shards, the kind of data the FineWeb validation reference is about."""
+    return info.get("tokenizer") == "gpt2" and str(info.get("data", "")).startswith("token data")
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR")
     parser.add_argument("--out", help="image file to write (default: RUN_DIR/run.png of the first run)")
     args = parser.parse_args()
@@ -82,35 +90,44 @@ def main():
     except ImportError:
         fail("matplotlib is not installed in this python (scripts/setup.sh installs it into .venv)")
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8))
-    panels = [(axes[0][0], "loss", "training loss"), (axes[0][1], "val_loss", "validation loss"),
-              (axes[1][0], "hellaswag_acc", "HellaSwag accuracy"), (axes[1][1], "tok_per_sec", "tokens / s")]
-    gpt2_tokens = False
-    for folder, rows, info in runs:
-        label = os.path.basename(os.path.normpath(folder))
-        gpt2_tokens |= info.get("model", {}).get("vocab_size", 0) >= 50257
-        for ax, key, _ in panels:
+    wanted = [("loss", "training loss"), ("val_loss", "validation loss"), ("hellaswag_acc", "HellaSwag accuracy"),
+              ("tok_per_sec", "tokens / s")]
+    wanted = [(key, title) for key, title in wanted if any(series(rows, key)[0] for _, rows, _ in runs)]
+    if not wanted:
+        fail("the runs recorded no loss, validation, HellaSwag or throughput values")
+    columns = 2 if len(wanted) > 2 else len(wanted)
+    fig, grid = plt.subplots((len(wanted) + columns - 1) // columns, columns, figsize=(6.5 * columns, 4 * ((len(wanted) + 1) // 2)),
+                             squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(wanted):]:
+        ax.remove()
+    # Each run's own tokens per step; against the tokens seen only when the runs' batches differ.
+    per_step = [tokens_per_step(info) for _, _, info in runs]
+    by_tokens = len(set(per_step)) > 1 and all(per_step)
+    references = []
+    for ax, (key, title) in zip(axes, wanted):
+        for (folder, rows, info), tokens in zip(runs, per_step):
             steps, values = series(rows, key)
             if steps:
-                ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
-    for ax, key, title in panels:
+                x = [s * tokens for s in steps] if by_tokens else steps
+                ax.plot(x, values, label=os.path.basename(os.path.normpath(folder)),
+                        marker="o" if len(steps) < 30 else None, markersize=3)
         ax.set_title(title)
-        ax.set_xlabel("step")
+        ax.set_xlabel("tokens seen" if by_tokens else "step")
         ax.grid(alpha=0.3)
-        if gpt2_tokens and key == "val_loss":
-            ax.axhline(GPT2_124M_VAL_LOSS, color="red", linestyle="--", label=f"OpenAI GPT-2 124M ({GPT2_124M_VAL_LOSS})")
-        if gpt2_tokens and key == "hellaswag_acc":
+        if key == "val_loss" and any(fineweb_like(info) for _, _, info in runs):
+            ax.axhline(GPT2_124M_VAL_LOSS, color="red", linestyle="--",
+                       label=f"OpenAI GPT-2 124M, FineWeb-EDU val ({GPT2_124M_VAL_LOSS})")
+            references.append("GPT-2 124M validation loss")
+        if key == "hellaswag_acc":
             ax.axhline(GPT2_124M_HELLASWAG, color="red", linestyle="--",
                        label=f"OpenAI GPT-2 124M ({GPT2_124M_HELLASWAG})")
-        if ax.lines:
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="gray")
-    # Tokens seen on the loss panel's top axis, from the first run's tokens per step.
-    per_step = tokens_per_step(runs[0][2])
-    if per_step:
-        top = axes[0][0].secondary_xaxis("top", functions=(lambda s: s * per_step, lambda t: t / per_step))
-        top.set_xlabel("tokens seen")
+            references.append("GPT-2 124M HellaSwag")
+        ax.legend(fontsize=8)
+        if not by_tokens and per_step[0]:
+            tokens = per_step[0]
+            top = ax.secondary_xaxis("top", functions=(lambda s, t=tokens: s * t, lambda v, t=tokens: v / t))
+            top.set_xlabel("tokens seen")
     fig.tight_layout()
 
     out = args.out or os.path.join(args.runs[0], "run.png")
@@ -126,6 +143,9 @@ def main():
             os.remove(temporary)
         fail(f"cannot write '{out}': {e.strerror}")
     print(f"wrote {out}")
+    print("panels: " + ", ".join(title for _, title in wanted) + " | x: " +
+          ("tokens seen (each run's own tokens per step)" if by_tokens else "step") +
+          " | reference lines: " + (", ".join(references) or "none"))
 
 
 if __name__ == "__main__":

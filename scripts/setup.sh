@@ -17,6 +17,7 @@
 #   MYGPT_JOBS            parallel compile jobs (default: number of cores)
 #   MYGPT_BUILD_ALL       offline mode builds only what scripts/gpu_check.sh runs (the binary and the
 #                         CUDA tests) unless this is 1
+#   MYGPT_BUILD_TARGETS   CMake targets to build (default: all; scripts/demo.sh builds only mygpt-ddp)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -280,9 +281,14 @@ if [ ! -f "$repo/build/CMakeCache.txt" ] || [ "$repo/CMakeLists.txt" -nt "$repo/
   grep '^-- mygpt-ddp' "$repo/build.configure.log" || true
   printf '%s' "${cmake_args[*]}" >"$args_stamp"
 fi
-say "building with $jobs jobs"
 targets=()
-# A GPU node's time is short (a lent machine: 10 minutes a call): offline, only what the GPU check runs.
-[ -n "$offline" ] && [ "${MYGPT_BUILD_ALL:-0}" != 1 ] && targets=(--target gpu_check_binaries)
+# A GPU node's time is short (a lent machine: 10 minutes a call): offline, only what the GPU check runs;
+# scripts/demo.sh names its own targets (the binary only).
+if [ -n "${MYGPT_BUILD_TARGETS:-}" ]; then
+  for target in $MYGPT_BUILD_TARGETS; do targets+=(--target "$target"); done
+elif [ -n "$offline" ] && [ "${MYGPT_BUILD_ALL:-0}" != 1 ]; then
+  targets=(--target gpu_check_binaries)
+fi
+say "building ${MYGPT_BUILD_TARGETS:-${targets[1]:-everything}} with $jobs jobs"
 cmake --build "$repo/build" -j "$jobs" "${targets[@]}" || die "build failed"
 say "ready: $repo/build/mygpt-ddp"

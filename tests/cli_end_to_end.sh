@@ -131,7 +131,8 @@ check_help() {
   pass "$name: exit 0, lists options with defaults"
 }
 
-check_help "--help" "train" "generate" "eval" "--steps arg \(=2000\)" "--temperature arg \(=0.8" -- --help
+check_help "--help" "train" "generate" "eval" "shakespeare-char +6 layers" -- --help
+check_help "--version" "^mygpt-ddp [0-9]" -- --version
 check_help "train --help" "--batch-size arg \(=16\)" "--steps arg \(=2000\)" "--preset arg \(=small\)" \
   "--device arg \(=auto\)" "--config" -- train --help
 check_help "generate --help" "--checkpoint" "--temperature arg \(=0.8" "--seed arg \(=1337\)" \

@@ -50,7 +50,7 @@ HAVE_DATA=0
 
 # ------------------------------------------------------------------------------------------------
 # shard_summary DIR: "name:count:ok|BAD ..." for every shard (magic 20240520, version 1, size = 1024 +
-# 2 x count), the total count, and the first token of val_000000.bin.
+# 2 x count), the total count, and the first token of train_000000.bin.
 shard_summary() {
   "$PY" - "$1" <<'EOF_PY'
 import os, struct, sys
@@ -62,7 +62,7 @@ for name in sorted(os.listdir(d)):
     ok = magic == 20240520 and version == 1 and len(data) == 1024 + 2 * count
     out.append(f"{name}:{count}:{'ok' if ok else 'BAD'}")
     total += count
-    if name == "val_000000.bin": first_val = struct.unpack("<H", data[1024:1026])[0]
+    if name == "train_000000.bin": first_val = struct.unpack("<H", data[1024:1026])[0]
 print(" ".join(out), total, first_val)
 EOF_PY
 }
@@ -104,7 +104,7 @@ prepare_checks() {
     headers=$(shard_summary "$SHARDS")
     want="train_000000.bin:100000:ok train_000001.bin:100000:ok train_000002.bin:100000:ok train_000003.bin:5258:ok val_000000.bin:32768:ok 338026 50256"
     if [[ $headers == "$want" ]]; then
-      pass "llm.c headers (magic 20240520, version 1, sizes match); 32768 val + 305258 train = 338026 tokens (1 EOT + 338025), EOT first"
+      pass "llm.c headers (magic 20240520, version 1, sizes match); 32768 val + 305258 train = 338026 tokens (1 EOT + 338025), EOT first in train_000000.bin (validation is the end of the text)"
     else
       fail "prepare headers" "got '$headers', want '$want'"
     fi
@@ -242,6 +242,8 @@ resume_check() {
 resume_check np1 "1 rank, dropout 0.1, random order" 1 --dropout 0.1 --data-order random
 if [[ ${#MPIRUN[@]} -gt 0 ]]; then
   resume_check np2 "2 ranks, sequential order" 2 --data-order sequential
+  # The shuffled order: each epoch's permutation comes back from the seed and the position alone.
+  resume_check np2s "2 ranks, shuffled order" 2 --data-order shuffled
 
   # A 2-rank sequential checkpoint resumes on 1 rank: same data position (with accumulation 2 a rank
   # reads what the two did), random streams re-seeded with a note.

@@ -31,15 +31,21 @@ printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >>"$WORK/scontrol.args"\n' >"$
 printf '#!/usr/bin/env bash\nexit 0\n' >"$WORK/fake/mygpt-ddp"
 chmod +x "$WORK/fake/srun" "$WORK/fake/scontrol" "$WORK/fake/mygpt-ddp"
 
-# job MODE: the batch script as Slurm would run it, srun playing MODE; exit status in RC.
+# job MODE [NODES [ENV...]]: the batch script as Slurm would run it on NODES nodes of 8 GPUs (default
+# 1 node of 2), srun playing MODE; exit status in RC.
 job() {
+  local mode=$1 nodes=${2:-} per_node=8
+  [[ -n $nodes ]] || { nodes=1; per_node=2; }
+  shift $(( $# > 1 ? 2 : 1 ))
   rm -rf "$WORK/out" "$WORK/srun.args" "$WORK/scontrol.args"
-  env WORK="$WORK" FAKE_SRUN="$1" PATH="$WORK/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=1 \
-    SLURM_NTASKS_PER_NODE=2 SLURM_NTASKS=2 SLURM_JOB_NODELIST=node1 SLURM_CPUS_PER_TASK=1 \
-    REPO="$REPO_DIR" DATA_DIR="$WORK/data" OUT_DIR="$WORK/out" BINARY="$WORK/fake/mygpt-ddp" HELLASWAG="" STEPS=10 \
-    bash "$SCRIPT" >"$WORK/job_$1.out" 2>&1
+  env WORK="$WORK" FAKE_SRUN="$mode" PATH="$WORK/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=$nodes \
+    SLURM_NTASKS_PER_NODE=$per_node SLURM_NTASKS=$((nodes * per_node)) SLURM_JOB_NODELIST=node1 SLURM_CPUS_PER_TASK=1 \
+    REPO="$REPO_DIR" DATA_DIR="$WORK/data" OUT_DIR="$WORK/out" BINARY="$WORK/fake/mygpt-ddp" STEPS=10 "$@" \
+    bash "$SCRIPT" >"$WORK/job_$mode.out" 2>&1
   RC=$?
 }
+# The value of FLAG in the recorded srun command line.
+srun_flag() { sed -n "s/.* $1 \([^ ]*\).*/\1/p" "$WORK/srun.args"; }
 
 job stop
 check "an early stop with a checkpoint exits 0 (exit $RC)" test "$RC" -eq 0
@@ -51,4 +57,31 @@ check "... and is not requeued" test ! -e "$WORK/scontrol.args"
 job fail
 check "a failed run keeps its exit status (exit $RC)" test "$RC" -eq 1
 check "... and is not requeued" test ! -e "$WORK/scontrol.args"
+# The documented node counts: the micro-batch follows the ranks, so the total batch always divides.
+for nodes in 1 2 4 8; do
+  job finish "$nodes"
+  micro=$(srun_flag --batch-size)
+  total=$(srun_flag --total-batch-tokens)
+  ranks=$((nodes * 8))
+  if [[ $RC -ne 0 || -z $micro ]]; then
+    fail "$nodes node(s) x 8 GPUs: the job ran" "exit $RC: $(tail -n 2 "$WORK/job_finish.out")"
+  elif (( total % (micro * 1024 * ranks) != 0 || micro > 32 )); then
+    fail "$nodes node(s) x 8 GPUs" "micro-batch $micro x 1024 x $ranks ranks does not divide $total (or exceeds 32)"
+  else
+    pass "$nodes node(s) x 8 GPUs: micro-batch $micro, accumulation $((total / (micro * 1024 * ranks))) for $total tokens per step"
+  fi
+done
+job finish 3
+check "3 nodes (24 ranks do not divide 524288 tokens into rows) is refused before srun (exit $RC)" test "$RC" -eq 2
+check "... naming TOTAL_BATCH_TOKENS" grep -q "TOTAL_BATCH_TOKENS 524288" "$WORK/job_finish.out"
+job finish 2 MICRO_BATCH=8
+check "MICRO_BATCH given wins (--batch-size $(srun_flag --batch-size))" test "$(srun_flag --batch-size)" = 8
+job finish 1 DATA_DIR=/path/to/edu_fineweb10B
+check "the placeholder DATA_DIR is refused with a line naming it (exit $RC)" \
+  grep -q "set DATA_DIR" "$WORK/job_finish.out"
+job finish 1 HELLASWAG=/x/hellaswag_val.jsonl
+check "HELLASWAG without VOCAB_DIR is refused (exit $RC)" grep -q "HELLASWAG needs VOCAB_DIR" "$WORK/job_finish.out"
+job finish 1 HELLASWAG=/x/h.jsonl VOCAB_DIR=/x/gpt2
+check "VOCAB_DIR and HELLASWAG reach the binary" grep -q -- "--vocab /x/gpt2 --hellaswag /x/h.jsonl" "$WORK/srun.args"
+check "no path of this repository's own layout is a default" bash -c "! grep -n 'shared/data' '$SCRIPT'"
 finish

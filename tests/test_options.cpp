@@ -46,7 +46,7 @@ TEST(Gpt2Recipe, PresetBringsTheRecipeDefaults) {
   EXPECT_EQ(r.model.vocab_size, 50304);
   EXPECT_EQ(r.options.steps, 19073);
   EXPECT_DOUBLE_EQ(r.options.lr, 6e-4);
-  EXPECT_DOUBLE_EQ(r.options.min_lr, 6e-5);
+  EXPECT_DOUBLE_EQ(*r.options.min_lr, 6e-5);
   EXPECT_EQ(r.options.warmup_steps, 715);
   EXPECT_EQ(r.options.seq_len, 1024);
   EXPECT_EQ(r.options.batch_size, 16);
@@ -75,7 +75,7 @@ TEST(Gpt2Recipe, ExplicitFlagsOverrideTheRecipe) {
                            "--seq-len", "256", "--checkpoint-every", "7", "--n-layer", "2", "--dropout", "0.1"});
   EXPECT_EQ(r.options.steps, 50);
   EXPECT_DOUBLE_EQ(r.options.lr, 1e-3);
-  EXPECT_DOUBLE_EQ(r.options.min_lr, 0.0);
+  EXPECT_DOUBLE_EQ(*r.options.min_lr, 0.0);
   EXPECT_EQ(r.options.warmup_steps, 10);
   EXPECT_EQ(r.options.seq_len, 256);
   EXPECT_EQ(r.options.checkpoint_every, 7);
@@ -104,7 +104,7 @@ TEST(Gpt2Recipe, OtherPresetsKeepTheCommandLineDefaults) {
   const Recipe r = recipe({"--preset", "small"});
   EXPECT_EQ(r.options.steps, 2000);
   EXPECT_DOUBLE_EQ(r.options.lr, 1e-3);
-  EXPECT_DOUBLE_EQ(r.options.min_lr, 1e-4);
+  EXPECT_DOUBLE_EQ(*r.options.min_lr, 1e-4);
   EXPECT_EQ(r.options.warmup_steps, 100);
   EXPECT_EQ(r.options.grad_accum, 1);
   EXPECT_EQ(r.options.seq_len, r.model.block_size);  // --seq-len 0: the block size
@@ -182,12 +182,55 @@ TEST(OptionTables, EveryDefaultInHelpIsTheDefaultARunUses) {
     EXPECT_GE(shown.size(), c.name == "export" ? 1u : 3u) << c.name;
     for (const auto& [name, value] : shown) {
       ASSERT_TRUE(used.count(name)) << c.name << " --" << name << " has a default in --help but none in a run";
-      // Multi-line help text may cut a long default (the sample prompt "\n" prints as a line break).
-      if (value.find('\n') == std::string::npos) {
+      // Control characters show escaped (the sample prompt "\n" as a backslash and an n), never raw.
+      EXPECT_EQ(value.find('\n'), std::string::npos) << c.name << " --" << name << " breaks the help line";
+      if (value.find('\\') == std::string::npos) {
         EXPECT_EQ(used.at(name), value) << c.name << " --" << name;
       }
     }
   }
+}
+
+TEST(OptionTables, HelpShowsDefaultsOnOneLineAndTheTopLevelHelpIsShort) {
+  const Command& train = command_table().front();
+  std::ostringstream help;
+  help << train.options();
+  EXPECT_NE(help.str().find("--sample-prompt arg (=\\n)"), std::string::npos) << help.str();
+  const std::string top = usage_text();
+  EXPECT_LT(std::count(top.begin(), top.end(), '\n'), 30) << top;
+  EXPECT_EQ(top.find("--steps"), std::string::npos) << "the options belong to each command's --help";
+  EXPECT_NE(top.find("  shakespeare-char    6 layers,  6 heads,  384 wide, block  256"), std::string::npos) << top;
+  // The command table is aligned: every summary starts in the same column.
+  std::set<size_t> columns;
+  for (const Command& c : command_table()) {
+    const auto line_start = top.rfind('\n', top.find(c.summary)) + 1;
+    columns.insert(top.find(c.summary) - line_start);
+  }
+  EXPECT_EQ(columns.size(), 1u) << top;
+  EXPECT_NE(version_text().find("mygpt-ddp "), std::string::npos);
+  // train's help leaves out what only plan reads; plan's shows it.
+  std::ostringstream plan_help;
+  for (const Command& c : command_table()) {
+    if (c.name == "plan") plan_help << c.options();
+  }
+  EXPECT_EQ(help.str().find("--gpu-memory"), std::string::npos);
+  EXPECT_NE(plan_help.str().find("--gpu-memory"), std::string::npos);
+}
+
+TEST(OptionTables, NanoGptStyleNamesGetAHint) {
+  ScratchDir dir;
+  const auto cfg = dir.write("nanogpt.cfg", "n_layer = 2\n");
+  EXPECT_NE(invalid_argument_message([&] { train_flag_table().parse({"--config", cfg.string()}); })
+                .find("unrecognised option 'n_layer' (names use dashes: n-layer)"),
+            std::string::npos);
+  const auto lr = dir.write("lr.cfg", "learning_rate = 0.001\n");
+  EXPECT_NE(invalid_argument_message([&] { train_flag_table().parse({"--config", lr.string()}); })
+                .find("(nanoGPT's learning_rate is lr here)"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { train_flag_table().parse({"--max_iters", "5"}); })
+                .find("unrecognised option '--max_iters' (nanoGPT's max_iters is steps here)"),
+            std::string::npos);
+  EXPECT_EQ(unknown_option_hint("--stepz", {"steps"}), "");
 }
 
 TEST(OptionTables, NamesAreUniqueAndTheTextFormListsEverySetOption) {
@@ -226,8 +269,9 @@ TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {
       EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
     }
   }
-  // Boost's own errors (unknown flags, missing values, repeats) are po::error, also exit code 2.
-  EXPECT_THROW(train_flag_table().parse({"--no-such-flag", "1"}), po::error);
+  // Boost's own errors (missing values, repeats) are po::error, also exit code 2; unknown flags come
+  // back as std::invalid_argument with Boost's message and a hint where one fits.
+  EXPECT_THROW(train_flag_table().parse({"--no-such-flag", "1"}), std::invalid_argument);
   EXPECT_THROW(train_flag_table().parse({"--steps"}), po::error);
   EXPECT_THROW(train_flag_table().parse({"--steps", "1", "--steps", "2"}), po::error);
 }

@@ -59,7 +59,8 @@ void RunOutput::metrics(nlohmann::json record) {
   record["time"] = utc_now_iso8601();
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   record["elapsed_s"] = std::round((elapsed_before_ + elapsed) * 1000.0) / 1000.0;
-  metrics_ << record.dump() << '\n';
+  // A sample may end inside a UTF-8 character (a GPT-2 token is bytes): replace, never throw.
+  metrics_ << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   metrics_.flush();
   // A full disk must stop the run with a message, not leave a silently empty record.
   if (!metrics_) {

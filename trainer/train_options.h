@@ -3,6 +3,7 @@
 // command's options table (launcher/train_flags.cpp), which holds each one's flag, default, help, check
 // and GPT-2 recipe value; the few derived ones say so.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/attention_backend.h"
@@ -17,7 +18,7 @@ struct TrainOptions {
   int64_t grad_accum{};          // micro-batches per optimizer step and rank (derived from total_batch_tokens)
   int64_t total_batch_tokens{};  // tokens per optimizer step over all ranks; 0: grad_accum decides
   double lr{};                   // peak learning rate
-  double min_lr{};               // floor of the cosine decay
+  std::optional<double> min_lr;  // floor of the cosine decay; unset on the command line: lr / 10 (resolved)
   int64_t warmup_steps{};
   double weight_decay{};
   double beta1{}, beta2{}, eps{};  // AdamW

@@ -12,7 +12,7 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
       options_(options),
       comm_(comm),
       output_(std::move(output)),
-      schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
+      schedule_{options.lr, options.min_lr.value(), options.warmup_steps, options.steps},
       grad_sync_(p_.model->parameters(), comm_, static_cast<size_t>(options.bucket_mb * (1 << 20)),
                  options.ddp_overlap),
       model_state_(p_.model),
@@ -251,7 +251,10 @@ void Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
     output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
   }
   if (p_.sample && due(options_.sample_every) && output_.writes()) {
-    output_.print(strprintf("step %lld | sample: ", static_cast<long long>(step)) + p_.sample(p_.model));
+    // On lines of its own, as generated (newlines kept), and in metrics.jsonl beside the losses.
+    const std::string sample = p_.sample(p_.model);
+    output_.print(strprintf("step %lld | sample:\n", static_cast<long long>(step)) + sample);
+    output_.metrics({{"step", step}, {"sample", sample}});
   }
 }
 

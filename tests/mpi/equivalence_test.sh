@@ -18,14 +18,14 @@ make_work_dir equivalence
 # gradient up to a step of about lr (the attention's key bias has a zero true gradient), keeps 3-rank
 # runs within 1e-5 of the single process: lr 3e-3 drifts to ~1.1e-5, 1e-3 stays below 4e-6.
 common=(train builtin:sort --preset tiny --steps 20 --batch-size 4 --seq-len 32 --lr 1e-3 --min-lr 1e-4
-        --warmup-steps 2 --seed 4242 --data-order sequential --eval-every 0 --log-every 5 --threads 1
-        --device cpu)
+        --warmup-steps 2 --seed 4242 --eval-every 0 --log-every 5 --threads 1 --device cpu)
 
-# train_run NAME RANKS ACCUM [extra flags...]: trains into $WORK/NAME (output in $WORK/NAME.out, .err).
+# train_run NAME RANKS ACCUM [extra flags...]: trains into $WORK/NAME (output in $WORK/NAME.out, .err),
+# in the data order $order (default sequential; shuffled: rows in a fresh order each epoch).
 train_run() {
   local name=$1 ranks=$2 accum=$3
   shift 3
-  run_np "$ranks" "$name" "${common[@]}" --grad-accum "$accum" --out "$WORK/$name" "$@"
+  run_np "$ranks" "$name" "${common[@]}" --data-order "${order:-sequential}" --grad-accum "$accum" --out "$WORK/$name" "$@"
   if [[ $RC -ne 0 ]]; then
     fail "$name: training failed" "exit $RC"
     tail -n 20 "$WORK/$name.err" | sed 's/^/     | /'
@@ -46,6 +46,8 @@ train_run ranks2_accum1 2 1 --ddp-overlap true
 train_run ranks2_accum1_many_buckets 2 1 --ddp-overlap false --bucket-mb 0.001
 train_run single_accum6 1 6
 train_run ranks3_accum2 3 2 --ddp-overlap true
+order=shuffled train_run shuffled_single_accum6 1 6
+order=shuffled train_run shuffled_ranks3_accum2 3 2
 
 # One Python process compares every pair (importing torch dominates its time); it prints a PASS or
 # FAIL line for each.
@@ -54,12 +56,14 @@ comparison=$("$python" "$TESTS_DIR/mpi/compare_runs.py" 1e-5 \
   "$(pair ranks2_accum1 single_accum2 "(a) 2 ranks x accum 1 == 1 rank x accum 2 (overlap, one bucket)")" \
   "$(pair ranks2_accum1_many_buckets single_accum2 "(a) 2 ranks x accum 1 == 1 rank x accum 2 (no overlap, many buckets)")" \
   "$(pair ranks3_accum2 single_accum6 "(b) 3 ranks x accum 2 == 1 rank x accum 6 (overlap, one bucket)")" \
+  "$(pair shuffled_ranks3_accum2 shuffled_single_accum6 "(c) shuffled order: 3 ranks x accum 2 == 1 rank x accum 6")" \
+  "$(pair shuffled_single_accum6 single_accum6 "control: the shuffled and the sequential order differ" different)" \
   "$(pair single_accum2 single_accum6 "control: accum 2 and accum 6 runs differ" different)" 2>&1)
 echo "$comparison"
 passed=$((passed + $(grep -c '^PASS:' <<<"$comparison")))
 failed=$((failed + $(grep -c '^FAIL:' <<<"$comparison")))
 # A comparer that crashed before printing its verdicts must not pass silently.
-[[ $(grep -cE '^(PASS|FAIL):' <<<"$comparison") -eq 4 ]] || fail "checkpoint comparison did not report all 4 pairs"
+[[ $(grep -cE '^(PASS|FAIL):' <<<"$comparison") -eq 6 ]] || fail "checkpoint comparison did not report all 6 pairs"
 
 # The flags reached the synchronizer: overlap starts buckets during backward, no overlap never does.
 if [[ -f $WORK/ranks2_accum1_many_buckets/metrics.jsonl ]]; then

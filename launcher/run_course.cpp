@@ -1,0 +1,55 @@
+#include "launcher/run_course.h"
+
+#include <sstream>
+
+#include "common/strprintf.h"
+
+namespace mygpt {
+
+std::map<std::string, std::string> option_lines(const std::string& text) {
+  std::map<std::string, std::string> options;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) options[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return options;
+}
+
+ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::string>& stored_run_options,
+                                  uint64_t train_tokens, uint64_t tokens_the_run_reads) {
+  if (requested != DataOrder::automatic) return {requested, ""};
+  if (stored_run_options) {
+    const auto stored = option_lines(*stored_run_options);
+    const auto it = stored.find("data-order");
+    for (const DataOrder order : {DataOrder::sequential, DataOrder::shuffled, DataOrder::random}) {
+      if (it != stored.end() && it->second == data_order_name(order)) {
+        return {order, std::string("data order: ") + data_order_name(order) + " (the resumed run's)"};
+      }
+    }
+  }
+  const DataOrder order = resolve_data_order(requested, train_tokens, tokens_the_run_reads);
+  const double epochs = static_cast<double>(tokens_the_run_reads) / static_cast<double>(train_tokens);
+  if (order == DataOrder::shuffled) {
+    return {order, strprintf("data order: shuffled rows, a fresh order each epoch (the run reads its training data "
+                             "%.2f times; --data-order sequential reads it in order)", epochs)};
+  }
+  return {order, strprintf("data order: sequential (the run reads its training data %.2f times, once at most; "
+                           "--data-order shuffled shuffles it)", epochs)};
+}
+
+std::string resume_changes(const std::string& stored_run_options, const std::string& run_options) {
+  const auto before = option_lines(stored_run_options);
+  const auto now = option_lines(run_options);
+  std::string changes;
+  for (const char* name : {"steps", "lr", "min-lr", "warmup-steps", "batch-size", "seq-len", "grad-accum",
+                           "total-batch-tokens", "data-order"}) {
+    const auto a = before.find(name), b = now.find(name);
+    const std::string was = a == before.end() ? "unset" : a->second, is = b == now.end() ? "unset" : b->second;
+    if (was != is) changes += std::string(changes.empty() ? "" : ", ") + "--" + name + " " + was + " -> " + is;
+  }
+  if (changes.empty()) return "";
+  return "resuming with changes: " + changes + " (the learning-rate schedule and the data continue on the new values)";
+}
+
+}  // namespace mygpt

@@ -1,0 +1,32 @@
+#pragma once
+// The course of a run that options leave open until the data and the start are known: the data order
+// that `--data-order auto` picks, and what a resumed run changes of the run its checkpoint continues.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "dataloader/batch_loader.h"
+
+namespace mygpt {
+
+// The "name=value" lines of OptionTable::to_text (a checkpoint's stored run options) as a map.
+std::map<std::string, std::string> option_lines(const std::string& text);
+
+struct ChosenDataOrder {
+  DataOrder order = DataOrder::sequential;
+  std::string note;  // one line for the log when the order was chosen rather than given; else empty
+};
+
+// The order as given; `auto` resuming a checkpoint keeps the order its run used (so a resume with other
+// --steps walks the same data), else it is resolved from how often the run reads its training data.
+ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::string>& stored_run_options,
+                                  uint64_t train_tokens, uint64_t tokens_the_run_reads);
+
+// One line naming the options that steer the run's course (steps, learning rates, warm-up, batch, data
+// order) whose values differ between the checkpoint's run and this resumed one, e.g.
+// "resuming with changes: --steps 100 -> 200, --lr 0.001 -> 0.0005 (the schedule continues on the new values)";
+// empty when none changed.
+std::string resume_changes(const std::string& stored_run_options, const std::string& run_options);
+
+}  // namespace mygpt

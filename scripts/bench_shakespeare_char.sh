@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The README's Tiny Shakespeare CPU command with its defaults, side by side with nanoGPT's train.py on
+# config/train_shakespeare_char.py and the README's CPU overrides (nanoGPT's own README: val loss about
+# 1.88), on the same torch (.venv), at the same time, one thread each. Prints the validation loss of
+# both at every evaluation and appends the table to docs/BENCHMARKS.md.
+#
+# usage: scripts/bench_shakespeare_char.sh --nanogpt DIR [--data FILE] [--steps 2000] [--threads 1] [--no-append]
+#
+# DIR is a checkout of https://github.com/karpathy/nanoGPT (it is copied, not written to); its
+# data/shakespeare_char/prepare.py gets FILE as input.txt, so nothing is downloaded. nanoGPT's
+# validation loss is the mean of 20 random batches (--eval_iters=20), ours of the first 20 batches of
+# the held-out tenth (--eval-steps 20): the same split (the text's last 10%), other samples of it.
+set -euo pipefail
+# shellcheck source=bench/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
+
+bench_options nanogpt="" data="$repo/../shared/data/tinyshakespeare.txt" steps=2000 threads=1 -- "$@"
+
+[[ -n $nanogpt ]] || bench_usage_error "--nanogpt DIR is required (a checkout of karpathy/nanoGPT)"
+[[ -f $nanogpt/train.py && -f $nanogpt/data/shakespeare_char/prepare.py ]] ||
+  bench_die "$nanogpt is not a nanoGPT checkout (no train.py, data/shakespeare_char/prepare.py)"
+bench_need_built "$repo/build/mygpt-ddp" "$python"
+[[ -f "$data" ]] || bench_die "data file $data is missing (expected the shared tinyshakespeare.txt)"
+data="$(bench_abs_path "$data")"
+nanogpt_commit="$(git -C "$nanogpt" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+bench_work_dir
+binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
+cp -r "$nanogpt" "$work/nanogpt"
+cp "$data" "$work/nanogpt/data/shakespeare_char/input.txt"
+# prepare.py imports requests only to download input.txt, which is already there.
+mkdir -p "$work/stub"
+"$python" -c 'import requests' 2>/dev/null || echo 'def get(*a, **k): raise RuntimeError("no download here")' >"$work/stub/requests.py"
+(cd "$work/nanogpt/data/shakespeare_char" && PYTHONPATH="$work/stub" "$python" prepare.py >"$work/prepare.log") ||
+  { cat "$work/prepare.log" >&2; bench_die "nanoGPT's prepare.py failed"; }
+
+bench_machine_facts "nanoGPT $nanogpt_commit"
+export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+ours=(train "$data" --preset shakespeare-char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12
+      --steps "$steps" --dropout 0 --eval-steps 20 --device cpu --threads "$threads" --out "$work/ours")
+theirs=(train.py config/train_shakespeare_char.py --device=cpu --compile=False --eval_iters=20 --log_interval=1
+        --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --max_iters="$steps"
+        --lr_decay_iters="$steps" --dropout=0.0 --out_dir="$work/nanogpt-out")
+echo "== side by side: mygpt-ddp ${ours[*]}"
+echo "==               nanoGPT python ${theirs[*]}"
+start=$(date +%s)
+"$binary" "${ours[@]}" >"$work/ours.log" 2>&1 &
+ours_pid=$!
+(cd "$work/nanogpt" && exec "$python" "${theirs[@]}") >"$work/nanogpt.log" 2>&1 &
+theirs_pid=$!
+wait "$ours_pid" || { cat "$work/ours.log" >&2; bench_die "the mygpt-ddp run failed"; }
+ours_s=$(($(date +%s) - start))
+wait "$theirs_pid" || { tail -n 30 "$work/nanogpt.log" >&2; bench_die "the nanoGPT run failed"; }
+theirs_s=$(($(date +%s) - start))
+grep 'data order' "$work/ours.log" || true
+
+table="$work/table.md"
+"$python" - "$work/ours/metrics.jsonl" "$work/nanogpt.log" "$ours_s" "$theirs_s" >"$table" <<'PY'
+import json, re, sys
+metrics, log, ours_s, theirs_s = sys.argv[1:]
+ours = {r["step"]: r["val_loss"] for r in map(json.loads, open(metrics)) if "val_loss" in r}
+theirs = {int(m[1]): float(m[2]) for m in re.finditer(r"step (\d+): train loss [\d.]+, val loss ([\d.]+)", open(log).read())}
+steps = sorted(set(ours) | set(theirs))
+print("| step | mygpt-ddp val loss | nanoGPT val loss |")
+print("|---:|---:|---:|")
+fmt = lambda d, s: f"{d[s]:.4f}" if s in d else "-"
+for s in steps:
+    print(f"| {s} | {fmt(ours, s)} | {fmt(theirs, s)} |")
+print(f"| wall time | {int(ours_s) // 60} min {int(ours_s) % 60} s | {int(theirs_s) // 60} min {int(theirs_s) % 60} s |")
+PY
+bench_report "Tiny Shakespeare CPU run: the README's command vs nanoGPT" "$table" \
+  "torch $torch_version (.venv, both sides), $threads thread(s) each, both runs at the same time; nanoGPT $nanogpt_commit" \
+  "mygpt-ddp: \`mygpt-ddp ${ours[*]/#$work\//}\` (data order: the default, auto)" \
+  "nanoGPT: \`python ${theirs[*]/#--out_dir=$work\//--out_dir=}\` after data/shakespeare_char/prepare.py"
