@@ -88,11 +88,15 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
     output.print("weights: " + start->model->description + " (optimizer, step and data position start fresh)");
   }
   parts.model->set_fused_loss(options.fused_loss);
+  parts.model->set_recompute(options.recompute);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
-  parts.optimizer = std::make_unique<AdamW>(
-      parts.model->decay_parameters(), parts.model->no_decay_parameters(),
-      AdamWOptions{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay});
+  // With --zero 1 the Trainer builds the sharded AdamW over its gradient buckets instead.
+  if (options.zero == 0) {
+    parts.optimizer = std::make_unique<AdamW>(
+        parts.model->decay_parameters(), parts.model->no_decay_parameters(),
+        AdamWOptions{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay});
+  }
 
   TrainFlags resolved = f;
   resolved.train = options;

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "model/activation_recompute.h"
 #include "model/gpt_config.h"
 
 namespace mygpt {
@@ -57,6 +58,7 @@ class BlockImpl : public torch::nn::Module {
   CausalSelfAttention attn{nullptr};
   LayerNorm ln_2{nullptr};
   Mlp mlp{nullptr};
+  Recompute recompute = Recompute::none;  // set through GptImpl::set_recompute
 };
 TORCH_MODULE(Block);
 
@@ -82,6 +84,9 @@ class GptImpl : public torch::nn::Module {
   // logits as forward() does (kept for comparison). A runtime setting, not part of the config.
   void set_fused_loss(bool enabled) { fused_loss_ = enabled; }
   bool fused_loss() const { return fused_loss_; }
+  // What each block recomputes in backward instead of keeping (model/activation_recompute.h): less
+  // memory for activations, one more forward of that part. Training only; a runtime setting too.
+  void set_recompute(Recompute mode);
 
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const;

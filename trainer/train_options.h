@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/activation_recompute.h"
 #include "trainer/mixed_precision.h"
 
 namespace mygpt {
@@ -23,6 +24,7 @@ struct TrainOptions {
   double grad_clip{};       // 0 disables clipping (the norm is still reported)
   int64_t max_bad_steps{};  // consecutive non-finite steps (skipped) before the run stops
   bool fused_loss{};        // chunked head + cross-entropy that never holds the whole logits
+  Recompute recompute{};    // activations each block recomputes in backward
   Precision precision{};    // resolved for the device before training (never automatic there)
   uint64_t seed{};
   int64_t eval_every{};  // 0 disables periodic validation
@@ -38,6 +40,7 @@ struct TrainOptions {
   double peak_tflops{};  // the device's peak for MFU; 0 means unknown (looked up for known GPUs)
   double bucket_mb{};    // DDP gradient bucket size
   bool ddp_overlap{};    // start bucket all-reduces during backward
+  int64_t zero{};        // 1: AdamW state sharded across ranks (ZeRO stage 1, trainer/sharded_adamw.h)
   std::string out;       // output folder: checkpoints, metrics.jsonl
 };
 
