@@ -12,7 +12,7 @@ namespace {
 
 // The default generator of a device (the CPU's, or a GPU's), whose state can be saved and restored.
 struct GeneratorState {
-  at::Generator generator;
+  mutable at::Generator generator;  // a handle: restoring changes the generator, not this record
   torch::Tensor state;
 
   explicit GeneratorState(const torch::Device& device)
