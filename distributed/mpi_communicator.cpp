@@ -127,7 +127,8 @@ void MpiCommunicator::reduce_now(torch::Tensor& tensor, ReduceOp op) {
     const int n = static_cast<int>(tensor.numel());
     std::vector<int> counts(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r) counts[static_cast<size_t>(r)] = n / size_ + (r < n % size_ ? 1 : 0);
-    ordered_reduce_scatter(tensor, counts, op);
+    torch::Tensor flat = tensor.view({-1});  // contiguous: the same memory
+    ordered_reduce_scatter(flat, counts, op);
     std::vector<int> displacements(counts.size(), 0);
     for (size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
     check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(), displacements.data(),

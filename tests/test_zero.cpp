@@ -9,6 +9,7 @@
 
 #include "distributed/gradient_sync.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_support.h"
 #include "tests/training_fixture.h"
 #include "trainer/checkpoint.h"
 #include "trainer/gradient_norm.h"
