@@ -9,7 +9,8 @@
 # usage: scripts/bench_memory_options.sh [--steps 4] [--no-append]
 #
 # Peak RSS is `/usr/bin/time`'s maximum resident set size of each rank's own process (LibTorch's or
-# Python's baseline included). Step time is the median dt_ms of metrics.jsonl leaving out step 0. Bytes
+# Python's baseline included); for C++ rank 0 also its peak during the training steps (metrics.jsonl's
+# peak_mem_mib at the last step), since writing the final checkpoint gathers the whole AdamW state there. Step time is the median dt_ms of metrics.jsonl leaving out step 0. Bytes
 # sent per rank and step follow from the parameter count: mygpt-ddp's gradient all-reduce is a rank-ordered
 # reduce-scatter and an all-gather, 2(N-1)/N of the gradients; --zero 1 sends the same two halves, the
 # second carrying updated parameters instead of gradients (plus alignment padding, < 1024 elements per tensor).
@@ -100,9 +101,10 @@ def rss(name): return [int(l) / 1024 for l in open(os.path.join(work, name + ".r
 def records(name): return [json.loads(l) for l in open(os.path.join(work, name + ".jsonl")) if '"dt_ms"' in l]
 def step_ms(name): return statistics.median(r["dt_ms"] for r in records(name) if r["step"] > 0)
 P = int(re.search(r"\| (\d+) parameters", open(os.path.join(work, "cpp_zero0_np2.log")).read()).group(1))
-print("| ranks | --zero | C++ peak RSS per rank, MiB | PyTorch (ZeroRedundancyOptimizer) peak RSS per rank, MiB | "
-      "AdamW state per rank, MiB | C++ sent per rank and step, MiB | C++ losses vs --zero 0 | C++ vs PyTorch, max loss diff |")
-print("|---:|---:|---|---|---:|---:|---|---:|")
+print("| ranks | --zero | C++ rank 0 peak RSS during training, MiB | C++ peak RSS per rank, whole run, MiB | "
+      "PyTorch (ZeroRedundancyOptimizer) peak RSS per rank, MiB | AdamW state per rank, MiB | "
+      "C++ sent per rank and step, MiB | C++ losses vs --zero 0 | C++ vs PyTorch, max loss diff |")
+print("|---:|---:|---:|---|---|---:|---:|---|---:|")
 for n in (2, 3):
     base = records(f"cpp_zero0_np{n}")
     for z in (0, 1):
@@ -111,7 +113,9 @@ for n in (2, 3):
         diff = max(abs(a["loss"] - b["loss"]) for a, b in zip(records(cpp), records(py)))
         state = 8 * P / (n if z else 1) / 2**20
         sent = 2 * (n - 1) / n * 4 * P / 2**20
-        print(f"| {n} | {z} | {' / '.join(f'{x:.0f}' for x in rss(cpp))} | {' / '.join(f'{x:.0f}' for x in rss(py))} | "
+        training = records(cpp)[-1]["peak_mem_mib"]  # VmHWM at the last step, before the final checkpoint
+        print(f"| {n} | {z} | {training:.0f} | {' / '.join(f'{x:.0f}' for x in rss(cpp))} | "
+              f"{' / '.join(f'{x:.0f}' for x in rss(py))} | "
               f"{state:.0f} | {sent:.0f} | {'bit for bit' if same else 'DIFFERENT'} | {diff:.1e} |")
 print()
 print(f"(model: {P} parameters: {4 * P / 2**20:.0f} MiB of fp32 weights, as much of gradients, twice that of AdamW state)")

@@ -116,34 +116,43 @@ void ShardedAdamW::gather_parameters() {
 }
 
 StateDict ShardedAdamW::state_dict() const {
+  // A collective. The moments travel bucket by bucket (this rank's pieces in place, then an all-gather),
+  // so the device never holds more than one gathered bucket; only rank 0, which writes checkpoints,
+  // keeps the whole state, on the CPU.
   torch::NoGradGuard no_grad;
+  const bool keep = comm_.rank() == 0;
   const StateDict mine = adamw_.state_dict();
   auto key = [](int group, size_t index) { return std::to_string(group) + "." + std::to_string(index); };
   StateDict full;
   full["steps_taken"] = mine.at("steps_taken");
   for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-    // Each moment goes through bucket-shaped buffers: this rank's pieces in place, then an all-gather.
-    std::vector<torch::Tensor> buckets;
-    for (const BucketLayout& bucket : layout_) buckets.push_back(torch::zeros({bucket.numel}, flat_params_[0].options()));
-    for (const Piece& piece : pieces_) {
-      buckets[piece.bucket]
-          .slice(0, piece.bucket_offset, piece.bucket_offset + piece.numel)
-          .copy_(mine.at(std::string(name) + "." + key(piece.group, piece.index)));
-    }
-    for (auto& b : buckets) comm_.all_gather_async(b)->wait();
     for (size_t b = 0; b < layout_.size(); ++b) {
-      for (size_t i = 0; i < layout_[b].params.size(); ++i) {
-        const torch::Tensor& p = params_[layout_[b].params[i]];
-        const auto [group, in_group] = group_of_param_[layout_[b].params[i]];
+      const BucketLayout& bucket = layout_[b];
+      auto gathered = torch::zeros({bucket.numel}, flat_params_[b].options());
+      for (const Piece& piece : pieces_) {
+        if (piece.bucket != b) continue;
+        gathered.slice(0, piece.bucket_offset, piece.bucket_offset + piece.numel)
+            .copy_(mine.at(std::string(name) + "." + key(piece.group, piece.index)));
+      }
+      comm_.all_gather_async(gathered)->wait();
+      if (!keep) continue;
+      const torch::Tensor host = gathered.to(torch::kCPU);
+      for (size_t i = 0; i < bucket.params.size(); ++i) {
+        const torch::Tensor& p = params_[bucket.params[i]];
+        const auto [group, in_group] = group_of_param_[bucket.params[i]];
         full[std::string(name) + "." + key(group, in_group)] =
-            buckets[b].slice(0, layout_[b].offsets[i], layout_[b].offsets[i] + p.numel()).view_as(p).clone();
+            host.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
       }
     }
   }
   // Step counts: every parameter's from a rank holding a piece of it (all of its pieces agree).
   auto steps = torch::zeros({static_cast<int64_t>(params_.size())}, flat_params_[0].options());
-  for (const Piece& piece : pieces_) steps[static_cast<int64_t>(piece.param)].copy_(mine.at("step." + key(piece.group, piece.index)));
+  for (const Piece& piece : pieces_) {
+    steps[static_cast<int64_t>(piece.param)].copy_(mine.at("step." + key(piece.group, piece.index)));
+  }
   comm_.all_reduce(steps, ReduceOp::Max);
+  if (!keep) return {};
+  steps = steps.to(torch::kCPU);
   for (size_t k = 0; k < params_.size(); ++k) {
     full["step." + key(group_of_param_[k].first, group_of_param_[k].second)] = steps[static_cast<int64_t>(k)].clone();
   }
