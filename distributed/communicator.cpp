@@ -1,5 +1,7 @@
 #include "distributed/communicator.h"
 
+#include <stdexcept>
+
 namespace mygpt {
 namespace {
 
@@ -44,8 +46,29 @@ torch::Tensor Communicator::gather_rows(const torch::Tensor& mine) {
   return rows;
 }
 
+torch::Tensor Communicator::chunk_of(const torch::Tensor& full) const {
+  if (full.dim() != 1 || full.numel() % world_size() != 0) {
+    throw std::logic_error("a sharded collective needs a flat tensor of world_size() equal chunks");
+  }
+  const int64_t chunk = full.numel() / world_size();
+  return full.slice(0, rank() * chunk, (rank() + 1) * chunk);
+}
+
 std::unique_ptr<PendingCollective> LocalCommunicator::all_reduce_async(torch::Tensor, ReduceOp) {
   return std::make_unique<CompletedCollective>();
+}
+
+std::unique_ptr<PendingCollective> Communicator::reduce_scatter_async(torch::Tensor full, ReduceOp op) {
+  chunk_of(full);  // checks the shape
+  return all_reduce_async(full, op);
+}
+
+std::unique_ptr<PendingCollective> Communicator::all_gather_async(torch::Tensor full) {
+  // Every chunk but this rank's is zeroed, so the sum is exact in any dtype (as in gather_rows).
+  const torch::Tensor mine = chunk_of(full).clone();
+  full.zero_();
+  chunk_of(full).copy_(mine);
+  return all_reduce_async(full, ReduceOp::Sum);
 }
 
 }  // namespace mygpt

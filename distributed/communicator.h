@@ -36,6 +36,17 @@ class Communicator {
   virtual void broadcast(torch::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
 
+  // The two halves of an all-reduce, for sharded optimizer state (--zero 1). Both work in place on
+  // `full`, a contiguous tensor of world_size() equal chunks (numel divisible by world_size()):
+  // reduce_scatter leaves the reduction of every rank's chunk rank() in this rank's chunk rank() (the other
+  // chunks are left undefined); all_gather copies every rank's chunk rank() into the same chunk on every
+  // rank. As with all_reduce_async, the result is there once wait() returns. The defaults are built
+  // from all_reduce_async (correct, twice the traffic); the MPI and NCCL backends override them.
+  virtual std::unique_ptr<PendingCollective> reduce_scatter_async(torch::Tensor full, ReduceOp op);
+  virtual std::unique_ptr<PendingCollective> all_gather_async(torch::Tensor full);
+  // This rank's chunk of such a tensor (a view).
+  torch::Tensor chunk_of(const torch::Tensor& full) const;
+
   // All-reduce and broadcast of a list of tensors, packed into one flat buffer (one collective, not
   // many); the tensors are written in place.
   void all_reduce(std::vector<torch::Tensor>& tensors, ReduceOp op);

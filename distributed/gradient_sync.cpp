@@ -26,20 +26,39 @@ std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::
   return buckets;
 }
 
-GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes,
-                                           bool overlap)
-    : params_(std::move(params)), comm_(comm), overlap_(overlap) {
-  bucket_of_param_.resize(params_.size());
-  for (auto& indices : plan_gradient_buckets(params_, bucket_bytes)) {
-    Bucket bucket;
-    int64_t size = 0;
+std::vector<BucketLayout> plan_bucket_layout(const std::vector<torch::Tensor>& params, size_t bucket_bytes,
+                                             int64_t alignment, int64_t chunks) {
+  auto round_up = [](int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; };
+  std::vector<BucketLayout> layout;
+  for (auto& indices : plan_gradient_buckets(params, bucket_bytes)) {
+    BucketLayout bucket;
     for (size_t k : indices) {
-      bucket.offsets.push_back(size);
-      size += params_[k].numel();
-      bucket_of_param_[k] = buckets_.size();
+      bucket.numel = round_up(bucket.numel, alignment);
+      bucket.offsets.push_back(bucket.numel);
+      bucket.numel += params[k].numel();
     }
-    bucket.flat = torch::zeros({size}, params_[indices.front()].options().requires_grad(false));
+    bucket.numel = round_up(bucket.numel, alignment * chunks);
     bucket.params = std::move(indices);
+    layout.push_back(std::move(bucket));
+  }
+  return layout;
+}
+
+GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes,
+                                           bool overlap, bool sharded)
+    : params_(std::move(params)),
+      comm_(comm),
+      overlap_(overlap),
+      sharded_(sharded),
+      layout_(sharded ? plan_bucket_layout(params_, bucket_bytes, kShardAlignment, comm.world_size())
+                      : plan_bucket_layout(params_, bucket_bytes, 1, 1)) {
+  bucket_of_param_.resize(params_.size());
+  for (const BucketLayout& planned : layout_) {
+    Bucket bucket;
+    for (size_t k : planned.params) bucket_of_param_[k] = buckets_.size();
+    bucket.flat = torch::zeros({planned.numel}, params_[planned.params.front()].options().requires_grad(false));
+    bucket.params = planned.params;
+    bucket.offsets = planned.offsets;
     buckets_.push_back(std::move(bucket));
   }
   for (auto& bucket : buckets_) {
@@ -109,7 +128,8 @@ void GradientSynchronizer::launch(Bucket& bucket) {
   // A gradient replaced since zero_grad (not by backward, which accumulates in place) goes back into its
   // slot, so what is reduced is always what the parameters hold.
   for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
-  bucket.pending = comm_.all_reduce_async(bucket.flat, ReduceOp::Average);
+  bucket.pending = sharded_ ? comm_.reduce_scatter_async(bucket.flat, ReduceOp::Average)
+                           : comm_.all_reduce_async(bucket.flat, ReduceOp::Average);
 }
 
 void GradientSynchronizer::finish() {

@@ -27,6 +27,19 @@ void broadcast_model_state(torch::nn::Module& model, Communicator& comm);
 // Indices into params, grouped into buckets in reverse order, each closed once it reaches bucket_bytes.
 std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::Tensor>& params, size_t bucket_bytes);
 
+// Where each gradient lives in its bucket. Unsharded, parameters are packed; sharded (--zero 1), every
+// parameter starts at a multiple of kShardAlignment elements and the bucket is padded to world-size equal
+// chunks that are multiples of it, so a chunk boundary cuts a parameter only at such a multiple: a
+// rank's shard is then updated by the same vector lanes as the whole parameter would be (bit-exact).
+constexpr int64_t kShardAlignment = 1024;
+struct BucketLayout {
+  std::vector<size_t> params;    // indices into the parameter list
+  std::vector<int64_t> offsets;  // of each parameter in the flat bucket
+  int64_t numel = 0;             // with padding
+};
+std::vector<BucketLayout> plan_bucket_layout(const std::vector<torch::Tensor>& params, size_t bucket_bytes,
+                                             int64_t alignment, int64_t chunks);
+
 struct GradientSyncStats {
   double wait_ms = 0;  // time finish() spent waiting for communication (the part not overlapped)
   int64_t buckets_launched_in_backward = 0;
@@ -36,8 +49,10 @@ struct GradientSyncStats {
 class GradientSynchronizer {
  public:
   // params in the model's registration order. overlap=false starts every bucket only in finish().
+  // sharded: buckets are reduce-scattered instead of all-reduced (--zero 1), so after finish() only
+  // this rank's chunk of each bucket (comm.chunk_of(bucket_gradients(b))) holds the average.
   GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes = 25u << 20,
-                       bool overlap = true);
+                       bool overlap = true, bool sharded = false);
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
@@ -51,6 +66,8 @@ class GradientSynchronizer {
   // as far as later work on the device is concerned (for NCCL the host does not wait).
   void finish();
   const GradientSyncStats& last_stats() const { return stats_; }
+  const std::vector<BucketLayout>& layout() const { return layout_; }
+  const torch::Tensor& bucket_gradients(size_t bucket) const { return buckets_[bucket].flat; }
 
  private:
   struct Bucket {
@@ -69,6 +86,8 @@ class GradientSynchronizer {
   std::vector<torch::Tensor> params_;
   Communicator& comm_;
   bool overlap_;
+  bool sharded_;
+  std::vector<BucketLayout> layout_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_param_;
   size_t next_to_launch_ = 0;

@@ -101,7 +101,41 @@ std::future<void> MpiCommunicator::submit(std::function<void()> work) {
   return done;
 }
 
+// Floating-point sums are added in rank order, x0 + x1 + x2 + ..., whatever algorithm MPI would pick for
+// the message size: a gradient bucket's reduction is then the same bit for bit whether it is all-reduced
+// or reduce-scattered (--zero 1), and whatever the bucket size. Rank r receives every rank's part r
+// (counts[r] elements, one MPI_Alltoallv) and reduces it: the traffic of a reduce-scatter.
+void MpiCommunicator::ordered_reduce_scatter(torch::Tensor& full, const std::vector<int>& counts, ReduceOp op) {
+  std::vector<int> displacements(counts.size(), 0);
+  for (size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
+  const int mine = counts[static_cast<size_t>(rank_)];
+  auto received = torch::empty({size_, mine}, full.options());
+  std::vector<int> received_counts(counts.size(), mine), received_displacements(counts.size());
+  for (size_t r = 0; r < counts.size(); ++r) received_displacements[r] = static_cast<int>(r) * mine;
+  check(MPI_Alltoallv(full.data_ptr(), counts.data(), displacements.data(), mpi_type(full), received.data_ptr(),
+                      received_counts.data(), received_displacements.data(), mpi_type(full), comm_),
+        "MPI_Alltoallv");
+  auto out = full.slice(0, displacements[static_cast<size_t>(rank_)], displacements[static_cast<size_t>(rank_)] + mine);
+  out.copy_(received[0]);
+  for (int r = 1; r < size_; ++r) out.add_(received[r]);
+  if (op == ReduceOp::Average) out.div_(size_);
+}
+
 void MpiCommunicator::reduce_now(torch::Tensor& tensor, ReduceOp op) {
+  if (tensor.is_floating_point() && op != ReduceOp::Max) {
+    // The ordered reduce-scatter of near-equal parts, then every part to every rank.
+    const int n = static_cast<int>(tensor.numel());
+    std::vector<int> counts(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) counts[static_cast<size_t>(r)] = n / size_ + (r < n % size_ ? 1 : 0);
+    torch::Tensor flat = tensor.view({-1});  // contiguous: the same memory
+    ordered_reduce_scatter(flat, counts, op);
+    std::vector<int> displacements(counts.size(), 0);
+    for (size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(), displacements.data(),
+                         mpi_type(tensor), comm_),
+          "MPI_Allgatherv");
+    return;
+  }
   const MPI_Op mpi_op = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
   check(
       MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), mpi_op, comm_),
@@ -116,6 +150,34 @@ std::unique_ptr<PendingCollective> MpiCommunicator::all_reduce_async(torch::Tens
   require_cpu_contiguous(tensor);
   if (tensor.numel() > std::numeric_limits<int>::max()) throw std::logic_error("tensor too large for one MPI call");
   return std::make_unique<FuturePending>(submit([this, tensor, op]() mutable { reduce_now(tensor, op); }));
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::reduce_scatter_async(torch::Tensor full, ReduceOp op) {
+  require_cpu_contiguous(full);
+  if (full.numel() > std::numeric_limits<int>::max()) throw std::logic_error("tensor too large for one MPI call");
+  torch::Tensor mine = chunk_of(full);
+  return std::make_unique<FuturePending>(submit([this, full, mine, op]() mutable {
+    const int count = static_cast<int>(mine.numel());
+    if (full.is_floating_point() && op != ReduceOp::Max) {
+      ordered_reduce_scatter(full, std::vector<int>(static_cast<size_t>(size_), count), op);
+      return;
+    }
+    // In place, MPI reads the whole buffer and writes this rank's reduced chunk at its start.
+    check(MPI_Reduce_scatter_block(MPI_IN_PLACE, full.data_ptr(), count, mpi_type(full),
+                                   op == ReduceOp::Max ? MPI_MAX : MPI_SUM, comm_),
+          "MPI_Reduce_scatter_block");
+    if (rank_ != 0) mine.copy_(full.slice(0, 0, count));  // chunks do not overlap: rank_ * count >= count
+    if (op == ReduceOp::Average) mine.div_(size_, "trunc");
+  }));
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::all_gather_async(torch::Tensor full) {
+  require_cpu_contiguous(full);
+  const int count = static_cast<int>(chunk_of(full).numel());
+  return std::make_unique<FuturePending>(submit([this, full, count]() mutable {
+    check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data_ptr(), count, mpi_type(full), comm_),
+          "MPI_Allgather");
+  }));
 }
 
 void MpiCommunicator::broadcast(torch::Tensor& tensor, int root) {

@@ -1,5 +1,6 @@
 #pragma once
-// Communicator for CPU tensors over MPI (in-place MPI_Allreduce / MPI_Bcast).
+// Communicator for CPU tensors over MPI. Floating-point sums are added in rank order (see
+// ordered_reduce_scatter), so they are the same bit for bit whichever collective carries them.
 //
 // Every MPI call runs on one dedicated communication thread. Blocking calls hand their work to it and
 // wait; all_reduce_async returns at once, so a gradient bucket is reduced while backward goes on.
@@ -13,6 +14,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "distributed/communicator.h"
 
@@ -33,6 +35,8 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor tensor, ReduceOp op) override;
   void broadcast(torch::Tensor& tensor, int root) override;
   void barrier() override;
+  std::unique_ptr<PendingCollective> reduce_scatter_async(torch::Tensor full, ReduceOp op) override;
+  std::unique_ptr<PendingCollective> all_gather_async(torch::Tensor full) override;
   using Communicator::all_reduce;
   using Communicator::broadcast;
 
@@ -40,6 +44,7 @@ class MpiCommunicator final : public Communicator {
   std::future<void> submit(std::function<void()> work);
   void run_worker();
   void reduce_now(torch::Tensor& tensor, ReduceOp op);
+  void ordered_reduce_scatter(torch::Tensor& full, const std::vector<int>& counts, ReduceOp op);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;

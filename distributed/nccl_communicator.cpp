@@ -1,4 +1,4 @@
-// NCCL backend. Collectives run on LibTorch's current CUDA stream, except all_reduce_async, which runs
+// NCCL backend. Collectives run on LibTorch's current CUDA stream, except the *_async ones, which run
 // on a side stream so that gradient buckets are reduced while backward keeps computing. The host never
 // waits for a collective here: completion is ordered on the GPU with events, and one watchdog thread
 // (nccl_watchdog.h) turns a collective that hangs or fails into the end of the job.
@@ -136,18 +136,32 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor tensor, ReduceOp op) override {
-    require_cuda(tensor);
-    // The side stream must see the gradients that the compute stream wrote into the bucket; once they
-    // are there, the collective could start (the watchdog's clock for it starts then).
-    auto ready = record(c10::cuda::getCurrentCUDAStream(device_).stream());
-    check_cuda(cudaStreamWaitEvent(side_stream_.stream(), ready->get(), 0), "cudaStreamWaitEvent");
-    // Tell the caching allocator the bucket is in use on the side stream too.
-    c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), side_stream_);
+    auto [stream, ready] = side_stream_after_current(tensor);
     check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), nccl_type(tensor),
-                        nccl_op(op), comm_.get(), side_stream_.stream()),
+                        nccl_op(op), comm_.get(), stream),
           "ncclAllReduce");
-    return std::make_unique<NcclPending>(watch(std::move(ready), side_stream_.stream(), "gradient bucket all-reduce"),
-                                         watchdog_, device_);
+    return std::make_unique<NcclPending>(watch(std::move(ready), stream, "gradient bucket all-reduce"), watchdog_,
+                                         device_);
+  }
+
+  // In place: NCCL's in-place forms are exactly "receive buffer = this rank's chunk of the send buffer".
+  std::unique_ptr<PendingCollective> reduce_scatter_async(torch::Tensor full, ReduceOp op) override {
+    const torch::Tensor mine = chunk_of(full);
+    auto [stream, ready] = side_stream_after_current(full);
+    check(ncclReduceScatter(full.data_ptr(), mine.data_ptr(), static_cast<size_t>(mine.numel()), nccl_type(full),
+                            nccl_op(op), comm_.get(), stream),
+          "ncclReduceScatter");
+    return std::make_unique<NcclPending>(watch(std::move(ready), stream, "gradient bucket reduce-scatter"), watchdog_,
+                                         device_);
+  }
+
+  std::unique_ptr<PendingCollective> all_gather_async(torch::Tensor full) override {
+    const torch::Tensor mine = chunk_of(full);
+    auto [stream, ready] = side_stream_after_current(full);
+    check(ncclAllGather(mine.data_ptr(), full.data_ptr(), static_cast<size_t>(mine.numel()), nccl_type(full),
+                        comm_.get(), stream),
+          "ncclAllGather");
+    return std::make_unique<NcclPending>(watch(std::move(ready), stream, "parameter all-gather"), watchdog_, device_);
   }
 
   void broadcast(torch::Tensor& tensor, int root) override {
@@ -174,6 +188,16 @@ class NcclCommunicator final : public Communicator {
     auto event = std::make_shared<CudaEvent>();
     check_cuda(cudaEventRecord(event->get(), stream), "cudaEventRecord");
     return event;
+  }
+  // The side stream, ordered after what the compute stream wrote into the tensor so far, and the event
+  // that marks it: once the writes are there the collective could start (the watchdog's clock starts then).
+  std::pair<cudaStream_t, std::shared_ptr<CudaEvent>> side_stream_after_current(const torch::Tensor& tensor) {
+    require_cuda(tensor);
+    auto ready = record(c10::cuda::getCurrentCUDAStream(device_).stream());
+    check_cuda(cudaStreamWaitEvent(side_stream_.stream(), ready->get(), 0), "cudaStreamWaitEvent");
+    // Tell the caching allocator the tensor is in use on the side stream too.
+    c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), side_stream_);
+    return {side_stream_.stream(), std::move(ready)};
   }
   // Hands the collective just enqueued on `stream` (after `ready`) to the watchdog; returns its end.
   std::shared_ptr<CudaEvent> watch(std::shared_ptr<CudaEvent> ready, cudaStream_t stream, const char* what) {

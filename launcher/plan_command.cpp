@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <iostream>
+#include <vector>
 
 #include "common/strprintf.h"
 #include "launcher/commands.h"
@@ -35,6 +36,39 @@ int64_t largest_dividing_micro_batch(int64_t fits, const TrainOptions& o, int64_
     if (o.total_batch_tokens % (rows * o.seq_len * ranks) == 0) return rows;
   }
   return 0;
+}
+
+const char* recompute_name(Recompute r) {
+  return r == Recompute::none ? "none" : r == Recompute::mlp ? "mlp" : "block";
+}
+
+// What --zero, --recompute and --precision would do to the estimate: every combination (sharding only
+// with several ranks, 16-bit only where the plan is fp32 on a GPU), its total at this micro-batch and
+// the largest micro-batch that fits, cheapest in compute first.
+void print_memory_options(const MemoryPlanInput& current, int64_t ranks, double device_memory) {
+  std::cout << strprintf("memory options (per rank, micro-batch %lld; * this configuration):\n",
+                         static_cast<long long>(current.batch_size));
+  std::vector<bool> sixteen_bit = {current.bf16};
+  if (!current.bf16 && current.gpu) sixteen_bit.push_back(true);
+  std::vector<int64_t> shards = {1};
+  if (ranks > 1) shards.push_back(ranks);
+  for (const bool half : sixteen_bit) {
+    for (const Recompute recompute : {Recompute::none, Recompute::mlp, Recompute::block}) {
+      for (const int64_t shard : shards) {
+        MemoryPlanInput option = current;
+        option.bf16 = half;
+        option.recompute = recompute;
+        option.zero_shards = shard;
+        const double total = estimate_memory(option).total_bytes;
+        const bool is_current = half == current.bf16 && recompute == current.recompute && shard == current.zero_shards;
+        const std::string flags = strprintf("--zero %d --recompute %-5s%s", shard > 1 ? 1 : 0,
+                                            recompute_name(recompute), half != current.bf16 ? " --precision bf16" : "");
+        std::cout << strprintf("  %c %-43s %8.2f GiB  %-4s largest micro-batch %lld\n", is_current ? '*' : ' ',
+                               flags.c_str(), total / kGiB, total <= device_memory ? "fits" : "no",
+                               static_cast<long long>(largest_micro_batch(option, device_memory)));
+      }
+    }
+  }
 }
 
 int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
@@ -74,8 +108,9 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
                          static_cast<long long>(n.decayed_tensors), static_cast<long long>(n.not_decayed),
                          static_cast<long long>(n.not_decayed_tensors))
             << "data: " << data.description << "\n"
-            << strprintf("world: %lld rank(s) on %s | precision %s\n", static_cast<long long>(ranks),
-                         gpu ? "CUDA GPUs" : "CPUs", bf16 ? "bf16 autocast" : "fp32")
+            << strprintf("world: %lld rank(s) on %s | precision %s | --zero %lld | --recompute %s\n",
+                         static_cast<long long>(ranks), gpu ? "CUDA GPUs" : "CPUs", bf16 ? "bf16 autocast" : "fp32",
+                         static_cast<long long>(o.zero), recompute_name(o.recompute))
             << strprintf("per step and rank: %lld x %lld tokens x %lld accumulation = %.0f tokens, %.3g FLOPs "
                          "(%.3g per token); %.0f tokens per step over all ranks\n",
                          static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
@@ -92,6 +127,8 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   input.fused_loss = o.fused_loss;
   input.bf16 = bf16;
   input.gpu = gpu;
+  input.zero_shards = o.zero > 0 ? ranks : 1;
+  input.recompute = o.recompute;
   // Measured with text data loaded: its ids are counted apart, as data.
   if (!gpu) {
     input.baseline_bytes =
@@ -122,6 +159,7 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
                              static_cast<long long>(usable));
     }
     std::cout << "\n";
+    print_memory_options(input, ranks, device_memory);
   } else if (gpu) {
     std::cout << "fits: give --gpu-memory GiB to check (no GPU visible here)\n";
   }

@@ -107,11 +107,15 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   }
   parts.model->set_loss_options({.chunk_rows = options.loss_chunk_rows, .cuda_kernel = options.cuda_loss_kernel});
   prefer_attention_backend(options.attention);
+  parts.model->set_recompute(options.recompute);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
-  parts.optimizer = std::make_unique<AdamW>(
-      parts.model->decay_parameters(), parts.model->no_decay_parameters(),
-      AdamWOptions{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay});
+  // With --zero 1 the Trainer builds the sharded AdamW over its gradient buckets instead.
+  if (options.zero == 0) {
+    parts.optimizer = std::make_unique<AdamW>(
+        parts.model->decay_parameters(), parts.model->no_decay_parameters(),
+        AdamWOptions{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay});
+  }
 
   TrainFlags resolved = f;
   resolved.train = options;

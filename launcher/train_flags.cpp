@@ -131,6 +131,12 @@ OptionTable<TrainFlags> make_table() {
         "in PyTorch's order runs; math: the reference kernel only")
       .names(attention_backend_names())
       .init(AttentionBackend::automatic);
+  t.add("recompute", &F::train, &T::recompute,
+        "activations recomputed in backward instead of kept: none, mlp (each block's MLP: its 4x-wide GELU input "
+        "and output) or block (all of each block; only its input is kept). Less memory, one more forward of that "
+        "part; the same losses and gradients")
+      .names({{"none", Recompute::none}, {"mlp", Recompute::mlp}, {"block", Recompute::block}})
+      .init(Recompute::none);
   precision_flag(t, &F::train, &T::precision);
   seed_flag(t, &F::train, &T::seed);
 
@@ -182,6 +188,13 @@ OptionTable<TrainFlags> make_table() {
   t.add("ddp-overlap", &F::train, &T::ddp_overlap,
         "start each bucket's all-reduce during backward (false: all after backward)")
       .init(true);
+  t.add("zero", &F::train, &T::zero,
+        "ZeRO stage: 1 shards AdamW's state across ranks (each keeps 1/N; gradients reduce-scattered, "
+        "parameters all-gathered; checkpoints stay whole); 0: every rank holds all of it")
+      .init(0)
+      .check([](const std::string& flag, const int64_t& v) {
+        if (v != 0 && v != 1) throw std::invalid_argument("--" + flag + " must be 0 or 1, got " + std::to_string(v));
+      });
   t.add("comm-timeout", &F::runtime, &R::comm_timeout,
         "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
       .init(600.0)

@@ -71,8 +71,20 @@ BlockImpl::BlockImpl(const GptConfig& config) {
 }
 
 torch::Tensor BlockImpl::forward(torch::Tensor x) {
-  x = x + attn(ln_1(x));
-  return x + mlp(ln_2(x));
+  auto whole = [this](const torch::Tensor& in) {
+    auto x = in + attn(ln_1(in));
+    return x + mlp(ln_2(x));
+  };
+  switch (recompute) {
+    case Recompute::block:
+      return recompute_in_backward(whole, x);
+    case Recompute::mlp:
+      x = x + attn(ln_1(x));
+      return x + recompute_in_backward([this](const torch::Tensor& in) { return mlp(ln_2(in)); }, x);
+    case Recompute::none:
+      break;
+  }
+  return whole(x);
 }
 
 GptImpl::GptImpl(const GptConfig& config) : config_(config) {
@@ -141,6 +153,10 @@ torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tenso
                                                     loss_options_)
                           : full_logits_cross_entropy(forward(idx), targets, torch::kNone);
   return losses.view(targets.sizes());
+}
+
+void GptImpl::set_recompute(Recompute mode) {
+  for (const auto& block : *h) block->as<BlockImpl>()->recompute = mode;
 }
 
 int64_t GptImpl::num_parameters() const {

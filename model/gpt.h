@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/chunked_lm_loss.h"
+#include "model/activation_recompute.h"
 #include "model/gpt_config.h"
 
 namespace mygpt {
@@ -58,6 +59,7 @@ class BlockImpl : public torch::nn::Module {
   CausalSelfAttention attn{nullptr};
   LayerNorm ln_2{nullptr};
   Mlp mlp{nullptr};
+  Recompute recompute = Recompute::none;  // set through GptImpl::set_recompute
 };
 TORCH_MODULE(Block);
 
@@ -86,6 +88,9 @@ class GptImpl : public torch::nn::Module {
   // How the fused loss runs: chunk size, the CUDA kernel (model/chunked_lm_loss.h).
   void set_loss_options(const LmLossOptions& options) { loss_options_ = options; }
   const LmLossOptions& loss_options() const { return loss_options_; }
+  // What each block recomputes in backward instead of keeping (model/activation_recompute.h): less
+  // memory for activations, one more forward of that part. Training only; a runtime setting too.
+  void set_recompute(Recompute mode);
 
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const;

@@ -25,6 +25,10 @@ constexpr double kMathAttentionBytes = 31.0;
 // The unfused loss holds whole (rows x tokens x vocab) fp32 logits: the logits, their log-softmax, its
 // gradient and transients, ~5 copies at the peak (measured, GPT-2 124M).
 constexpr double kUnfusedLogitCopies = 5.0;
+// Of those bytes per element, what the MLP keeps: its 4x-wide input and GELU output (fp32: 2 x 4 x 4;
+// under autocast both are bf16: 2 x 4 x 2), with the layer norm's output in front of it (fp32 4, bf16 2).
+constexpr double kMlpBytesFp32 = 36.0;
+constexpr double kMlpBytesBf16 = 18.0;
 
 }  // namespace
 
@@ -37,10 +41,15 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   const double H = static_cast<double>(m.n_head);
   const double head_bytes = V * C * 4;  // one fp32 (vocab x width) matrix
 
-  // Per micro-batch row: the activations, the math attention's scores, the loss's logits.
-  double per_row = L * T * C * (in.bf16 ? kActivationBytesBf16 : kActivationBytesFp32);
+  // Per micro-batch row: the activations, the math attention's scores, the loss's logits. Recomputed
+  // parts are not kept, except for the one block (or MLP) being recomputed in backward.
+  const double block_bytes = T * C * (in.bf16 ? kActivationBytesBf16 : kActivationBytesFp32);
+  const double mlp_bytes = T * C * (in.bf16 ? kMlpBytesBf16 : kMlpBytesFp32);
   const bool math_attention = !in.gpu && m.dropout > 0;
-  if (math_attention) per_row += L * H * T * T * kMathAttentionBytes;
+  const double scores_bytes = math_attention ? H * T * T * kMathAttentionBytes : 0.0;
+  double per_row = L * (block_bytes + scores_bytes);
+  if (in.recompute == Recompute::mlp) per_row = L * (block_bytes - mlp_bytes + scores_bytes) + mlp_bytes;
+  if (in.recompute == Recompute::block) per_row = L * T * C * 4 + block_bytes + scores_bytes;
   double loss_fixed = head_bytes;  // the head's weight gradient (computed in forward when fused)
   double loss_per_row = 0;
   std::string loss_note;
@@ -67,11 +76,19 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   }
   add("weights", 4 * P, "fp32");
   add("gradients", 4 * P, "fp32; the DDP buckets are these (gradients are views into them)");
-  add("AdamW state", 8 * P, "two fp32 moments");
+  if (in.zero_shards > 1) {
+    add("AdamW state", 8 * P / static_cast<double>(in.zero_shards),
+        "two fp32 moments, this rank's 1/" + std::to_string(in.zero_shards) + " (--zero 1)");
+  } else {
+    add("AdamW state", 8 * P, "two fp32 moments");
+  }
   if (in.bf16) add("bf16 weight copies", 2 * P, "autocast's cache for the forward pass");
+  const char* recompute_note[] = {"", "; each MLP recomputed in backward (--recompute mlp)",
+                                  "; each block recomputed in backward, only its input kept (--recompute block)"};
   add("activations", rows * per_row,
-      math_attention ? "kept for backward; dropout puts CPU attention on the math path (T x T scores)"
-                     : "kept for backward");
+      std::string(math_attention ? "kept for backward; dropout puts CPU attention on the math path (T x T scores)"
+                                 : "kept for backward") +
+          recompute_note[static_cast<int>(in.recompute)]);
   add("loss", loss_fixed + rows * loss_per_row, loss_note);
   add("embedding backward", head_bytes, "the token embedding's dense gradient before it is added");
   return plan;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_recompute.h"
 #include "model/gpt_config.h"
 
 namespace mygpt {
@@ -24,6 +25,8 @@ struct MemoryPlanInput {
   bool gpu = false;             // device memory: no runtime baseline or data (they live on the host)
   int64_t baseline_bytes = 0;   // the process before any run state (measured by the caller, CPU)
   int64_t data_bytes = 0;       // resident training data (CPU)
+  int64_t zero_shards = 1;      // ranks sharing AdamW's state (--zero 1: the world size)
+  Recompute recompute = Recompute::none;
 };
 
 struct MemoryPart {

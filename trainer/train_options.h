@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/attention_backend.h"
+#include "model/activation_recompute.h"
 #include "trainer/mixed_precision.h"
 
 namespace mygpt {
@@ -28,6 +29,7 @@ struct TrainOptions {
   int64_t loss_chunk_rows{};  // rows per chunk of the fused loss; 0: by device
   bool cuda_loss_kernel{};    // the fused loss's CUDA kernel (model/cuda/lm_loss_kernel.cu)
   AttentionBackend attention{};  // preferred scaled-dot-product attention kernel
+  Recompute recompute{};    // activations each block recomputes in backward
   Precision precision{};    // resolved for the device before training (never automatic there)
   uint64_t seed{};
   int64_t eval_every{};  // 0 disables periodic validation
@@ -43,6 +45,7 @@ struct TrainOptions {
   double peak_tflops{};  // the device's peak for MFU; 0 means unknown (looked up for known GPUs)
   double bucket_mb{};    // DDP gradient bucket size
   bool ddp_overlap{};    // start bucket all-reduces during backward
+  int64_t zero{};        // 1: AdamW state sharded across ranks (ZeRO stage 1, trainer/sharded_adamw.h)
   std::string out;       // output folder: checkpoints, metrics.jsonl
 };
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "trainer/gradient_norm.h"
 #include "trainer/mixed_precision.h"
 
 namespace mygpt {
@@ -14,17 +15,25 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
       output_(std::move(output)),
       schedule_{options.lr, options.min_lr.value(), options.warmup_steps, options.steps},
       grad_sync_(p_.model->parameters(), comm_, static_cast<size_t>(options.bucket_mb * (1 << 20)),
-                 options.ddp_overlap),
+                 options.ddp_overlap, /*sharded=*/options.zero > 0),
+      zero_(options.zero == 0 ? nullptr
+                              : std::make_unique<ShardedAdamW>(
+                                    p_.model->parameters(), p_.model->decay_parameters(),
+                                    p_.model->no_decay_parameters(), grad_sync_,
+                                    AdamWOptions{options.lr, options.beta1, options.beta2, options.eps,
+                                                 options.weight_decay},
+                                    comm_)),
       model_state_(p_.model),
       loader_state_(*p_.train_loader),
       random_state_(p_.device) {
   if (options_.precision == Precision::automatic) throw std::logic_error("precision must be resolved for the device");
+  if (!zero_ && !p_.optimizer) throw std::logic_error("a Trainer needs an optimizer");
 }
 
 StepResult Trainer::train_step(int64_t step) {
   p_.model->train();
   const double lr = schedule_.at(step);
-  p_.optimizer->set_lr(lr);
+  optimizer().set_lr(lr);
   grad_sync_.zero_grad();
 
   // Gradient accumulation: each micro-batch's loss is scaled by 1/A so the summed gradient is the
@@ -50,11 +59,12 @@ StepResult Trainer::train_step(int64_t step) {
   comm_.all_reduce(shared, ReduceOp::Average);
   const torch::Tensor mean_loss = shared[0], stop = shared[1];
 
-  // Clip by the global norm, on the device, with multi-tensor kernels (a handful of launches for all
-  // gradients). Norms per parameter, then their norm: the same sum whatever the bucket sizes.
+  // Clip by the global norm, on the device. Norms of fixed pieces of each parameter, then their norm:
+  // the same sum whatever the bucket sizes, and with --zero 1 (each rank holding its shard only).
   std::vector<torch::Tensor> gradients;
-  for (const auto& p : p_.optimizer->parameters()) gradients.push_back(p.grad());
-  const torch::Tensor grad_norm = torch::linalg_vector_norm(torch::stack(torch::_foreach_norm(gradients)), 2);
+  for (const auto& p : p_.model->parameters()) gradients.push_back(p.grad());
+  if (zero_) gradients = zero_->shard_gradients();
+  const torch::Tensor grad_norm = zero_ ? zero_->gradient_norm() : global_gradient_norm(gradients);
   if (options_.grad_clip > 0) {
     torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
   }
@@ -62,13 +72,14 @@ StepResult Trainer::train_step(int64_t step) {
   // by now, so every rank skips alike, and the fused optimizer decides on the device.
   const torch::Tensor found_inf =
       torch::logical_not(torch::isfinite(grad_norm) & torch::isfinite(mean_loss)).to(torch::kFloat);
-  p_.optimizer->step(found_inf);
+  optimizer().step(found_inf);
+  if (zero_) zero_->gather_parameters();  // every rank's updated shard to every rank
 
   // The one wait for the device in a step.
   const torch::Tensor host = torch::stack({mean_loss, grad_norm, found_inf, stop}).to(torch::kCPU);
   const auto* v = host.data_ptr<float>();
   const bool skipped = v[2] != 0;
-  if (skipped) p_.optimizer->forget_skipped_step();
+  if (skipped) optimizer().forget_skipped_step();
   return {v[0], v[1], lr, skipped, v[3] > 0};
 }
 
@@ -97,7 +108,7 @@ double Trainer::flops_per_token() const {
 
 std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
   return {{"model", "model weights", model_state_},
-          {"optimizer", "AdamW state", *p_.optimizer},
+          {"optimizer", "AdamW state", zero_ ? static_cast<StatefulPart&>(*zero_) : *p_.optimizer},
           {"loader", "data loader (--data-order random)", loader_state_},
           {"rng", "random generators", random_state_}};
 }
@@ -233,6 +244,11 @@ void Trainer::print_setup() const {
                           static_cast<long long>(options_.grad_accum), world,
                           static_cast<long long>(options_.batch_size * options_.seq_len * options_.grad_accum * world),
                           bf16() ? "bf16 autocast" : "fp32"));
+  if (zero_) {
+    output_.print(strprintf("zero 1: AdamW state sharded over %d rank(s) (gradients reduce-scattered, parameters "
+                            "all-gathered)",
+                            world));
+  }
 }
 
 void Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {

@@ -17,6 +17,7 @@
 #include "trainer/hellaswag_eval.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/run_output.h"
+#include "trainer/sharded_adamw.h"
 #include "trainer/stateful_parts.h"
 #include "trainer/train_options.h"
 
@@ -25,7 +26,7 @@ namespace mygpt {
 // What a Trainer works on and owns; launcher/run_builder.cpp builds them.
 struct TrainerParts {
   Gpt model{nullptr};
-  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<AdamW> optimizer;  // null with --zero 1 (the Trainer's ShardedAdamW)
   std::unique_ptr<BatchLoader> train_loader;
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
   std::vector<TokenizedHellaSwag> hellaswag;       // empty: no HellaSwag
@@ -73,7 +74,7 @@ class Trainer {
   double flops_per_token() const;
 
   Gpt& model() { return p_.model; }
-  AdamW& optimizer() { return *p_.optimizer; }
+  AdamW& optimizer() { return zero_ ? zero_->adamw() : *p_.optimizer; }
   BatchLoader& train_loader() { return *p_.train_loader; }
   const TrainOptions& options() const { return options_; }
   RunOutput& output() { return output_; }
@@ -101,6 +102,7 @@ class Trainer {
   RunOutput output_;
   LrSchedule schedule_;
   GradientSynchronizer grad_sync_;
+  std::unique_ptr<ShardedAdamW> zero_;  // --zero 1
   ModelState model_state_;
   LoaderState loader_state_;
   RandomState random_state_;

@@ -44,7 +44,9 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.checkpoint import checkpoint
 
 # model/gpt_config.cpp presets: n_layer, n_head, n_embd, block_size, dropout (character data: the
 # tokenizer decides the vocabulary size).
@@ -105,8 +107,17 @@ class Block(nn.Module):
         self.ln_2 = LayerNorm(n_embd, bias)
         self.mlp = Mlp(n_embd, dropout, bias)
 
+    recompute = "none"  # --recompute: torch.utils.checkpoint around the MLP or the whole block
+
     def forward(self, x):
+        if self.recompute == "block" and torch.is_grad_enabled():
+            return checkpoint(self.plain_forward, x, use_reentrant=False)
+        return self.plain_forward(x)
+
+    def plain_forward(self, x):
         x = x + self.attn(self.ln_1(x))
+        if self.recompute == "mlp" and torch.is_grad_enabled():
+            return x + checkpoint(lambda h: self.mlp(self.ln_2(h)), x, use_reentrant=False)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -221,13 +232,16 @@ def lr_at(step, max_lr, min_lr, warmup_steps, decay_steps):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (max_lr - min_lr)
 
 
-def adamw(params, lr, weight_decay):
-    """trainer/adamw.cpp: matrices decayed, vectors not; betas (0.9, 0.95), eps 1e-8, fused kernel."""
+def adamw(params, lr, weight_decay, zero=0):
+    """trainer/adamw.cpp: matrices decayed, vectors not; betas (0.9, 0.95), eps 1e-8, fused kernel.
+    zero=1 (--zero 1, trainer/sharded_adamw.cpp): torch's ZeroRedundancyOptimizer around the same AdamW."""
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if zero:
+        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr, betas=(0.9, 0.95), eps=1e-8,
+                                       fused=True)
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
 
 
 class Ranks:
@@ -269,7 +283,8 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
     trainer's dt. Rank 0 prints a step line every args.log_every steps and the last, writes
     args.metrics (metrics.jsonl's keys) and ends with `RESULT {json}` (result_extra added)."""
     params = list(model.parameters())
-    optimizer = adamw(params, args.lr, args.weight_decay)
+    optimizer = adamw(params, args.lr, args.weight_decay, getattr(args, "zero", 0))
+    Block.recompute = getattr(args, "recompute", "none")
     # CPU twins run fp32 on the host; the GPU twin (pytorch_gpt2_gpu.py) sets device and precision as
     # mygpt-ddp does on CUDA: batches copied to the GPU, bf16 autocast around forward, fp32 weights.
     device = torch.device(getattr(args, "device", "cpu"))
@@ -333,7 +348,7 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
 TRAINING_FLAGS = {
     "steps": 2000, "batch_size": 16, "seq_len": 0, "grad_accum": 1, "lr": 1e-3, "min_lr": 1e-4,
     "warmup_steps": 100, "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337, "threads": 0, "log_every": 10,
-    "skip_steps": 5, "bucket_mb": 25.0, "backend": "gloo",
+    "skip_steps": 5, "bucket_mb": 25.0, "backend": "gloo", "zero": 0, "recompute": "none",
 }
 FLAG_HELP = {
     "seq_len": "0 means the model's block size",
@@ -341,6 +356,8 @@ FLAG_HELP = {
     "skip_steps": "warm-up steps left out of the median",
     "bucket_mb": "DDP bucket_cap_mb (under torchrun)",
     "backend": "torch.distributed backend (under torchrun)",
+    "zero": "1: torch's ZeroRedundancyOptimizer (under torchrun), as mygpt-ddp's --zero 1",
+    "recompute": "none, mlp or block: torch.utils.checkpoint, as mygpt-ddp's --recompute",
 }
 
 

@@ -187,6 +187,45 @@ TEST(Nccl, CollectivesOfEveryTypeAndOp) {
   EXPECT_TRUE(torch::equal(list[1].cpu(), torch::full({3}, 8.0)));
 }
 
+// NCCL's reduce-scatter and all-gather (--zero 1) on a real 1-rank communicator: in place, the whole
+// tensor is this rank's chunk, so a sum leaves it as it was.
+TEST(Nccl, ReduceScatterAndAllGatherInPlace) {
+  REQUIRE_CUDA();
+  auto nccl = one_rank_nccl();
+  if (!nccl) GTEST_SKIP() << "this build has no NCCL backend";
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    const auto input = torch::arange(1, 9, torch::TensorOptions().dtype(dtype).device(kCuda));
+    auto t = input.clone();
+    nccl->reduce_scatter_async(t, ReduceOp::Sum)->wait();
+    EXPECT_TRUE(torch::equal(t.cpu(), input.cpu())) << dtype;
+    nccl->all_gather_async(t)->wait();
+    EXPECT_TRUE(torch::equal(t.cpu(), input.cpu())) << dtype;
+  }
+}
+
+// --zero 1 on CUDA, through NCCL's reduce-scatter and all-gather, trains as --zero 0 does.
+TEST(Nccl, ZeroOneTrainsAsZeroZero) {
+  REQUIRE_CUDA();
+  auto nccl = one_rank_nccl();
+  if (!nccl) GTEST_SKIP() << "this build has no NCCL backend";
+  ScratchDir dir;
+  LocalCommunicator single;
+  const TrainingData data = pattern_data();
+  pick_device("cuda");
+  auto args = [&](const std::string& name, const std::string& zero) {
+    auto a = tiny_args((dir.path() / name).string(), "bf16", "10");
+    a.insert(a.end(), {"--zero", zero, "--grad-clip", "0.5"});
+    return a;
+  };
+  auto plain = trainer_on(kCuda, args("plain", "0"), data, single);
+  auto sharded = trainer_on(kCuda, args("sharded", "1"), data, *nccl);
+  for (int64_t step = 0; step < 10; ++step) {
+    const StepResult a = plain->train_step(step), b = sharded->train_step(step);
+    EXPECT_NEAR(a.loss, b.loss, 1e-5) << "step " << step;
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
+  }
+}
+
 class NcclGradientSync : public ::testing::TestWithParam<bool> {};
 
 TEST_P(NcclGradientSync, BucketsGiveTheAveragedGradients) {

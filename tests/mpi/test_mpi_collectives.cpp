@@ -10,6 +10,7 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
@@ -188,6 +189,49 @@ TEST(MpiCommunicator, GatherRowsGivesEveryRankEveryRow) {
   }
 }
 
+TEST(MpiCommunicator, ReduceScatterLeavesEachRankItsReducedChunk) {
+  const int64_t n = world() * 5;
+  auto floats = (torch::arange(n, torch::kFloat) + 1) * (rank() + 1);
+  auto longs = (torch::arange(n, torch::kLong) + 1) * (rank() + 1);
+  comm().reduce_scatter_async(floats, ReduceOp::Sum)->wait();
+  comm().reduce_scatter_async(longs, ReduceOp::Average)->wait();
+  const double rank_sum = world() * (world() + 1) / 2.0;
+  EXPECT_TRUE(torch::equal(comm().chunk_of(floats), comm().chunk_of((torch::arange(n, torch::kFloat) + 1) * rank_sum)))
+      << floats;
+  EXPECT_TRUE(torch::equal(comm().chunk_of(longs),
+                           comm().chunk_of(((torch::arange(n, torch::kLong) + 1) * static_cast<int64_t>(rank_sum))
+                                               .div(world(), "trunc"))))
+      << longs;
+}
+
+TEST(MpiCommunicator, AllGatherGivesEveryRankEveryChunk) {
+  const int64_t chunk = 4;
+  auto full = torch::full({world() * chunk}, -1.0f);
+  comm().chunk_of(full).fill_(static_cast<float>(rank()));
+  comm().all_gather_async(full)->wait();
+  EXPECT_TRUE(torch::equal(full, torch::arange(world(), torch::kFloat).repeat_interleave(chunk))) << full;
+  EXPECT_THROW(comm().all_gather_async(torch::zeros({world() * chunk + 1})), std::logic_error);
+}
+
+// Float sums are added in rank order whichever collective carries them and whatever the size, so
+// all-reduce (--zero 0) and reduce-scatter (--zero 1) of a gradient bucket agree bit for bit.
+TEST(MpiCommunicator, FloatSumsAreTheSameBitsInEveryCollective) {
+  torch::manual_seed(7 + rank());
+  const auto data = torch::randn({world() * 3000});
+  auto reduced = data.clone();
+  comm().all_reduce(reduced, ReduceOp::Average);
+  auto scattered = data.clone();
+  comm().reduce_scatter_async(scattered, ReduceOp::Average)->wait();
+  EXPECT_TRUE(torch::equal(comm().chunk_of(reduced), comm().chunk_of(scattered)));
+  auto piece = data.slice(0, 10, 17).clone();  // a lone small tensor
+  comm().all_reduce(piece, ReduceOp::Average);
+  EXPECT_TRUE(torch::equal(piece, reduced.slice(0, 10, 17)));
+  const torch::Tensor rows = comm().gather_rows(data);
+  auto expected = rows[0].clone();
+  for (int r = 1; r < world(); ++r) expected.add_(rows[r]);
+  EXPECT_TRUE(torch::equal(reduced, expected.div_(world())));
+}
+
 TEST(MpiCommunicator, RejectsTensorsItCannotSend) {
   // Every rank rejects alike, so no rank is left waiting in a collective.
   auto half = torch::ones({4}, torch::kHalf);
@@ -250,12 +294,9 @@ SyncOutcome check_gradient_sync(size_t bucket_bytes, bool overlap, int micro_ste
       const auto local = reference_params[k].grad();
       auto reference = local.clone();
       comm().all_reduce(reference, ReduceOp::Average);  // one tensor at a time: no buckets involved
-      const double scale = reference.abs().max().item<double>();
-      // Sums of two ranks are exact and order-free. With three, MPI may add in a different order for a
-      // bucket than for a lone tensor (its algorithm depends on message size): allow a few ulps.
-      const double tolerance = world() == 2 ? 0.0 : 4e-7 * scale;
-      const double diff = (params[k].grad() - reference).abs().max().item<double>();
-      EXPECT_LE(diff, tolerance) << "parameter " << k << ", bucket_bytes " << bucket_bytes << ", overlap " << overlap;
+      // Float sums are added in rank order whatever the message (MpiCommunicator), so a bucket's
+      // reduction equals a lone tensor's bit for bit, for any number of ranks.
+      EXPECT_TRUE(torch::equal(params[k].grad(), reference)) << "parameter " << k << ", bucket_bytes " << bucket_bytes << ", overlap " << overlap;
       spread = std::max(spread, (local - reference).abs().max().item<double>());
     }
     // The ranks really did differ before the sync, so the comparison above means something.
@@ -299,6 +340,52 @@ TEST(GradientOverlap, BucketsStartDuringBackwardOnlyWithOverlap) {
   const auto without = check_gradient_sync(/*bucket_bytes=*/4096, /*overlap=*/false, /*micro_steps=*/2);
   EXPECT_GT(without.stats.buckets, 1);
   EXPECT_EQ(without.stats.buckets_launched_in_backward, 0);
+}
+
+// Sharded (--zero 1): each rank's chunk of every bucket holds exactly the unsharded synchronizer's
+// gradients there, and the chunks of all ranks cover every parameter once.
+TEST(GradientSharding, EachRanksChunkHoldsTheAverage) {
+  for (const size_t bucket_bytes : {size_t{1}, size_t{4096}, size_t{1} << 30}) {
+    torch::manual_seed(42);
+    Gpt plain_model(tiny_model_config());
+    torch::manual_seed(42);
+    Gpt sharded_model(tiny_model_config());
+    const auto plain_params = plain_model->parameters();
+    GradientSynchronizer plain(plain_params, comm(), bucket_bytes, true);
+    GradientSynchronizer sharded(sharded_model->parameters(), comm(), bucket_bytes, true, /*sharded=*/true);
+    plain.zero_grad();
+    sharded.zero_grad();
+    torch::manual_seed(100 + rank());
+    auto x = torch::randint(16, {3, 16}, torch::kLong);
+    auto y = torch::randint(16, {3, 16}, torch::kLong);
+    plain.begin_micro_step(true);
+    sharded.begin_micro_step(true);
+    plain_model->loss(x, y).backward();
+    sharded_model->loss(x, y).backward();
+    plain.finish();
+    sharded.finish();
+    int64_t covered = 0, total = 0;
+    for (const auto& p : plain_params) total += p.numel();
+    for (size_t b = 0; b < sharded.layout().size(); ++b) {
+      const BucketLayout& bucket = sharded.layout()[b];
+      EXPECT_EQ(bucket.numel % (kShardAlignment * world()), 0);
+      const int64_t chunk = bucket.numel / world(), lo = chunk * rank(), hi = lo + chunk;
+      for (size_t i = 0; i < bucket.params.size(); ++i) {
+        EXPECT_EQ(bucket.offsets[i] % kShardAlignment, 0);
+        const auto& reference = plain_params[bucket.params[i]].grad().reshape({-1});
+        const int64_t begin = std::max(lo, bucket.offsets[i]);
+        const int64_t end = std::min(hi, bucket.offsets[i] + reference.numel());
+        if (begin >= end) continue;
+        covered += end - begin;
+        EXPECT_TRUE(torch::equal(sharded.bucket_gradients(b).slice(0, begin, end),
+                                 reference.slice(0, begin - bucket.offsets[i], end - bucket.offsets[i])))
+            << "bucket " << b << " parameter " << bucket.params[i] << ", bucket_bytes " << bucket_bytes;
+      }
+    }
+    auto all_covered = torch::tensor({covered}, torch::kLong);
+    comm().all_reduce(all_covered, ReduceOp::Sum);
+    EXPECT_EQ(all_covered.item<int64_t>(), total) << "bucket_bytes " << bucket_bytes;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------

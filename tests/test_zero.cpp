@@ -1,0 +1,134 @@
+// --zero 1 in one process (the multi-rank cases are tests/mpi/zero_test.sh): the sharded AdamW, its
+// gradient norm and its checkpoints are bit-identical to plain AdamW's; a checkpoint resumes with or
+// without --zero.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "distributed/gradient_sync.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_support.h"
+#include "tests/training_fixture.h"
+#include "trainer/checkpoint.h"
+#include "trainer/gradient_norm.h"
+#include "trainer/trainer.h"
+
+namespace mygpt {
+namespace {
+
+constexpr int64_t kVocab = 23;
+
+// Width 35 and vocabulary 23: parameters of odd sizes, none a multiple of the shard alignment; a low
+// clip threshold so that every step clips; dropout so the random streams matter.
+std::vector<std::string> args(const ScratchDir& dir, const std::string& zero, const std::string& steps = "6") {
+  return {"--preset", "tiny",  "--n-embd", "35",  "--n-head",       "5",   "--block-size", "16",
+          "--steps",  steps,   "--batch-size", "4", "--seq-len",    "16",  "--warmup-steps", "2",
+          "--lr",     "1e-2",  "--grad-clip", "0.5", "--dropout",    "0.1", "--eval-every", "0",
+          "--out",    dir.path().string(), "--device", "cpu", "--seed", "4", "--zero", zero};
+}
+
+TrainingData data() { return testing::token_data(testing::random_tokens(3000, kVocab, 5), kVocab); }
+
+void expect_identical_parameters(Trainer& a, Trainer& b) {
+  const auto pa = a.model()->parameters(), pb = b.model()->parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t k = 0; k < pa.size(); ++k) EXPECT_TRUE(torch::equal(pa[k], pb[k])) << "parameter " << k;
+}
+
+void expect_identical_state(const StateDict& a, const StateDict& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, tensor] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_TRUE(torch::equal(tensor, b.at(name))) << name;
+  }
+}
+
+// The checkpoint a run writes after `steps` steps (its folder is the run's --out).
+Checkpoint checkpoint_after(Trainer& run, const ScratchDir& dir, int64_t steps) {
+  run.save_checkpoint_at(steps);
+  return load_checkpoint(checkpoint_path(dir.path(), steps));
+}
+
+TEST(ZeroOne, OneRankEqualsPlainAdamWBitForBit) {
+  ScratchDir plain_dir, sharded_dir;
+  // One run after the other: dropout draws from the one global generator, which building a run seeds.
+  std::vector<StepResult> a, b;
+  auto plain = testing::cpu_trainer(args(plain_dir, "0"), data());
+  for (int64_t step = 0; step < 6; ++step) a.push_back(plain->train_step(step));
+  auto sharded = testing::cpu_trainer(args(sharded_dir, "1"), data());
+  for (int64_t step = 0; step < 6; ++step) b.push_back(sharded->train_step(step));
+  for (size_t step = 0; step < 6; ++step) {
+    EXPECT_EQ(a[step].loss, b[step].loss) << "step " << step;
+    EXPECT_EQ(a[step].grad_norm, b[step].grad_norm) << "step " << step;
+    EXPECT_GT(a[step].grad_norm, 0.5) << "the test needs steps that clip";
+  }
+  expect_identical_parameters(*plain, *sharded);
+  // The sharded optimizer's checkpoint holds the plain one's state: names, shapes and values.
+  const Checkpoint saved_plain = checkpoint_after(*plain, plain_dir, 6);
+  const Checkpoint saved_sharded = checkpoint_after(*sharded, sharded_dir, 6);
+  StateDict optimizer_a, optimizer_b;
+  for (const auto& [name, t] : saved_plain.tensors) {
+    if (name.rfind("optimizer.", 0) == 0) optimizer_a[name] = t;
+  }
+  for (const auto& [name, t] : saved_sharded.tensors) {
+    if (name.rfind("optimizer.", 0) == 0) optimizer_b[name] = t;
+  }
+  EXPECT_GT(optimizer_a.size(), 10u);
+  expect_identical_state(optimizer_a, optimizer_b);
+}
+
+// A checkpoint of either kind resumes in a run of either kind, continuing bit for bit.
+TEST(ZeroOne, CheckpointsResumeWithAndWithoutZero) {
+  for (const auto& [saved_zero, resumed_zero] :
+       std::vector<std::pair<std::string, std::string>>{{"1", "0"}, {"0", "1"}, {"1", "1"}}) {
+    ScratchDir dir;
+    auto straight = testing::cpu_trainer(args(dir, resumed_zero), data());
+    std::vector<double> expected;
+    for (int64_t step = 0; step < 6; ++step) expected.push_back(straight->train_step(step).loss);
+    Checkpoint ckpt;
+    {
+      auto first = testing::cpu_trainer(args(dir, saved_zero), data());
+      for (int64_t step = 0; step < 3; ++step) first->train_step(step);
+      ckpt = checkpoint_after(*first, dir, 3);
+    }
+    auto resumed = testing::cpu_trainer(args(dir, resumed_zero), data());
+    ASSERT_EQ(resumed->restore(ckpt), 3);
+    for (int64_t step = 3; step < 6; ++step) {
+      EXPECT_EQ(resumed->train_step(step).loss, expected[static_cast<size_t>(step)])
+          << "saved with --zero " << saved_zero << ", resumed with --zero " << resumed_zero << ", step " << step;
+    }
+    expect_identical_parameters(*resumed, *straight);
+  }
+}
+
+TEST(ZeroOne, ShardedOptimizerStateMustMatchTheModel) {
+  ScratchDir dir;
+  auto run = testing::cpu_trainer(args(dir, "1"), data());
+  run->train_step(0);
+  Checkpoint ckpt = checkpoint_after(*run, dir, 1);
+  ckpt.tensors.erase("optimizer.exp_avg.0.1");
+  EXPECT_EQ(testing::invalid_argument_message([&] { run->restore(ckpt); }), "optimizer state lacks 'exp_avg.0.1'");
+  ckpt = checkpoint_after(*run, dir, 1);
+  ckpt.tensors["optimizer.exp_avg_sq.1.0"] = torch::zeros({3});
+  EXPECT_EQ(testing::invalid_argument_message([&] { run->restore(ckpt); }),
+            "optimizer state exp_avg_sq.1.0 does not match the model's shapes");
+}
+
+TEST(GradientNorm, PiecewiseNormIsTheNorm) {
+  torch::manual_seed(1);
+  const std::vector<torch::Tensor> grads = {torch::randn({3000}), torch::randn({7}), torch::randn({64, 40})};
+  std::vector<torch::Tensor> flat;
+  for (const auto& g : grads) flat.push_back(g.reshape({-1}));
+  const double whole = torch::linalg_vector_norm(torch::cat(flat), 2).item<double>();
+  EXPECT_NEAR(global_gradient_norm(grads).item<double>(), whole, 1e-6 * whole);
+  EXPECT_EQ(gradient_norm_pieces(3000), 3);
+  EXPECT_EQ(gradient_norm_pieces(2048), 2);
+  // The norms of a tail that starts on a piece boundary are the whole tensor's last norms, bit for bit.
+  const torch::Tensor all = piece_norms(flat[0]), tail = piece_norms(flat[0].slice(0, kShardAlignment));
+  EXPECT_TRUE(torch::equal(all.slice(0, 1), tail));
+}
+
+}  // namespace
+}  // namespace mygpt

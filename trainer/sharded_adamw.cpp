@@ -1,0 +1,189 @@
+#include "trainer/sharded_adamw.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "trainer/gradient_norm.h"
+
+namespace mygpt {
+namespace {
+
+std::vector<std::pair<int, size_t>> groups_of(const std::vector<torch::Tensor>& params,
+                                              const std::vector<torch::Tensor>& decay,
+                                              const std::vector<torch::Tensor>& no_decay) {
+  std::vector<std::pair<int, size_t>> out;
+  for (const auto& p : params) {
+    auto find = [&](const std::vector<torch::Tensor>& group) {
+      return std::find_if(group.begin(), group.end(), [&](const torch::Tensor& t) { return t.is_same(p); });
+    };
+    if (auto it = find(decay); it != decay.end()) {
+      out.emplace_back(0, static_cast<size_t>(it - decay.begin()));
+    } else if (auto it2 = find(no_decay); it2 != no_decay.end()) {
+      out.emplace_back(1, static_cast<size_t>(it2 - no_decay.begin()));
+    } else {
+      throw std::logic_error("a parameter is in neither AdamW group");
+    }
+  }
+  return out;
+}
+
+// Moves every parameter into its bucket's flat buffer (the parameter becomes a view of it), so an
+// all-gather of the buffer updates the parameters in place.
+std::vector<torch::Tensor> move_into_buckets(const std::vector<torch::Tensor>& params,
+                                             const std::vector<BucketLayout>& layout) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flats;
+  for (const BucketLayout& bucket : layout) {
+    auto flat = torch::zeros({bucket.numel}, params[bucket.params.front()].options().requires_grad(false));
+    for (size_t i = 0; i < bucket.params.size(); ++i) {
+      torch::Tensor p = params[bucket.params[i]];
+      auto view = flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
+      view.copy_(p);
+      p.set_data(view);
+    }
+    flats.push_back(flat);
+  }
+  return flats;
+}
+
+}  // namespace
+
+ShardedAdamW::ShardedAdamW(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& decay_params,
+                           const std::vector<torch::Tensor>& no_decay_params, const GradientSynchronizer& grads,
+                           const AdamWOptions& options, Communicator& comm)
+    : params_(params),
+      group_of_param_(groups_of(params, decay_params, no_decay_params)),
+      layout_(grads.layout()),
+      flat_params_(move_into_buckets(params_, layout_)),
+      comm_(comm),
+      adamw_([&] {
+        // This rank's pieces: where its chunk of each bucket meets each parameter.
+        std::vector<int64_t> first_norm(params_.size());
+        for (size_t k = 0; k < params_.size(); ++k) {
+          first_norm[k] = norm_count_;
+          norm_count_ += gradient_norm_pieces(params_[k].numel());
+        }
+        std::vector<torch::Tensor> views[2];
+        for (size_t b = 0; b < layout_.size(); ++b) {
+          const BucketLayout& bucket = layout_[b];
+          const int64_t chunk = bucket.numel / comm.world_size();
+          const int64_t lo = chunk * comm.rank(), hi = lo + chunk;
+          for (size_t i = 0; i < bucket.params.size(); ++i) {
+            const size_t k = bucket.params[i];
+            const int64_t begin = std::max(lo, bucket.offsets[i]);
+            const int64_t end = std::min(hi, bucket.offsets[i] + params_[k].numel());
+            if (begin >= end) continue;
+            const auto [group, in_group] = group_of_param_[k];
+            const int64_t param_offset = begin - bucket.offsets[i];
+            pieces_.push_back({k, group, views[group].size(), in_group, b, begin, param_offset, end - begin,
+                               first_norm[k] + param_offset / kShardAlignment,
+                               grads.bucket_gradients(b).slice(0, begin, end)});
+            torch::Tensor view = flat_params_[b].slice(0, begin, end);
+            view.mutable_grad() = pieces_.back().grad;
+            views[group].push_back(view);
+          }
+        }
+        return AdamW(views[0], views[1], options);
+      }()) {
+  if (layout_.empty() || layout_.front().numel % (kShardAlignment * comm.world_size()) != 0) {
+    throw std::logic_error("ShardedAdamW needs the sharded gradient layout");
+  }
+}
+
+std::vector<torch::Tensor> ShardedAdamW::shard_gradients() const {
+  std::vector<torch::Tensor> out;
+  for (const Piece& piece : pieces_) out.push_back(piece.grad);
+  return out;
+}
+
+torch::Tensor ShardedAdamW::gradient_norm() {
+  torch::NoGradGuard no_grad;
+  // Every other rank's entries are zero here, so the sum is exact: each rank ends with every norm.
+  auto norms = torch::zeros({norm_count_}, flat_params_.front().options());
+  for (const Piece& piece : pieces_) {
+    const torch::Tensor mine = piece_norms(piece.grad);
+    norms.slice(0, piece.first_norm, piece.first_norm + mine.numel()).copy_(mine);
+  }
+  comm_.all_reduce(norms, ReduceOp::Sum);
+  return torch::linalg_vector_norm(norms, 2);
+}
+
+void ShardedAdamW::gather_parameters() {
+  torch::NoGradGuard no_grad;
+  std::vector<std::unique_ptr<PendingCollective>> pending;
+  for (auto& flat : flat_params_) pending.push_back(comm_.all_gather_async(flat));
+  for (auto& p : pending) p->wait();
+}
+
+StateDict ShardedAdamW::state_dict() const {
+  // A collective. The moments travel bucket by bucket (this rank's pieces in place, then an all-gather),
+  // so the device never holds more than one gathered bucket; only rank 0, which writes checkpoints,
+  // keeps the whole state, on the CPU.
+  torch::NoGradGuard no_grad;
+  const bool keep = comm_.rank() == 0;
+  const StateDict mine = adamw_.state_dict();
+  auto key = [](int group, size_t index) { return std::to_string(group) + "." + std::to_string(index); };
+  StateDict full;
+  full["steps_taken"] = mine.at("steps_taken");
+  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+    for (size_t b = 0; b < layout_.size(); ++b) {
+      const BucketLayout& bucket = layout_[b];
+      auto gathered = torch::zeros({bucket.numel}, flat_params_[b].options());
+      for (const Piece& piece : pieces_) {
+        if (piece.bucket != b) continue;
+        gathered.slice(0, piece.bucket_offset, piece.bucket_offset + piece.numel)
+            .copy_(mine.at(std::string(name) + "." + key(piece.group, piece.index)));
+      }
+      comm_.all_gather_async(gathered)->wait();
+      if (!keep) continue;
+      const torch::Tensor host = gathered.to(torch::kCPU);
+      for (size_t i = 0; i < bucket.params.size(); ++i) {
+        const torch::Tensor& p = params_[bucket.params[i]];
+        const auto [group, in_group] = group_of_param_[bucket.params[i]];
+        full[std::string(name) + "." + key(group, in_group)] =
+            host.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
+      }
+    }
+  }
+  // Step counts: every parameter's from a rank holding a piece of it (all of its pieces agree).
+  auto steps = torch::zeros({static_cast<int64_t>(params_.size())}, flat_params_[0].options());
+  for (const Piece& piece : pieces_) {
+    steps[static_cast<int64_t>(piece.param)].copy_(mine.at("step." + key(piece.group, piece.index)));
+  }
+  comm_.all_reduce(steps, ReduceOp::Max);
+  if (!keep) return {};
+  steps = steps.to(torch::kCPU);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    full["step." + key(group_of_param_[k].first, group_of_param_[k].second)] = steps[static_cast<int64_t>(k)].clone();
+  }
+  return full;
+}
+
+void ShardedAdamW::load_state_dict(const StateDict& state) {
+  auto key = [](int group, size_t index) { return std::to_string(group) + "." + std::to_string(index); };
+  auto saved = [&](const std::string& name) -> const torch::Tensor& {
+    const auto it = state.find(name);
+    if (it == state.end()) throw std::invalid_argument("optimizer state lacks '" + name + "'");
+    return it->second;
+  };
+  // This rank's pieces of the full state, under the names of its own AdamW (which checks types and shapes).
+  StateDict mine;
+  mine["steps_taken"] = saved("steps_taken");
+  for (const Piece& piece : pieces_) {
+    const torch::Tensor& p = params_[piece.param];
+    const std::string full_key = key(piece.group, piece.in_group), own_key = key(piece.group, piece.index);
+    for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+      const torch::Tensor& from = saved(std::string(name) + "." + full_key);
+      if (!from.sizes().equals(p.sizes())) {
+        throw std::invalid_argument("optimizer state " + std::string(name) + "." + full_key +
+                                    " does not match the model's shapes");
+      }
+      mine[std::string(name) + "." + own_key] =
+          from.reshape({-1}).slice(0, piece.param_offset, piece.param_offset + piece.numel);
+    }
+    mine["step." + own_key] = saved("step." + full_key);
+  }
+  adamw_.load_state_dict(mine);
+}
+
+}  // namespace mygpt
