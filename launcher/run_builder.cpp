@@ -90,9 +90,18 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   parts.model->set_fused_loss(options.fused_loss);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
-  parts.optimizer = std::make_unique<AdamW>(
-      parts.model->decay_parameters(), parts.model->no_decay_parameters(),
-      AdamWOptions{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay});
+  const AdamWOptions adamw{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay};
+  if (options.optimizer == OptimizerKind::muon) {
+    MuonSplit split = split_for_muon(parts.model);
+    parts.optimizer = std::make_unique<AdamW>(std::move(split.adamw_decay), std::move(split.adamw_no_decay), adamw);
+    parts.muon = std::make_unique<Muon>(std::move(split.muon),
+                                        MuonOptions{options.muon_lr, options.muon_momentum, options.muon_nesterov,
+                                                    options.muon_ns_steps, options.muon_weight_decay},
+                                        comm);
+  } else {
+    parts.optimizer =
+        std::make_unique<AdamW>(parts.model->decay_parameters(), parts.model->no_decay_parameters(), adamw);
+  }
 
   TrainFlags resolved = f;
   resolved.train = options;

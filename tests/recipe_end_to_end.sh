@@ -240,8 +240,10 @@ resume_check() {
 }
 # Dropout and random order: the RNG states and the sampler's generator must come back exactly.
 resume_check np1 "1 rank, dropout 0.1, random order" 1 --dropout 0.1 --data-order random
+resume_check np1_muon "1 rank, --optimizer muon (momentum buffers)" 1 --optimizer muon --data-order sequential
 if [[ ${#MPIRUN[@]} -gt 0 ]]; then
   resume_check np2 "2 ranks, sequential order" 2 --data-order sequential
+  resume_check np2_muon "2 ranks, --optimizer muon" 2 --optimizer muon --data-order sequential
 
   # A 2-rank sequential checkpoint resumes on 1 rank: same data position (with accumulation 2 a rank
   # reads what the two did), random streams re-seeded with a note.

@@ -25,6 +25,7 @@ StepResult Trainer::train_step(int64_t step) {
   p_.model->train();
   const double lr = schedule_.at(step);
   p_.optimizer->set_lr(lr);
+  if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / options_.lr);  // the same schedule, scaled
   grad_sync_.zero_grad();
 
   // Gradient accumulation: each micro-batch's loss is scaled by 1/A so the summed gradient is the
@@ -54,6 +55,9 @@ StepResult Trainer::train_step(int64_t step) {
   // gradients). Norms per parameter, then their norm: the same sum whatever the bucket sizes.
   std::vector<torch::Tensor> gradients;
   for (const auto& p : p_.optimizer->parameters()) gradients.push_back(p.grad());
+  if (p_.muon) {
+    for (const auto& p : p_.muon->parameters()) gradients.push_back(p.grad());
+  }
   const torch::Tensor grad_norm = torch::linalg_vector_norm(torch::stack(torch::_foreach_norm(gradients)), 2);
   if (options_.grad_clip > 0) {
     torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
@@ -63,6 +67,7 @@ StepResult Trainer::train_step(int64_t step) {
   const torch::Tensor found_inf =
       torch::logical_not(torch::isfinite(grad_norm) & torch::isfinite(mean_loss)).to(torch::kFloat);
   p_.optimizer->step(found_inf);
+  if (p_.muon) p_.muon->step(found_inf);
 
   // The one wait for the device in a step.
   const torch::Tensor host = torch::stack({mean_loss, grad_norm, found_inf, stop}).to(torch::kCPU);
@@ -96,10 +101,12 @@ double Trainer::flops_per_token() const {
 }
 
 std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
-  return {{"model", "model weights", model_state_},
-          {"optimizer", "AdamW state", *p_.optimizer},
-          {"loader", "data loader (--data-order random)", loader_state_},
-          {"rng", "random generators", random_state_}};
+  std::vector<NamedPart> parts{{"model", "model weights", model_state_},
+                               {"optimizer", "AdamW state", *p_.optimizer},
+                               {"loader", "data loader (--data-order random)", loader_state_},
+                               {"rng", "random generators", random_state_}};
+  if (p_.muon) parts.push_back({"muon", "Muon momentum", *p_.muon});
+  return parts;
 }
 
 StateDict Trainer::checkpoint_tensors() {
@@ -158,6 +165,11 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
     throw std::invalid_argument("the checkpoint does not say how many ranks wrote it");
   }
   const int64_t saved_world = world_entry->second.item<int64_t>();
+  const bool saved_muon = !part_state(ckpt.tensors, "muon").empty();
+  if (saved_muon != (p_.muon != nullptr)) {
+    throw std::invalid_argument(std::string("the checkpoint was trained with --optimizer ") +
+                                (saved_muon ? "muon" : "adamw") + "; resume it with the same optimizer");
+  }
   const int rank = comm_.rank(), world = comm_.world_size();
   bool reseeded = false;
   for (const NamedPart& named : stateful_parts()) {

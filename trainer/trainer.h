@@ -16,6 +16,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/muon.h"
 #include "trainer/run_output.h"
 #include "trainer/stateful_parts.h"
 #include "trainer/train_options.h"
@@ -26,6 +27,7 @@ namespace mygpt {
 struct TrainerParts {
   Gpt model{nullptr};
   std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<Muon> muon;  // --optimizer muon: the blocks' matrices (AdamW has the rest); else null
   std::unique_ptr<BatchLoader> train_loader;
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
   std::vector<TokenizedHellaSwag> hellaswag;       // empty: no HellaSwag
@@ -74,6 +76,7 @@ class Trainer {
 
   Gpt& model() { return p_.model; }
   AdamW& optimizer() { return *p_.optimizer; }
+  Muon* muon() { return p_.muon.get(); }
   BatchLoader& train_loader() { return *p_.train_loader; }
   const TrainOptions& options() const { return options_; }
   RunOutput& output() { return output_; }

@@ -46,6 +46,11 @@ train_run ranks2_accum1 2 1 --ddp-overlap true
 train_run ranks2_accum1_many_buckets 2 1 --ddp-overlap false --bucket-mb 0.001
 train_run single_accum6 1 6
 train_run ranks3_accum2 3 2 --ddp-overlap true
+# --optimizer muon: each rank orthogonalizes its share of the matrices and the updates are exchanged.
+train_run single_accum2_muon 1 2 --optimizer muon
+train_run ranks2_accum1_muon 2 1 --optimizer muon
+train_run single_accum6_muon 1 6 --optimizer muon
+train_run ranks3_accum2_muon 3 2 --optimizer muon
 
 # One Python process compares every pair (importing torch dominates its time); it prints a PASS or
 # FAIL line for each.
@@ -54,12 +59,15 @@ comparison=$("$python" "$TESTS_DIR/mpi/compare_runs.py" 1e-5 \
   "$(pair ranks2_accum1 single_accum2 "(a) 2 ranks x accum 1 == 1 rank x accum 2 (overlap, one bucket)")" \
   "$(pair ranks2_accum1_many_buckets single_accum2 "(a) 2 ranks x accum 1 == 1 rank x accum 2 (no overlap, many buckets)")" \
   "$(pair ranks3_accum2 single_accum6 "(b) 3 ranks x accum 2 == 1 rank x accum 6 (overlap, one bucket)")" \
-  "$(pair single_accum2 single_accum6 "control: accum 2 and accum 6 runs differ" different)" 2>&1)
+  "$(pair single_accum2 single_accum6 "control: accum 2 and accum 6 runs differ" different)" \
+  "$(pair ranks2_accum1_muon single_accum2_muon "(c) muon: 2 ranks x accum 1 == 1 rank x accum 2")" \
+  "$(pair ranks3_accum2_muon single_accum6_muon "(c) muon: 3 ranks x accum 2 == 1 rank x accum 6")" \
+  "$(pair single_accum2_muon single_accum2 "control: muon and adamw runs differ" different)" 2>&1)
 echo "$comparison"
 passed=$((passed + $(grep -c '^PASS:' <<<"$comparison")))
 failed=$((failed + $(grep -c '^FAIL:' <<<"$comparison")))
 # A comparer that crashed before printing its verdicts must not pass silently.
-[[ $(grep -cE '^(PASS|FAIL):' <<<"$comparison") -eq 4 ]] || fail "checkpoint comparison did not report all 4 pairs"
+[[ $(grep -cE '^(PASS|FAIL):' <<<"$comparison") -eq 7 ]] || fail "checkpoint comparison did not report all 7 pairs"
 
 # The flags reached the synchronizer: overlap starts buckets during backward, no overlap never does.
 if [[ -f $WORK/ranks2_accum1_many_buckets/metrics.jsonl ]]; then
