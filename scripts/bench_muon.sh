@@ -5,7 +5,8 @@
 # block 64, batch 12, dropout 0), and GPT-2 tokens (the text prepared with `prepare --vocab`) with the
 # same small model. Each seed trains AdamW and Muon for --char-steps / --gpt2-steps steps, and Muon once
 # more with a full schedule of --short-fraction of those steps (the goal: AdamW's loss in 0.7x the steps).
-# The data order is given explicitly (sequential) so the runs compare whatever the default is.
+# The data order is given explicitly (sequential) so the runs compare whatever the default is. The
+# variants of one seed run at the same time (one thread each), so their step times share the load.
 # Prints markdown tables and appends them to docs/BENCHMARKS.md.
 #
 # usage: scripts/bench_muon.sh [--seeds "1337 1338"] [--configs "char gpt2"] [--char-steps 2000]
@@ -52,6 +53,9 @@ for config in $configs; do
   steps=${args[-1]}
   short=$("$python" -c "print(round($steps * $short_fraction))")
   for seed in $seeds; do
+    # The variants of a seed run side by side, so that on a shared machine their step times see the
+    # same load (one thread each).
+    pids=()
     for variant in adamw muon muon_short; do
       run="$config-$seed-$variant"
       extra=(--optimizer adamw)
@@ -60,12 +64,16 @@ for config in $configs; do
       [[ $variant == muon_short ]] && extra+=(--steps "$short")
       [[ $variant == muon_short && $short_fraction == 0 ]] && continue
       echo "== $config, seed $seed: $variant (${extra[*]})"
-      start=$SECONDS
-      bench_run "$work/$run.log" "$run" "$binary" train "${args[@]}" "${common[@]}" --seed "$seed" "${extra[@]}" \
-          --out "$work/$run"
-      echo "$config $seed $variant $work/$run/metrics.jsonl $((SECONDS - start))" >>"$runs"
-      grep 'val loss' "$work/$run.log" | tail -n 1
+      (
+        start=$SECONDS
+        bench_run "$work/$run.log" "$run" "$binary" train "${args[@]}" "${common[@]}" --seed "$seed" "${extra[@]}" \
+            --out "$work/$run"
+        echo "$config $seed $variant $work/$run/metrics.jsonl $((SECONDS - start))" >>"$runs"
+        grep 'val loss' "$work/$run.log" | tail -n 1 | sed "s/^/$run: /"
+      ) &
+      pids+=($!)
     done
+    for pid in "${pids[@]}"; do wait "$pid" || bench_die "a $config run of seed $seed failed"; done
   done
 done
 

@@ -76,7 +76,6 @@ class Trainer {
 
   Gpt& model() { return p_.model; }
   AdamW& optimizer() { return *p_.optimizer; }
-  Muon* muon() { return p_.muon.get(); }
   BatchLoader& train_loader() { return *p_.train_loader; }
   const TrainOptions& options() const { return options_; }
   RunOutput& output() { return output_; }
