@@ -31,17 +31,17 @@ model=(--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --dro
 common=(--preset shakespeare-char "${model[@]}" --eval-steps 20 --eval-every "$eval_every" --log-every 500
         --device cpu --threads "$threads" --data-order sequential)
 
-# config_args CONFIG: the data flags and the steps of a config.
+# config_args CONFIG: the data flags of a config.
 config_args() {
   case "$1" in
-    char) echo "$data --steps $char_steps" ;;
+    char) echo "$data" ;;
     gpt2)
       if [[ ! -d $work/gpt2_shards ]]; then
         bench_need_vocab "$vocab"
         bench_run "$work/prepare.log" prepare "$binary" prepare --vocab "$vocab" --input "$data" \
             --out "$work/gpt2_shards"
       fi
-      echo "$work/gpt2_shards --vocab $vocab --steps $gpt2_steps" ;;
+      echo "$work/gpt2_shards --vocab $vocab" ;;
     *) bench_usage_error "unknown config '$1' (char, gpt2)" ;;
   esac
 }
@@ -50,7 +50,8 @@ runs="$work/runs.txt"
 : >"$runs"
 for config in $configs; do
   read -r -a args <<<"$(config_args "$config")"
-  steps=${args[-1]}
+  steps=$char_steps
+  [[ $config == gpt2 ]] && steps=$gpt2_steps
   short=$("$python" -c "print(round($steps * $short_fraction))")
   for seed in $seeds; do
     # The variants of a seed run side by side, so that on a shared machine their step times see the
@@ -58,10 +59,10 @@ for config in $configs; do
     pids=()
     for variant in adamw muon muon_short; do
       run="$config-$seed-$variant"
-      extra=(--optimizer adamw)
+      extra=(--steps "$steps" --optimizer adamw)
       # shellcheck disable=SC2206  # --muon-flags are words on purpose
-      [[ $variant != adamw ]] && extra=(--optimizer muon $muon_flags)
-      [[ $variant == muon_short ]] && extra+=(--steps "$short")
+      [[ $variant != adamw ]] && extra=(--steps "$steps" --optimizer muon $muon_flags)
+      [[ $variant == muon_short ]] && extra=(--steps "$short" --optimizer muon $muon_flags)
       [[ $variant == muon_short && $short_fraction == 0 ]] && continue
       echo "== $config, seed $seed: $variant (${extra[*]})"
       (
