@@ -11,13 +11,13 @@
 #
 # usage: scripts/bench_muon.sh [--seeds "1337 1338"] [--configs "char gpt2"] [--char-steps 2000]
 #          [--gpt2-steps 1000] [--eval-every 100] [--short-fraction 0.7] [--threads 1]
-#          [--muon-flags "--muon-lr 0.02"] [--data FILE] [--vocab DIR] [--no-append]
+#          [--muon-flags "--muon-lr 0.02"] [--data FILE] [--vocab DIR] [--tabulate DIR] [--no-append]
 set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
 bench_options seeds="1337 1338" configs="char gpt2" char-steps=2000 gpt2-steps=1000 eval-every=100 \
-  short-fraction=0.7 threads=1 muon-flags="" data="$repo/../shared/data/tinyshakespeare.txt" \
+  short-fraction=0.7 threads=1 muon-flags="" tabulate="" data="$repo/../shared/data/tinyshakespeare.txt" \
   vocab="$repo/../shared/data/gpt2" -- "$@"
 
 bench_need_built "$repo/build/mygpt-ddp" "$python"
@@ -48,6 +48,9 @@ config_args() {
 
 runs="$work/runs.txt"
 : >"$runs"
+# --tabulate DIR: no training, only the tables of the runs in a copy of an earlier invocation's work
+# folder (its runs.txt and run folders), e.g. of one stopped early on a busy machine.
+[[ -n $tabulate ]] && { runs="$tabulate/runs.txt"; configs=""; }
 for config in $configs; do
   read -r -a args <<<"$(config_args "$config")"
   steps=$char_steps
@@ -79,61 +82,7 @@ for config in $configs; do
 done
 
 table="$work/table.md"
-"$python" - "$runs" "$steps" >"$table" <<'PY'
-import collections, json, statistics, sys
-
-runs = collections.defaultdict(dict)
-for line in open(sys.argv[1]):
-    config, seed, variant, path, wall = line.split()
-    records = [json.loads(l) for l in open(path)]
-    train = [r for r in records if "loss" in r and "val_loss" not in r]
-    val = {r["step"]: r["val_loss"] for r in records if "val_loss" in r}
-    # Training time up to (and including) step s: the sum of the step times, evaluations excluded.
-    elapsed, t = {}, 0.0
-    for r in train:
-        t += r["dt_ms"] / 1000
-        elapsed[r["step"] + 1] = t
-    elapsed[0] = 0.0
-    runs[(config, seed)][variant] = {"val": val, "elapsed": elapsed, "steps": len(train),
-                                     "dt": statistics.median(r["dt_ms"] for r in train[10:]), "wall": float(wall)}
-
-def reach(run, target):
-    """The first evaluated step whose validation loss is at or below target, or None."""
-    hits = [s for s in sorted(run["val"]) if run["val"][s] <= target + 1e-12]
-    return hits[0] if hits else None
-
-print("| data | seed | AdamW val @ N | Muon val @ N | Muon steps to AdamW's val @ N (ratio) | train time to it, Muon / AdamW "
-      "| Muon, schedule of 0.7 N: val @ 0.7 N | step ms AdamW / Muon (ratio) |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
-curves = collections.defaultdict(list)
-for (config, seed), v in runs.items():
-    a, m = v["adamw"], v["muon"]
-    n = a["steps"]
-    target = a["val"][n]
-    hit = reach(m, target)
-    reached = f"{hit} ({hit / n:.2f})" if hit is not None else f"not reached (min {min(m['val'].values()):.4f})"
-    times = f"{m['elapsed'][hit]:.0f} s / {a['elapsed'][n]:.0f} s" if hit is not None else "-"
-    short = v.get("muon_short")
-    short_text = f"{short['val'][short['steps']]:.4f} ({short['steps']} steps)" if short else "-"
-    print(f"| {config} | {seed} | {target:.4f} | {m['val'][n]:.4f} | {reached} | {times} | {short_text} "
-          f"| {a['dt']:.1f} / {m['dt']:.1f} ({m['dt'] / a['dt']:.2f}) |")
-    for variant in ("adamw", "muon"):
-        curves[(config, variant)].append(v[variant])
-
-print()
-print("Validation loss against steps (mean over seeds) and training seconds to that step (mean):")
-print()
-for config in sorted({c for c, _ in curves}):
-    a, m = curves[(config, "adamw")], curves[(config, "muon")]
-    steps = sorted(a[0]["val"])
-    stride = max(1, len(steps) // 10)
-    print(f"| {config}: step | AdamW val | AdamW s | Muon val | Muon s |")
-    print("|---:|---:|---:|---:|---:|")
-    for s in steps[::stride] + ([steps[-1]] if (len(steps) - 1) % stride else []):
-        mean = lambda rs, key: statistics.mean(r[key][s] for r in rs)
-        print(f"| {s} | {mean(a, 'val'):.4f} | {mean(a, 'elapsed'):.0f} | {mean(m, 'val'):.4f} | {mean(m, 'elapsed'):.0f} |")
-    print()
-PY
+"$python" "$repo/scripts/bench/muon_table.py" "$runs" >"$table"
 bench_report "AdamW vs Muon on Tiny Shakespeare (CPU, steps to the same validation loss)" "$table" \
   "single process, --threads $threads, flags: \`${common[*]}\`; char: \`--steps $char_steps\`, gpt2 (GPT-2 tokens from \`prepare --vocab\`): \`--steps $gpt2_steps\`; Muon: \`--optimizer muon $muon_flags\` (AdamW keeps --lr for embeddings, head, biases, gains); seeds: $seeds" \
   "N = the run's steps; AdamW's val @ N is the target; Muon's steps to reach it are read from its N-step run's validation curve (every $eval_every steps), under its own (N-step) schedule; the 0.7 N column is a separate Muon run whose whole schedule is 0.7 N steps" \

@@ -38,12 +38,13 @@ torch::Tensor random_tokens(uint64_t seed) {
 
 TEST(NewtonSchulz, GivesNearlyThePolarFactorOfTallWideAndBatchedMatrices) {
   torch::manual_seed(3);
-  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{48, 32}, {32, 128}, {3, 32, 32}}) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{48, 32}, {32, 128}, {3, 24, 40}}) {
     const torch::Tensor g = torch::randn(shape);
     const torch::Tensor x = newton_schulz_orthogonalize(g, 5);
     ASSERT_EQ(x.sizes(), g.sizes());
     const torch::Tensor s = torch::linalg_svdvals(x);
-    // The quintic does not converge to 1; it lands every singular value in about [0.7, 1.2].
+    // The quintic does not converge to 1; it lands every singular value in about [0.7, 1.2] (for
+    // matrices that are not square: a random square one has singular values too near 0 for 5 steps).
     EXPECT_GT(s.min().item<double>(), 0.55) << shape;
     EXPECT_LT(s.max().item<double>(), 1.25) << shape;
     const auto [u, unused, vh] = torch::linalg_svd(g, /*full_matrices=*/false);
