@@ -115,8 +115,10 @@ OptionTable<TrainFlags> make_table() {
   t.add("muon-ns-steps", &F::train, &T::muon_ns_steps, "Newton-Schulz iterations per Muon update")
       .init(5)
       .check(positive);
+  // GPT-2's value: KellerJordan/Muon's example for a GPT-2-like model (lr 0.02, weight decay 0.01).
   t.add("muon-weight-decay", &F::train, &T::muon_weight_decay, "Muon's decoupled weight decay")
       .init(0.0)
+      .recipe("gpt2", 0.01)
       .check(non_negative);
   t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables")
       .init(1.0)

@@ -5,12 +5,15 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <fstream>
+#include <memory>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "launcher/train_flags.h"
 #include "reference_python.h"
 #include "scratch_dir.h"
 #include "tests/test_support.h"
@@ -93,6 +96,82 @@ TEST(Muon, NonFiniteStepChangesNeitherWeightsNorMomentum) {
   for (auto& p : muon.parameters()) p.mutable_grad() = torch::ones_like(p);
   muon.step(torch::zeros({}));
   EXPECT_FALSE(torch::equal(muon.parameters()[0], before));
+}
+
+// One rank of a world of three whose collectives do nothing: what this rank computes by itself.
+class SilentRankOfThree final : public Communicator {
+ public:
+  explicit SilentRankOfThree(int rank) : rank_(rank) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return 3; }
+  std::string backend_name() const override { return "silent"; }
+  void all_reduce(torch::Tensor&, ReduceOp) override {}
+  std::unique_ptr<PendingCollective> all_reduce_async(torch::Tensor, ReduceOp) override {
+    throw std::logic_error("not used");
+  }
+  void broadcast(torch::Tensor&, int) override {}
+  void barrier() override {}
+  using Communicator::all_reduce;
+  using Communicator::broadcast;
+
+ private:
+  int rank_;
+};
+
+TEST(Muon, EachRankOrthogonalizesOnlyItsShareAndTheSharesAreBalanced) {
+  std::vector<int64_t> numel_per_rank(3, 0);
+  std::vector<int> owners_seen(8, 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    Gpt model = tiny_model(4);
+    SilentRankOfThree comm(rank);
+    Muon muon(split_for_muon(model).muon, MuonOptions{0.05, 0.95, true, 5, 0.0}, comm);
+    const auto params = muon.parameters();
+    ASSERT_EQ(params.size(), owners_seen.size());
+    std::vector<torch::Tensor> before;
+    for (auto& p : params) {
+      before.push_back(p.detach().clone());
+      p.mutable_grad() = torch::randn_like(p);
+    }
+    muon.step();
+    // Without the exchange a rank has moved exactly the matrices it orthogonalized.
+    for (size_t i = 0; i < params.size(); ++i) {
+      const bool mine = muon.owner_of(i) == rank;
+      EXPECT_EQ(!torch::equal(params[i], before[i]), mine) << "matrix " << i << " on rank " << rank;
+      if (mine) {
+        ++owners_seen[i];
+        numel_per_rank[rank] += params[i].numel();
+      }
+    }
+  }
+  for (size_t i = 0; i < owners_seen.size(); ++i) EXPECT_EQ(owners_seen[i], 1) << "matrix " << i;
+  // Largest first, round robin: no rank has more than one largest matrix beyond another's share.
+  const auto [lo, hi] = std::minmax_element(numel_per_rank.begin(), numel_per_rank.end());
+  EXPECT_LE(*hi - *lo, 128 * 32);
+  EXPECT_GT(*lo, 0);
+}
+
+TEST(MuonFlags, ComeFromTheTableAndAreRefusedWithoutMuon) {
+  auto resolve = [](const std::vector<std::string>& args) {
+    const Parsed<TrainFlags> parsed = train_flag_table().parse(args);
+    return resolve_train_options(parsed, parsed.config.model.resolve(65), torch::kCPU, 1);
+  };
+  EXPECT_EQ(resolve({}).optimizer, OptimizerKind::adamw);
+  const TrainOptions muon = resolve({"--optimizer", "muon", "--muon-ns-steps", "3", "--muon-nesterov", "false"});
+  EXPECT_EQ(muon.optimizer, OptimizerKind::muon);
+  EXPECT_EQ(muon.muon_ns_steps, 3);
+  EXPECT_FALSE(muon.muon_nesterov);
+  EXPECT_DOUBLE_EQ(muon.muon_lr, 0.02);
+  EXPECT_DOUBLE_EQ(muon.muon_momentum, 0.95);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--muon-lr", "0.05"}, "--muon-lr has no effect without --optimizer muon"},
+      {{"--optimizer", "adamw", "--muon-momentum", "0.9"}, "--muon-momentum has no effect"},
+      {{"--optimizer", "sgd"}, "--optimizer"},
+      {{"--optimizer", "muon", "--muon-ns-steps", "0"}, "--muon-ns-steps"},
+      {{"--optimizer", "muon", "--muon-momentum", "1"}, "--muon-momentum"}};
+  for (const auto& [args, message] : refused) {
+    EXPECT_NE(testing::invalid_argument_message([&] { resolve(args); }).find(message), std::string::npos)
+        << args[0] << " " << args[1];
+  }
 }
 
 struct RecipeUnderTest {

@@ -1,5 +1,6 @@
 """The tables of scripts/bench_muon.sh from its runs: RUNS lists one run a line,
-"CONFIG SEED VARIANT METRICS_JSONL WALL_SECONDS", VARIANT adamw, muon or muon_short.
+"CONFIG SEED VARIANT METRICS_JSONL WALL_SECONDS", VARIANT adamw, muon or muon_short. A Muon run that
+was stopped before its last step (a busy machine) is read as far as it got.
 
 usage: muon_table.py RUNS
 """
@@ -24,7 +25,7 @@ for line in open(sys.argv[1]):
         elapsed[r["step"] + 1] = t
     elapsed[0] = 0.0
     runs[(config, seed)][variant] = {"val": val, "elapsed": elapsed, "steps": len(train),
-                                     "dt": statistics.median(r["dt_ms"] for r in train[10:]), "wall": float(wall)}
+                                     "dt": statistics.median(r["dt_ms"] for r in train[10:])}
 
 def reach(run, target):
     """The first evaluated step whose validation loss is at or below target, or None."""
@@ -43,8 +44,11 @@ for (config, seed), v in runs.items():
     reached = f"{hit} ({hit / n:.2f})" if hit is not None else f"not reached (min {min(m['val'].values()):.4f})"
     times = f"{m['elapsed'][hit]:.0f} s / {a['elapsed'][n]:.0f} s" if hit is not None else "-"
     short = v.get("muon_short")
-    short_text = f"{short['val'][short['steps']]:.4f} ({short['steps']} steps)" if short else "-"
-    print(f"| {config} | {seed} | {target:.4f} | {m['val'][n]:.4f} | {reached} | {times} | {short_text} "
+    short_text = "-"
+    if short and short["steps"] in short["val"]:
+        short_text = f"{short['val'][short['steps']]:.4f} ({short['steps']} steps)"
+    muon_at_n = f"{m['val'][n]:.4f}" if n in m["val"] else f"(stopped at step {max(m['val'])})"
+    print(f"| {config} | {seed} | {target:.4f} | {muon_at_n} | {reached} | {times} | {short_text} "
           f"| {a['dt']:.1f} / {m['dt']:.1f} ({m['dt'] / a['dt']:.2f}) |")
     for variant in ("adamw", "muon"):
         curves[(config, variant)].append(v[variant])
@@ -59,6 +63,9 @@ for config in sorted({c for c, _ in curves}):
     print(f"| {config}: step | AdamW val | AdamW s | Muon val | Muon s |")
     print("|---:|---:|---:|---:|---:|")
     for s in steps[::stride] + ([steps[-1]] if (len(steps) - 1) % stride else []):
-        mean = lambda rs, key: statistics.mean(r[key][s] for r in rs)
-        print(f"| {s} | {mean(a, 'val'):.4f} | {mean(a, 'elapsed'):.0f} | {mean(m, 'val'):.4f} | {mean(m, 'elapsed'):.0f} |")
+        def mean(rs, key, form):
+            values = [r[key][s] for r in rs if s in r[key]]
+            return format(statistics.mean(values), form) if len(values) == len(rs) else "-"
+        print(f"| {s} | {mean(a, 'val', '.4f')} | {mean(a, 'elapsed', '.0f')} | {mean(m, 'val', '.4f')} "
+              f"| {mean(m, 'elapsed', '.0f')} |")
     print()
