@@ -86,4 +86,4 @@ table="$work/table.md"
 bench_report "AdamW vs Muon on Tiny Shakespeare (CPU, steps to the same validation loss)" "$table" \
   "single process, --threads $threads, flags: \`${common[*]}\`; char: \`--steps $char_steps\`, gpt2 (GPT-2 tokens from \`prepare --vocab\`): \`--steps $gpt2_steps\`; Muon: \`--optimizer muon $muon_flags\` (AdamW keeps --lr for embeddings, head, biases, gains); seeds: $seeds" \
   "N = the run's steps; AdamW's val @ N is the target; Muon's steps to reach it are read from its N-step run's validation curve (every $eval_every steps), under its own (N-step) schedule; the 0.7 N column is a separate Muon run whose whole schedule is 0.7 N steps" \
-  "step ms: median over the steps after the 10th (evaluations excluded)"
+  "step ms: median over the steps after the 10th that ran while all variants of the seed were running (evaluations excluded); train time: the sum of step times"

@@ -24,8 +24,16 @@ for line in open(sys.argv[1]):
         t += r["dt_ms"] / 1000
         elapsed[r["step"] + 1] = t
     elapsed[0] = 0.0
-    runs[(config, seed)][variant] = {"val": val, "elapsed": elapsed, "steps": len(train),
-                                     "dt": statistics.median(r["dt_ms"] for r in train[10:])}
+    runs[(config, seed)][variant] = {"val": val, "elapsed": elapsed, "steps": len(train), "train": train[10:]}
+
+# Step times compare only over the time all variants of a seed ran side by side (a shared machine's load
+# changes once one of them ends): the median dt of each run's steps inside that window.
+for variants in runs.values():
+    start = max(v["train"][0]["elapsed_s"] for v in variants.values())
+    end = min(v["train"][-1]["elapsed_s"] for v in variants.values())
+    for v in variants.values():
+        inside = [r["dt_ms"] for r in v["train"] if start <= r["elapsed_s"] <= end] or [r["dt_ms"] for r in v["train"]]
+        v["dt"] = statistics.median(inside)
 
 def reach(run, target):
     """The first evaluated step whose validation loss is at or below target, or None."""
