@@ -97,8 +97,8 @@ void Muon::step(const std::optional<torch::Tensor>& found_inf) {
     // the CPU, where bf16 matmuls are slow.
     const torch::Tensor input = direction.reshape({blocks, rows, cols}).to(cuda ? torch::kBFloat16 : torch::kFloat);
     torch::Tensor update = newton_schulz_orthogonalize(input, options_.ns_steps).to(torch::kFloat);
-    // Orthogonal matrices have RMS entries of 1/sqrt(max(rows, cols)); the factor keeps a tall matrix's
-    // update as large per entry as a wide one's.
+    // A semi-orthogonal rows x cols matrix has RMS entries 1/sqrt(max(rows, cols)); the factor (KellerJordan/
+    // Muon's) makes every update's RMS 1/sqrt(cols), one over the fan-in, for tall matrices as for wide.
     update = update * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
     updates.narrow(0, offset_[i], p.numel()).copy_(update.reshape({-1}));
   }
