@@ -110,11 +110,22 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   parts.model->set_recompute(options.recompute);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
-  // With --zero 1 the Trainer builds the sharded AdamW over its gradient buckets instead.
-  if (options.zero == 0) {
-    parts.optimizer = std::make_unique<AdamW>(
-        parts.model->decay_parameters(), parts.model->no_decay_parameters(),
-        AdamWOptions{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay});
+  const AdamWOptions adamw{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay};
+  if (options.optimizer == OptimizerKind::muon) {
+    if (options.zero != 0) {
+      throw std::invalid_argument("--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
+                                  "matrices out across ranks): give --zero 0");
+    }
+    MuonSplit split = split_for_muon(parts.model);
+    parts.optimizer = std::make_unique<AdamW>(std::move(split.adamw_decay), std::move(split.adamw_no_decay), adamw);
+    parts.muon = std::make_unique<Muon>(std::move(split.muon),
+                                        MuonOptions{options.muon_lr, options.muon_momentum, options.muon_nesterov,
+                                                    options.muon_ns_steps, options.muon_weight_decay},
+                                        comm);
+  } else if (options.zero == 0) {
+    // With --zero 1 the Trainer builds the sharded AdamW over its gradient buckets instead.
+    parts.optimizer =
+        std::make_unique<AdamW>(parts.model->decay_parameters(), parts.model->no_decay_parameters(), adamw);
   }
 
   TrainFlags resolved = f;

@@ -105,6 +105,24 @@ OptionTable<TrainFlags> make_table() {
       .recipe("shakespeare-char", 0.99)
       .check(in_range(0, 1, false));
   t.add("eps", &F::train, &T::eps, "AdamW's denominator epsilon").init(1e-8).check(positive);
+  t.add("optimizer", &F::train, &T::optimizer,
+        "adamw: AdamW for every parameter; muon: Muon (momentum orthogonalized by Newton-Schulz) for the 2-D "
+        "weights inside the blocks, AdamW (--lr, --weight-decay, --beta1/2) for embeddings, head, biases, gains")
+      .names({{"adamw", OptimizerKind::adamw}, {"muon", OptimizerKind::muon}})
+      .init(OptimizerKind::adamw);
+  t.add("muon-lr", &F::train, &T::muon_lr, "Muon's peak learning rate (same warmup and decay as --lr)")
+      .init(0.02)
+      .check(positive);
+  t.add("muon-momentum", &F::train, &T::muon_momentum, "Muon's momentum").init(0.95).check(in_range(0, 1, false));
+  t.add("muon-nesterov", &F::train, &T::muon_nesterov, "Nesterov momentum in Muon").init(true);
+  t.add("muon-ns-steps", &F::train, &T::muon_ns_steps, "Newton-Schulz iterations per Muon update")
+      .init(5)
+      .check(positive);
+  // GPT-2's value: KellerJordan/Muon's example for a GPT-2-like model (lr 0.02, weight decay 0.01).
+  t.add("muon-weight-decay", &F::train, &T::muon_weight_decay, "Muon's decoupled weight decay")
+      .init(0.0)
+      .recipe("gpt2", 0.01)
+      .check(non_negative);
   t.add("grad-clip", &F::train, &T::grad_clip, "clip the global gradient norm; 0 disables")
       .init(1.0)
       .check(non_negative);
@@ -233,6 +251,11 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   if (o.sample_every == 0) {
     flags.refuse("sample-prompt", "with --sample-every 0");
     flags.refuse("sample-tokens", "with --sample-every 0");
+  }
+  if (o.optimizer != OptimizerKind::muon) {
+    for (const char* muon_flag : {"muon-lr", "muon-momentum", "muon-nesterov", "muon-ns-steps", "muon-weight-decay"}) {
+      flags.refuse(muon_flag, "without --optimizer muon");
+    }
   }
   if (o.seq_len == 0) o.seq_len = model.block_size;
   if (o.seq_len > model.block_size) {

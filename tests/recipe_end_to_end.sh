@@ -240,10 +240,17 @@ resume_check() {
 }
 # Dropout and random order: the RNG states and the sampler's generator must come back exactly.
 resume_check np1 "1 rank, dropout 0.1, random order" 1 --dropout 0.1 --data-order random
+resume_check np1_muon "1 rank, --optimizer muon (momentum buffers)" 1 --optimizer muon --data-order sequential
+# A checkpoint continues only with the optimizer it was trained with (its state has another shape).
+if [[ -d $WORK/resumed_np1_muon ]] && expect_bad other_optimizer "trained with --optimizer muon.*same optimizer" train \
+     "$SHARDS" "${TINY[@]}" --steps $S --optimizer adamw --resume "$WORK/resumed_np1_muon/ckpt_00000016.pt" --out "$WORK/other_optimizer"; then
+  pass "a Muon checkpoint resumed with --optimizer adamw is refused: $(cat "$WORK/other_optimizer.err")"
+fi
 if [[ ${#MPIRUN[@]} -gt 0 ]]; then
   resume_check np2 "2 ranks, sequential order" 2 --data-order sequential
   # The shuffled order: each epoch's permutation comes back from the seed and the position alone.
   resume_check np2s "2 ranks, shuffled order" 2 --data-order shuffled
+  resume_check np2_muon "2 ranks, --optimizer muon" 2 --optimizer muon --data-order sequential
 
   # A 2-rank sequential checkpoint resumes on 1 rank: same data position (with accumulation 2 a rank
   # reads what the two did), random streams re-seeded with a note.

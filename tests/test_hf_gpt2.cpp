@@ -14,6 +14,7 @@
 #include "model/hf_gpt2.h"
 #include "model/safetensors_file.h"
 #include "model/sampling.h"
+#include "reference_python.h"
 #include "scratch_dir.h"
 
 #ifndef MYGPT_TORCH_PYTHON
@@ -467,24 +468,10 @@ TEST(PaddedVocabulary, SamplingNeverDrawsPaddedIds) {
 
 // ---- agreement with transformers ----
 
-std::string shell_quote(const std::string& text) {
-  std::string out = "'";
-  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The build's Python (CMake's MYGPT_TORCH_PYTHON); the environment variable of that name overrides it.
-std::string reference_python() {
-  const char* override = std::getenv("MYGPT_TORCH_PYTHON");
-  return override != nullptr ? override : MYGPT_TORCH_PYTHON;
-}
+using testing::reference_python;
 
 bool python_has_transformers() {
-  static const bool available = [] {
-    const std::string command =
-        shell_quote(reference_python()) + " -c 'import transformers, safetensors' >/dev/null 2>&1";
-    return !reference_python().empty() && std::system(command.c_str()) == 0;
-  }();
+  static const bool available = testing::python_imports("transformers, safetensors");
   return available;
 }
 
@@ -495,30 +482,7 @@ bool python_has_transformers() {
 
 // Runs tests/hf_reference.py and returns the JSON of its last output line (null after a failure).
 nlohmann::json run_reference(const std::vector<std::string>& args, const fs::path& scratch) {
-  std::string command = shell_quote(reference_python());
-  command += ' ';
-  command += shell_quote(MYGPT_HF_REFERENCE_SCRIPT);
-  for (const auto& arg : args) {
-    command += ' ';
-    command += shell_quote(arg);
-  }
-  const fs::path errors = scratch / "python.stderr";
-  command += " 2>";
-  command += shell_quote(errors.string());
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return nullptr;
-  }
-  std::string output;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  if (::pclose(pipe) != 0 || output.empty()) {
-    ADD_FAILURE() << command << " failed:\n" << read_whole_file(errors, "stderr");
-    return nullptr;
-  }
-  const auto last_line = output.substr(output.rfind('\n', output.size() - 2) + 1);
-  return nlohmann::json::parse(last_line);
+  return testing::run_python_json(MYGPT_HF_REFERENCE_SCRIPT, args, scratch);
 }
 
 std::string tokens_argument(const torch::Tensor& tokens) {

@@ -12,6 +12,9 @@
 
 namespace mygpt {
 
+// adamw: AdamW for every parameter. muon: Muon for the blocks' 2-D weights, AdamW for the rest.
+enum class OptimizerKind { adamw, muon };
+
 struct TrainOptions {
   int64_t steps{};               // optimizer steps
   int64_t batch_size{};          // micro-batch rows per rank
@@ -23,6 +26,12 @@ struct TrainOptions {
   int64_t warmup_steps{};
   double weight_decay{};
   double beta1{}, beta2{}, eps{};  // AdamW
+  OptimizerKind optimizer{};
+  double muon_lr{};  // peak; follows the same warmup and decay as lr
+  double muon_momentum{};
+  bool muon_nesterov{};
+  int64_t muon_ns_steps{};
+  double muon_weight_decay{};
   double grad_clip{};       // 0 disables clipping (the norm is still reported)
   int64_t max_bad_steps{};  // consecutive non-finite steps (skipped) before the run stops
   bool fused_loss{};        // chunked head + cross-entropy that never holds the whole logits

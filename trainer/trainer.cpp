@@ -34,6 +34,7 @@ StepResult Trainer::train_step(int64_t step) {
   p_.model->train();
   const double lr = schedule_.at(step);
   optimizer().set_lr(lr);
+  if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / options_.lr);  // the same schedule, scaled
   grad_sync_.zero_grad();
 
   // Gradient accumulation: each micro-batch's loss is scaled by 1/A so the summed gradient is the
@@ -73,6 +74,7 @@ StepResult Trainer::train_step(int64_t step) {
   const torch::Tensor found_inf =
       torch::logical_not(torch::isfinite(grad_norm) & torch::isfinite(mean_loss)).to(torch::kFloat);
   optimizer().step(found_inf);
+  if (p_.muon) p_.muon->step(found_inf);
   if (zero_) zero_->gather_parameters();  // every rank's updated shard to every rank
 
   // The one wait for the device in a step.
@@ -107,10 +109,12 @@ double Trainer::flops_per_token() const {
 }
 
 std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
-  return {{"model", "model weights", model_state_},
-          {"optimizer", "AdamW state", zero_ ? static_cast<StatefulPart&>(*zero_) : *p_.optimizer},
-          {"loader", "data loader (--data-order random)", loader_state_},
-          {"rng", "random generators", random_state_}};
+  std::vector<NamedPart> parts{{"model", "model weights", model_state_},
+                               {"optimizer", "AdamW state", zero_ ? static_cast<StatefulPart&>(*zero_) : *p_.optimizer},
+                               {"loader", "data loader (--data-order random)", loader_state_},
+                               {"rng", "random generators", random_state_}};
+  if (p_.muon) parts.push_back({"muon", "Muon momentum", *p_.muon});
+  return parts;
 }
 
 StateDict Trainer::checkpoint_tensors() {
@@ -169,6 +173,11 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
     throw std::invalid_argument("the checkpoint does not say how many ranks wrote it");
   }
   const int64_t saved_world = world_entry->second.item<int64_t>();
+  const bool saved_muon = !part_state(ckpt.tensors, "muon").empty();
+  if (saved_muon != (p_.muon != nullptr)) {
+    throw std::invalid_argument(std::string("the checkpoint was trained with --optimizer ") +
+                                (saved_muon ? "muon" : "adamw") + "; resume it with the same optimizer");
+  }
   const int rank = comm_.rank(), world = comm_.world_size();
   bool reseeded = false;
   for (const NamedPart& named : stateful_parts()) {

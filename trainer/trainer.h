@@ -16,6 +16,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/muon.h"
 #include "trainer/run_output.h"
 #include "trainer/sharded_adamw.h"
 #include "trainer/stateful_parts.h"
@@ -27,6 +28,7 @@ namespace mygpt {
 struct TrainerParts {
   Gpt model{nullptr};
   std::unique_ptr<AdamW> optimizer;  // null with --zero 1 (the Trainer's ShardedAdamW)
+  std::unique_ptr<Muon> muon;        // --optimizer muon: the blocks' matrices (AdamW has the rest); else null
   std::unique_ptr<BatchLoader> train_loader;
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
   std::vector<TokenizedHellaSwag> hellaswag;       // empty: no HellaSwag

@@ -19,6 +19,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 #include "tests/training_fixture.h"
+#include "trainer/muon.h"
 #include "trainer/stateful_parts.h"
 
 namespace mygpt {
@@ -61,6 +62,36 @@ TEST(Cuda, Fp32LossesEqualTheCpuRun) {
     EXPECT_NEAR(b, a, 1e-4 * std::abs(a)) << "step " << step;
   }
   at::globalContext().setFloat32MatmulPrecision("high");
+}
+
+// --optimizer muon on CUDA: the Newton-Schulz iteration runs in bf16 there (fp32 on the CPU), so the
+// runs differ by bf16 rounding of the orthogonalized updates, not more; and the model learns.
+TEST(Cuda, MuonWithBf16NewtonSchulzTracksTheCpuRun) {
+  REQUIRE_CUDA();
+  ScratchDir dir;
+  LocalCommunicator single;
+  const TrainingData data = pattern_data();
+  auto args = [&](const std::string& name) {
+    auto a = tiny_args((dir.path() / name).string(), "fp32", "20");
+    a.insert(a.end(), {"--optimizer", "muon"});
+    return a;
+  };
+  auto cpu = trainer_on(torch::kCPU, args("cpu"), data, single);
+  pick_device("cuda");
+  auto gpu = trainer_on(kCuda, args("gpu"), data, single);
+  double first = 0, last = 0;
+  for (int64_t step = 0; step < 20; ++step) {
+    const double a = cpu->train_step(step).loss, b = gpu->train_step(step).loss;
+    EXPECT_NEAR(b, a, 0.03 * std::abs(a)) << "step " << step;
+    if (step == 0) first = b;
+    last = b;
+  }
+  EXPECT_LT(last, 0.8 * first);
+  const torch::Tensor x = newton_schulz_orthogonalize(torch::randn({64, 32}, kCuda).to(torch::kBFloat16), 5);
+  EXPECT_EQ(x.scalar_type(), torch::kBFloat16);
+  const torch::Tensor s = torch::linalg_svdvals(x.to(torch::kFloat));
+  EXPECT_GT(s.min().item<double>(), 0.5);
+  EXPECT_LT(s.max().item<double>(), 1.3);
 }
 
 TEST(Cuda, Bf16AutocastTrainsWithFp32MasterWeights) {

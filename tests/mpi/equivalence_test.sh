@@ -48,6 +48,11 @@ train_run single_accum6 1 6
 train_run ranks3_accum2 3 2 --ddp-overlap true
 order=shuffled train_run shuffled_single_accum6 1 6
 order=shuffled train_run shuffled_ranks3_accum2 3 2
+# --optimizer muon: each rank orthogonalizes its share of the matrices and the updates are exchanged.
+train_run single_accum2_muon 1 2 --optimizer muon
+train_run ranks2_accum1_muon 2 1 --optimizer muon
+train_run single_accum6_muon 1 6 --optimizer muon
+train_run ranks3_accum2_muon 3 2 --optimizer muon
 
 # One Python process compares every pair (importing torch dominates its time); it prints a PASS or
 # FAIL line for each.
@@ -58,12 +63,15 @@ comparison=$("$python" "$TESTS_DIR/mpi/compare_runs.py" 1e-5 \
   "$(pair ranks3_accum2 single_accum6 "(b) 3 ranks x accum 2 == 1 rank x accum 6 (overlap, one bucket)")" \
   "$(pair shuffled_ranks3_accum2 shuffled_single_accum6 "(c) shuffled order: 3 ranks x accum 2 == 1 rank x accum 6")" \
   "$(pair shuffled_single_accum6 single_accum6 "control: the shuffled and the sequential order differ" different)" \
-  "$(pair single_accum2 single_accum6 "control: accum 2 and accum 6 runs differ" different)" 2>&1)
+  "$(pair single_accum2 single_accum6 "control: accum 2 and accum 6 runs differ" different)" \
+  "$(pair ranks2_accum1_muon single_accum2_muon "(d) muon: 2 ranks x accum 1 == 1 rank x accum 2")" \
+  "$(pair ranks3_accum2_muon single_accum6_muon "(d) muon: 3 ranks x accum 2 == 1 rank x accum 6")" \
+  "$(pair single_accum2_muon single_accum2 "control: muon and adamw runs differ" different)" 2>&1)
 echo "$comparison"
 passed=$((passed + $(grep -c '^PASS:' <<<"$comparison")))
 failed=$((failed + $(grep -c '^FAIL:' <<<"$comparison")))
 # A comparer that crashed before printing its verdicts must not pass silently.
-[[ $(grep -cE '^(PASS|FAIL):' <<<"$comparison") -eq 6 ]] || fail "checkpoint comparison did not report all 6 pairs"
+[[ $(grep -cE '^(PASS|FAIL):' <<<"$comparison") -eq 9 ]] || fail "checkpoint comparison did not report all 9 pairs"
 
 # The flags reached the synchronizer: overlap starts buckets during backward, no overlap never does.
 if [[ -f $WORK/ranks2_accum1_many_buckets/metrics.jsonl ]]; then

@@ -1,0 +1,144 @@
+#include "trainer/muon.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+namespace mygpt {
+namespace {
+
+// The quintic's coefficients (KellerJordan/Muon): chosen to make the slope at zero as steep as possible
+// while the iteration still maps singular values of (0, 1] into about [0.7, 1.2] in five steps. It does
+// not converge to exactly 1; that costs nothing in training and saves iterations.
+constexpr double kA = 3.4445, kB = -4.7750, kC = 2.0315;
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+MuonSplit split_for_muon(const Gpt& model) {
+  MuonSplit split;
+  std::set<const void*> in_blocks;
+  for (const auto& item : model->h->named_parameters()) {
+    const torch::Tensor& p = item.value();
+    if (p.dim() != 2) continue;
+    split.muon.push_back({p, ends_with(item.key(), "attn.c_attn.weight") ? 3 : 1});
+    in_blocks.insert(p.unsafeGetTensorImpl());
+  }
+  for (const auto& p : model->parameters()) {
+    if (in_blocks.count(p.unsafeGetTensorImpl())) continue;
+    (p.dim() >= 2 ? split.adamw_decay : split.adamw_no_decay).push_back(p);
+  }
+  return split;
+}
+
+torch::Tensor newton_schulz_orthogonalize(const torch::Tensor& g, int64_t steps) {
+  // Work on the wide orientation (m <= n) so that X X^T is the smaller square.
+  const bool tall = g.size(-2) > g.size(-1);
+  torch::Tensor x = tall ? g.mT() : g;
+  // Frobenius norm >= spectral norm: afterwards every singular value is at most 1, where the iteration
+  // converges.
+  x = x / (torch::linalg_matrix_norm(x, "fro", {-2, -1}, /*keepdim=*/true) + 1e-7);
+  for (int64_t i = 0; i < steps; ++i) {
+    // X <- a X + (b A + c A^2) X with A = X X^T: the odd polynomial a s + b s^3 + c s^5 applied to
+    // each singular value s, without ever forming the SVD.
+    const torch::Tensor a = torch::matmul(x, x.mT());
+    const torch::Tensor b = kB * a + kC * torch::matmul(a, a);
+    x = kA * x + torch::matmul(b, x);
+  }
+  return tall ? x.mT() : x;
+}
+
+Muon::Muon(std::vector<MuonMatrix> matrices, const MuonOptions& options, Communicator& comm)
+    : matrices_(std::move(matrices)), options_(options), comm_(comm) {
+  std::vector<size_t> by_size(matrices_.size());
+  std::iota(by_size.begin(), by_size.end(), size_t{0});
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](size_t a, size_t b) { return matrices_[a].param.numel() > matrices_[b].param.numel(); });
+  owner_.resize(matrices_.size());
+  for (size_t k = 0; k < by_size.size(); ++k) owner_[by_size[k]] = static_cast<int>(k % comm_.world_size());
+  for (const MuonMatrix& m : matrices_) {
+    const torch::Tensor& p = m.param;
+    if (p.dim() != 2 || m.row_blocks < 1 || p.size(0) % m.row_blocks != 0) {
+      throw std::logic_error("Muon takes 2-D matrices whose rows split evenly into its row blocks");
+    }
+    momentum_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    offset_.push_back(total_numel_);
+    total_numel_ += p.numel();
+  }
+}
+
+void Muon::step(const std::optional<torch::Tensor>& found_inf) {
+  torch::NoGradGuard no_grad;
+  if (matrices_.empty()) return;
+  const torch::Tensor& first = matrices_.front().param;
+  const bool cuda = first.device().is_cuda();
+  const int rank = comm_.rank();
+  const std::optional<torch::Tensor> skip =
+      found_inf ? std::optional<torch::Tensor>(found_inf->to(first.device()).ne(0)) : std::nullopt;
+  // Each rank writes the updates it computed into its slices of a zeroed buffer; an all-reduce (a sum
+  // with zeros elsewhere, so exact) then hands every rank all of them. An all_gather of per-rank shares
+  // would move less data and can replace this once the communicator offers one.
+  torch::Tensor updates = torch::zeros({total_numel_}, first.options().dtype(torch::kFloat));
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const torch::Tensor& p = matrices_[i].param;
+    const torch::Tensor grad = p.grad().defined() ? p.grad() : torch::zeros_like(p);
+    torch::Tensor new_momentum = momentum_[i].lerp(grad, 1.0 - options_.momentum);
+    if (skip) new_momentum = torch::where(*skip, momentum_[i], new_momentum);
+    momentum_[i].copy_(new_momentum);
+    if (owner_[i] != rank) continue;
+    const torch::Tensor direction = options_.nesterov ? grad.lerp(momentum_[i], options_.momentum) : momentum_[i];
+    const int64_t blocks = matrices_[i].row_blocks, rows = p.size(0) / blocks, cols = p.size(1);
+    // bf16 on CUDA, where its matmuls are fast and the iteration is known to be stable in it; fp32 on
+    // the CPU, where bf16 matmuls are slow.
+    const torch::Tensor input = direction.reshape({blocks, rows, cols}).to(cuda ? torch::kBFloat16 : torch::kFloat);
+    torch::Tensor update = newton_schulz_orthogonalize(input, options_.ns_steps).to(torch::kFloat);
+    // A semi-orthogonal rows x cols matrix has RMS entries 1/sqrt(max(rows, cols)); the factor (KellerJordan/
+    // Muon's) makes every update's RMS 1/sqrt(cols), one over the fan-in, for tall matrices as for wide.
+    update = update * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
+    updates.narrow(0, offset_[i], p.numel()).copy_(update.reshape({-1}));
+  }
+  if (comm_.world_size() > 1) comm_.all_reduce(updates, ReduceOp::Sum);
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    torch::Tensor& p = matrices_[i].param;
+    const torch::Tensor update = updates.narrow(0, offset_[i], p.numel()).view(p.sizes());
+    torch::Tensor next = p * (1.0 - options_.lr * options_.weight_decay) - options_.lr * update;
+    if (skip) next = torch::where(*skip, p, next);
+    p.copy_(next);
+  }
+}
+
+std::vector<torch::Tensor> Muon::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const MuonMatrix& m : matrices_) out.push_back(m.param);
+  return out;
+}
+
+StateDict Muon::state_dict() const {
+  StateDict state;
+  for (size_t i = 0; i < momentum_.size(); ++i) state["momentum." + std::to_string(i)] = momentum_[i];
+  return state;
+}
+
+void Muon::load_state_dict(const StateDict& state) {
+  torch::NoGradGuard no_grad;
+  if (state.size() != momentum_.size()) {
+    throw std::invalid_argument("Muon state holds " + std::to_string(state.size()) + " tensors; this model has " +
+                                std::to_string(momentum_.size()) + " matrices");
+  }
+  for (size_t i = 0; i < momentum_.size(); ++i) {
+    const std::string name = "momentum." + std::to_string(i);
+    const auto it = state.find(name);
+    if (it == state.end()) throw std::invalid_argument("Muon state lacks '" + name + "'");
+    if (!it->second.sizes().equals(momentum_[i].sizes()) || it->second.scalar_type() != momentum_[i].scalar_type()) {
+      throw std::invalid_argument("Muon state " + name + " does not match the model's shapes");
+    }
+    momentum_[i].copy_(it->second);
+  }
+}
+
+}  // namespace mygpt
