@@ -260,7 +260,11 @@ say "LibTorch from $torch_prefix"
 prefix_path=$torch_prefix
 [ -n "$offline" ] && prefix_path+=";$deps/usr"  # after LibTorch: Boost, GTest, nlohmann_json from .deps/
 cmake_args=(-S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix_path")
-[ -d /usr/local/cuda ] && cmake_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+if [ -d /usr/local/cuda ]; then
+  cmake_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+  # CMake's CUDA compiler check needs nvcc on the PATH (seen failing without, in a chroot trial).
+  command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
+fi
 if [ -n "$offline" ]; then
   # MPI and pkg-config through the wrappers; the .pc files say prefix=/usr, hence the redefinition.
   # The libraries' folders go into the binaries as DT_RPATH, which finds libmpi and Boost; Debian's
