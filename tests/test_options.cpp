@@ -253,7 +253,7 @@ TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {
       {{"--seed", "-1"}, "--seed"},
       {{"--seed", "12x"}, "--seed"},
       {{"--steps", "0"}, "--steps"},
-      {{"--data-order", "shuffled"}, "--data-order"},
+      {{"--data-order", "shuffle"}, "--data-order"},
       {{"--precision", "fp16"}, "--precision"},
       {{"--dropout", "1"}, "--dropout"},
       {{"--val-fraction", "-0.1"}, "--val-fraction"},
