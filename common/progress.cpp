@@ -45,8 +45,8 @@ Progress::Progress(std::string what, double total, std::string unit, bool quiet,
 std::string Progress::line(double done, const std::string& extra) const {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = elapsed > 0 ? done / elapsed : 0;
-  // A whole-number total counts things (examples, batches): those print as integers, sizes with a decimal.
-  const char* format = total_ == std::floor(total_) ? "%s: %.0f/%.0f %s" : "%s: %.1f/%.1f %s";
+  // Counted things (examples, batches) print as integers, sizes (MB) with a decimal.
+  const char* format = unit_ != "MB" ? "%s: %.0f/%.0f %s" : "%s: %.1f/%.1f %s";
   std::string text = strprintf(format, what_.c_str(), done, total_, unit_.c_str());
   if (total_ > 0) text += strprintf(" (%.0f%%)", 100.0 * done / total_);
   text += strprintf(", %.1f %s/s", rate, unit_.c_str());

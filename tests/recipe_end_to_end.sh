@@ -56,7 +56,7 @@ shard_summary() {
 import os, struct, sys
 d = sys.argv[1]
 total, out, first_val = 0, [], None
-for name in sorted(os.listdir(d)):
+for name in sorted(n for n in os.listdir(d) if n.endswith(".bin")):  # not the tokenizer files beside them
     data = open(os.path.join(d, name), "rb").read()
     magic, version, count = struct.unpack("<3i", data[:12])
     ok = magic == 20240520 and version == 1 and len(data) == 1024 + 2 * count
@@ -99,7 +99,8 @@ prepare_checks() {
   local listing headers tokens want
   if expect_ok prepare prepare --vocab "$GPT2" --input "$SHAKESPEARE" --out "$SHARDS" --val-tokens 32768 --shard-tokens 100000; then
     listing=$(cd "$SHARDS" && ls -A | tr '\n' ' ')
-    want="train_000000.bin train_000001.bin train_000002.bin train_000003.bin val_000000.bin "
+    # The shards, and GPT-2's tokenizer files beside them (a run on the folder records the tokenizer).
+    want="encoder.json train_000000.bin train_000001.bin train_000002.bin train_000003.bin val_000000.bin vocab.bpe "
     if [[ $listing == "$want" ]]; then pass "prepare wrote $listing"; else fail "prepare shards" "got '$listing', want '$want'"; fi
     headers=$(shard_summary "$SHARDS")
     want="train_000000.bin:100000:ok train_000001.bin:100000:ok train_000002.bin:100000:ok train_000003.bin:5258:ok val_000000.bin:32768:ok 338026 50256"

@@ -148,6 +148,11 @@ TEST(Progress, ALogGetsWholeLinesWithRateAndTimeLeftAndQuietGetsNone) {
   EXPECT_NE(text.find("prepare: 5.0/10.0 MB (50%)"), std::string::npos) << text;
   EXPECT_EQ(text.find('\r'), std::string::npos) << "a log gets no redrawn lines";
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  // Counts print as integers ("308/10042 examples", not "308.0/10042.0").
+  std::ostringstream counts;
+  Progress examples("hellaswag", 10042, "examples", /*quiet=*/false, counts);
+  examples.update(308);
+  EXPECT_NE(counts.str().find("hellaswag: 308/10042 examples (3%)"), std::string::npos) << counts.str();
 
   std::ostringstream quiet_log;
   Progress quiet("prepare", 10.0, "MB", /*quiet=*/true, quiet_log);

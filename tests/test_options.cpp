@@ -220,14 +220,14 @@ TEST(OptionTables, HelpShowsDefaultsOnOneLineAndTheTopLevelHelpIsShort) {
 TEST(OptionTables, NanoGptStyleNamesGetAHint) {
   ScratchDir dir;
   const auto cfg = dir.write("nanogpt.cfg", "n_layer = 2\n");
-  EXPECT_NE(invalid_argument_message([&] { train_flag_table().parse({"--config", cfg.string()}); })
+  EXPECT_NE(testing::invalid_argument_message([&] { train_flag_table().parse({"--config", cfg.string()}); })
                 .find("unrecognised option 'n_layer' (names use dashes: n-layer)"),
             std::string::npos);
   const auto lr = dir.write("lr.cfg", "learning_rate = 0.001\n");
-  EXPECT_NE(invalid_argument_message([&] { train_flag_table().parse({"--config", lr.string()}); })
+  EXPECT_NE(testing::invalid_argument_message([&] { train_flag_table().parse({"--config", lr.string()}); })
                 .find("(nanoGPT's learning_rate is lr here)"),
             std::string::npos);
-  EXPECT_NE(invalid_argument_message([] { train_flag_table().parse({"--max_iters", "5"}); })
+  EXPECT_NE(testing::invalid_argument_message([] { train_flag_table().parse({"--max_iters", "5"}); })
                 .find("unrecognised option '--max_iters' (nanoGPT's max_iters is steps here)"),
             std::string::npos);
   EXPECT_EQ(unknown_option_hint("--stepz", {"steps"}), "");
@@ -254,7 +254,7 @@ TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {
       {{"--seed", "-1"}, "--seed"},
       {{"--seed", "12x"}, "--seed"},
       {{"--steps", "0"}, "--steps"},
-      {{"--data-order", "shuffled"}, "--data-order"},
+      {{"--data-order", "shuffle"}, "--data-order"},
       {{"--precision", "fp16"}, "--precision"},
       {{"--dropout", "1"}, "--dropout"},
       {{"--val-fraction", "-0.1"}, "--val-fraction"},
