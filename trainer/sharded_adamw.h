@@ -39,7 +39,9 @@ class ShardedAdamW final : public StatefulPart {
   // After the step: every rank's updated chunk to every rank.
   void gather_parameters();
 
-  StateDict state_dict() const override;  // a collective: every rank must call it
+  // A collective: every rank must call it. Only rank 0 (which writes checkpoints) gets the whole state,
+  // on the CPU; the other ranks get an empty dict.
+  StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
   bool per_rank() const override { return false; }
   OnOtherWorldSize on_other_world_size() const override { return OnOtherWorldSize::load; }
