@@ -112,10 +112,6 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
   const AdamWOptions adamw{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay};
   if (options.optimizer == OptimizerKind::muon) {
-    if (options.zero != 0) {
-      throw std::invalid_argument("--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
-                                  "matrices out across ranks): give --zero 0");
-    }
     MuonSplit split = split_for_muon(parts.model);
     parts.optimizer = std::make_unique<AdamW>(std::move(split.adamw_decay), std::move(split.adamw_no_decay), adamw);
     parts.muon = std::make_unique<Muon>(std::move(split.muon),

@@ -257,6 +257,10 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
       flags.refuse(muon_flag, "without --optimizer muon");
     }
   }
+  if (o.optimizer == OptimizerKind::muon && o.zero != 0) {
+    throw std::invalid_argument("--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
+                                "matrices out across ranks): give --zero 0");
+  }
   if (o.seq_len == 0) o.seq_len = model.block_size;
   if (o.seq_len > model.block_size) {
     throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's block size " +
