@@ -124,7 +124,7 @@ fi
 check "scripts/demo.sh has setup build only the binary (MYGPT_BUILD_TARGETS=mygpt-ddp)" \
   grep -q '^MYGPT_BUILD_TARGETS=mygpt-ddp "$repo/scripts/setup.sh"' "$REPO_DIR/scripts/demo.sh"
 check "... and scripts/setup.sh builds only MYGPT_BUILD_TARGETS when it is set" \
-  grep -q -- '--target $MYGPT_BUILD_TARGETS' "$REPO_DIR/scripts/setup.sh"
+  grep -q -- 'for target in $MYGPT_BUILD_TARGETS; do targets+=(--target "$target")' "$REPO_DIR/scripts/setup.sh"
 # --- plan: --gpu-memory plans for a GPU; the largest micro-batch is one the total batch divides ----------
 if expect_ok plan_gpu plan --preset gpt2 --gpu-memory 80 --ranks 8; then
   check "plan --gpu-memory plans for CUDA GPUs without --device cuda" grep -q "^world: 8 rank(s) on CUDA GPUs" "$WORK/plan_gpu.out"

@@ -19,7 +19,7 @@ if expect_ok prep_quiet prepare --input "$WORK/docs.jsonl" --out "$WORK/shards_q
 fi
 if expect_ok train train "$WORK/shards" --preset tiny --steps 2 --eval-every 0 --device cpu --out "$WORK/run"; then
   if expect_ok eval_val eval --checkpoint "$WORK/run" --val "$WORK/shards" --eval-steps 5 --batch-size 2 --device cpu; then
-    check "eval --val reports progress with the running loss" grep -q '^val: 5.0/5.0 batches.*running loss' "$WORK/eval_val.out"
+    check "eval --val reports progress with the running loss" grep -q '^val: 5/5 batches.*running loss' "$WORK/eval_val.out"
   fi
 fi
 HS=$DATA_DIR/hellaswag/hellaswag_val_full.txt

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "model/chunked_lm_loss.h"
 #include "model/gpt.h"
@@ -89,7 +90,12 @@ TEST_P(CudaLossKernel, Bf16AutocastEqualsTheAtenPath) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaLossKernel,
                          ::testing::Values(Shape{300, 50304, 64, 128}, Shape{257, 65, 32, 100},
-                                           Shape{64, 1001, 48, 64}, Shape{33, 8, 16, 7}));
+                                           Shape{64, 1001, 48, 64}, Shape{33, 8, 16, 7}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           const Shape& s = info.param;
+                           return "rows" + std::to_string(s.rows) + "_vocab" + std::to_string(s.vocab) + "_chunk" +
+                                  std::to_string(s.chunk_rows);
+                         });
 
 TEST(CudaLossKernelRows, PerRowLossesAndNonFiniteLogits) {
   REQUIRE_CUDA_KERNEL();
