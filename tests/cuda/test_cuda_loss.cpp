@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "model/chunked_lm_loss.h"
 #include "model/gpt.h"
@@ -57,15 +58,19 @@ struct Shape {
 // vocabulary, and chunks that do not divide the rows.
 class CudaLossKernel : public ::testing::TestWithParam<Shape> {};
 
-TEST_P(CudaLossKernel, Fp32EqualsTheAtenPath) {
-  REQUIRE_CUDA_KERNEL();
-  const Shape s = GetParam();
-  torch::manual_seed(1);
+// Both paths on the same random head inputs of shape `s`.
+std::pair<Grads, Grads> aten_and_kernel(const Shape& s, uint64_t seed, bool bf16_autocast) {
+  torch::manual_seed(seed);
   const auto hidden = torch::randn({s.rows, s.width}, kCuda);
   const auto weight = 0.5 * torch::randn({s.vocab, s.width}, kCuda);
   const auto targets = torch::randint(s.vocab, {s.rows}, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
-  const auto aten = run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = false}, false);
-  const auto kernel = run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = true}, false);
+  return {run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = false}, bf16_autocast),
+          run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = true}, bf16_autocast)};
+}
+
+TEST_P(CudaLossKernel, Fp32EqualsTheAtenPath) {
+  REQUIRE_CUDA_KERNEL();
+  const auto [aten, kernel] = aten_and_kernel(GetParam(), 1, false);
   EXPECT_NEAR(kernel.loss.item<double>(), aten.loss.item<double>(), 1e-5 * std::abs(aten.loss.item<double>()));
   expect_close(kernel.grad_hidden, aten.grad_hidden, 1e-5, "fp32 grad hidden");
   expect_close(kernel.grad_weight, aten.grad_weight, 1e-5, "fp32 grad weight");
@@ -73,13 +78,7 @@ TEST_P(CudaLossKernel, Fp32EqualsTheAtenPath) {
 
 TEST_P(CudaLossKernel, Bf16AutocastEqualsTheAtenPath) {
   REQUIRE_CUDA_KERNEL();
-  const Shape s = GetParam();
-  torch::manual_seed(2);
-  const auto hidden = torch::randn({s.rows, s.width}, kCuda);
-  const auto weight = 0.5 * torch::randn({s.vocab, s.width}, kCuda);
-  const auto targets = torch::randint(s.vocab, {s.rows}, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
-  const auto aten = run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = false}, true);
-  const auto kernel = run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = true}, true);
+  const auto [aten, kernel] = aten_and_kernel(GetParam(), 2, true);
   // Both read the same bf16 logits and sum in fp32: the loss agrees to fp32 rounding; the gradients were
   // rounded to bf16 on both paths, then summed (fp32 accumulation inside cuBLAS vs a bf16 product added).
   EXPECT_NEAR(kernel.loss.item<double>(), aten.loss.item<double>(), 1e-4 * std::abs(aten.loss.item<double>()));
