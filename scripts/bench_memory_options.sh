@@ -33,8 +33,9 @@ done
 [[ "$steps" -ge 2 ]] || { echo "bench_memory_options.sh: --steps must be at least 2 (step 0 is left out)" >&2; exit 2; }
 
 binary="$repo/build/mygpt-ddp"
-python="$repo/.venv/bin/python"
 [[ -x "$binary" ]] || { echo "bench_memory_options.sh: $binary is missing; run scripts/setup.sh first" >&2; exit 1; }
+source "$repo/scripts/torch_python.sh"
+python=$(torch_python "$repo" 2>&1) || { echo "bench_memory_options.sh: $python" >&2; exit 1; }
 [[ -x /usr/bin/time ]] || { echo "bench_memory_options.sh: /usr/bin/time is missing (apt-get install time)" >&2; exit 1; }
 source "$repo/scripts/mpi_env.sh"
 
@@ -52,7 +53,7 @@ PY
 common=(--steps "$steps" --log-every 1 --threads 1 --seed 1337 --warmup-steps 1 --grad-clip 1.0)
 zero_model=(--preset tiny --n-layer 8 --n-embd 512 --n-head 8 --block-size 32 --batch-size 1 --dropout 0)
 recompute_model=(--preset tiny --n-layer 4 --n-embd 256 --n-head 4 --block-size 256 --batch-size 16 --dropout 0.1)
-torchrun="$repo/.venv/bin/torchrun"
+torchrun="$(dirname "$python")/torchrun"  # beside the Python that has torch, as in bench/common.sh
 twin="$repo/scripts/bench/pytorch_gpt_train.py"
 
 # run NAME SIDE RANKS FLAGS...: every rank of the C++ binary (side cpp) or the Python twin (side py) under
