@@ -105,9 +105,19 @@ std::future<void> MpiCommunicator::submit(std::function<void()> work) {
 // the message size: a gradient bucket's reduction is then the same bit for bit whether it is all-reduced
 // or reduce-scattered (--zero 1), and whatever the bucket size. Rank r receives every rank's part r
 // (counts[r] elements, one MPI_Alltoallv) and reduces it: the traffic of a reduce-scatter.
-void MpiCommunicator::ordered_reduce_scatter(torch::Tensor& full, const std::vector<int>& counts, ReduceOp op) {
+namespace {
+
+// Where each rank's part starts, for parts of `counts` elements laid end to end.
+std::vector<int> displacements_of(const std::vector<int>& counts) {
   std::vector<int> displacements(counts.size(), 0);
   for (size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
+  return displacements;
+}
+
+}  // namespace
+
+void MpiCommunicator::ordered_reduce_scatter(torch::Tensor& full, const std::vector<int>& counts, ReduceOp op) {
+  const std::vector<int> displacements = displacements_of(counts);
   const int mine = counts[static_cast<size_t>(rank_)];
   auto received = torch::empty({size_, mine}, full.options());
   std::vector<int> received_counts(counts.size(), mine), received_displacements(counts.size());
@@ -129,8 +139,7 @@ void MpiCommunicator::reduce_now(torch::Tensor& tensor, ReduceOp op) {
     for (int r = 0; r < size_; ++r) counts[static_cast<size_t>(r)] = n / size_ + (r < n % size_ ? 1 : 0);
     torch::Tensor flat = tensor.view({-1});  // contiguous: the same memory
     ordered_reduce_scatter(flat, counts, op);
-    std::vector<int> displacements(counts.size(), 0);
-    for (size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
+    const std::vector<int> displacements = displacements_of(counts);
     check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(), displacements.data(),
                          mpi_type(tensor), comm_),
           "MPI_Allgatherv");
