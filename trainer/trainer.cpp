@@ -63,8 +63,11 @@ StepResult Trainer::train_step(int64_t step) {
   // Clip by the global norm, on the device. Norms of fixed pieces of each parameter, then their norm:
   // the same sum whatever the bucket sizes, and with --zero 1 (each rank holding its shard only).
   std::vector<torch::Tensor> gradients;
-  for (const auto& p : p_.model->parameters()) gradients.push_back(p.grad());
-  if (zero_) gradients = zero_->shard_gradients();
+  if (zero_) {
+    gradients = zero_->shard_gradients();
+  } else {
+    for (const auto& p : p_.model->parameters()) gradients.push_back(p.grad());
+  }
   const torch::Tensor grad_norm = zero_ ? zero_->gradient_norm() : global_gradient_norm(gradients);
   if (options_.grad_clip > 0) {
     torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
