@@ -39,13 +39,11 @@ void prefer_attention_backend(AttentionBackend backend) {
   context.setSDPUseMemEfficient(!only_math);
   context.setSDPUseCuDNN(!only_math);
   context.setSDPUseMath(true);
-  switch (backend) {
-    case AttentionBackend::automatic:
-    case AttentionBackend::math: set_order(at::SDPBackend::flash_attention); break;
-    case AttentionBackend::flash: set_order(at::SDPBackend::flash_attention); break;
-    case AttentionBackend::efficient: set_order(at::SDPBackend::efficient_attention); break;
-    case AttentionBackend::cudnn: set_order(at::SDPBackend::cudnn_attention); break;
-  }
+  // automatic and math keep PyTorch's order (math then has no other kernel to prefer).
+  at::SDPBackend first = at::SDPBackend::flash_attention;
+  if (backend == AttentionBackend::efficient) first = at::SDPBackend::efficient_attention;
+  if (backend == AttentionBackend::cudnn) first = at::SDPBackend::cudnn_attention;
+  set_order(first);
 }
 
 }  // namespace mygpt
