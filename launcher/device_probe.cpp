@@ -12,6 +12,14 @@ std::string device_name(const torch::Device& device) {
   return device.str();
 }
 
+Precision precision_for_device(Precision requested, const torch::Device& device) {
+  // `plan` asks about a GPU it may not run on: a GPU that is not here is taken to have bf16.
+  const int index = device.index() < 0 ? 0 : device.index();
+  const bool gpu_here = device.is_cuda() && torch::cuda::is_available() && index < static_cast<int>(torch::cuda::device_count());
+  const bool gpu_has_bf16 = !gpu_here || cuda_supports_bf16(index);
+  return resolve_precision(requested, device, gpu_has_bf16);
+}
+
 double peak_memory_mib(const torch::Device& device) {
   if (device.is_cuda()) return cuda_peak_memory_mib(device.index() < 0 ? 0 : device.index());
   std::ifstream status("/proc/self/status");

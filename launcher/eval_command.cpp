@@ -116,7 +116,7 @@ std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const Te
 // The loss is over the model's tokens only: the padding rows of a GPT-2 vocabulary (50257 -> 50304) take
 // no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
 // Training's validation keeps them (its loss is the one it trains); once trained they weigh nearly nothing.
-int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device& device, bool bf16) {
+int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
   const GptConfig& config = m.model->config();
   std::shared_ptr<const TokenSource> tokens;
   if (m.codec) {
@@ -139,7 +139,7 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
   Progress progress("val", static_cast<double>(f.eval_steps), "batches", f.quiet, std::cout);
   for (int64_t i = 0; i < f.eval_steps; ++i) {
     Batch batch = loader.next(device);
-    AutocastScope autocast(device, bf16);
+    AutocastScope autocast(device, precision);
     sum += m.model->loss(batch.x, batch.y, m.token_count).item<double>();
     progress.update(static_cast<double>(i + 1), strprintf("running loss %.4f", sum / static_cast<double>(i + 1)));
   }
@@ -151,7 +151,7 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
   return 0;
 }
 
-int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::Device& device, bool bf16) {
+int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
   if (m.codec->kind() != TokenizerKind::gpt2) {
     throw std::invalid_argument("--hellaswag needs a model that reads GPT-2 tokens; " + m.description + " is " +
                                 std::string(tokenizer_kind_name(m.codec->kind())) + "-level");
@@ -162,7 +162,7 @@ int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::
                                       : static_cast<int64_t>(examples.size());
   Progress progress("hellaswag", static_cast<double>(scored), "examples", f.quiet, std::cout);
   const HellaSwagResult r =
-      evaluate_hellaswag(m.model, examples, f.examples, single, device, bf16, [&](int64_t done, int64_t correct) {
+      evaluate_hellaswag(m.model, examples, f.examples, single, device, precision, [&](int64_t done, int64_t correct) {
         progress.update(static_cast<double>(done),
                         strprintf("accuracy %.4f", static_cast<double>(correct) / static_cast<double>(done)));
       });
@@ -226,13 +226,13 @@ int run_eval(const Parsed<EvalFlags>& flags, const MpiSession&) {
   refuse_options_of_other_modes(flags);
   const torch::Device device = pick_device(f.device);
   std::cout << "device: " << device_name(device) << std::endl;
-  const bool bf16 = resolve_precision(f.precision, device) == Precision::bf16;
+  const Precision precision = precision_for_device(f.precision, device);
   // Token data needs no tokenizer, and a model trained on it without --vocab has none.
   const bool need_tokenizer = !f.val || is_text_file(*f.val);
   InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""), need_tokenizer);
   std::cout << "model: " << m.description << std::endl;
-  if (f.val) return evaluate_val_loss(f, m, device, bf16);
-  if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, bf16);
+  if (f.val) return evaluate_val_loss(f, m, device, precision);
+  if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, precision);
   return evaluate_builtin_task(f, m, device);
 }
 

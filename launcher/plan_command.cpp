@@ -43,26 +43,27 @@ const char* recompute_name(Recompute r) {
 }
 
 // What --zero, --recompute and --precision would do to the estimate: every combination (sharding only
-// with several ranks, 16-bit only where the plan is fp32 on a GPU), its total at this micro-batch and
-// the largest micro-batch that fits, cheapest in compute first.
+// with several ranks; 16-bit only where the plan is fp32 on a GPU, offered as --precision auto, which
+// is bf16 or fp16 by GPU with the same memory), its total at this micro-batch and the largest
+// micro-batch that fits, cheapest in compute first.
 void print_memory_options(const MemoryPlanInput& current, int64_t ranks, double device_memory) {
   std::cout << strprintf("memory options (per rank, micro-batch %lld; * this configuration):\n",
                          static_cast<long long>(current.batch_size));
-  std::vector<bool> sixteen_bit = {current.bf16};
-  if (!current.bf16 && current.gpu) sixteen_bit.push_back(true);
+  std::vector<bool> sixteen_bit = {current.half_activations};
+  if (!current.half_activations && current.gpu) sixteen_bit.push_back(true);
   std::vector<int64_t> shards = {1};
   if (ranks > 1) shards.push_back(ranks);
   for (const bool half : sixteen_bit) {
     for (const Recompute recompute : {Recompute::none, Recompute::mlp, Recompute::block}) {
       for (const int64_t shard : shards) {
         MemoryPlanInput option = current;
-        option.bf16 = half;
+        option.half_activations = half;
         option.recompute = recompute;
         option.zero_shards = shard;
         const double total = estimate_memory(option).total_bytes;
-        const bool is_current = half == current.bf16 && recompute == current.recompute && shard == current.zero_shards;
+        const bool is_current = half == current.half_activations && recompute == current.recompute && shard == current.zero_shards;
         const std::string flags = strprintf("--zero %d --recompute %-5s%s", shard > 1 ? 1 : 0,
-                                            recompute_name(recompute), half != current.bf16 ? " --precision bf16" : "");
+                                            recompute_name(recompute), half != current.half_activations ? " --precision auto" : "");
         std::cout << strprintf("  %c %-43s %8.2f GiB  %-4s largest micro-batch %lld\n", is_current ? '*' : ' ',
                                flags.c_str(), total / kGiB, total <= device_memory ? "fits" : "no",
                                static_cast<long long>(largest_micro_batch(option, device_memory)));
@@ -92,7 +93,6 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   }
   const TrainOptions o = resolve_train_options(flags, config, gpu ? torch::Device(torch::kCUDA) : torch::kCPU,
                                                static_cast<int>(ranks));
-  const bool bf16 = o.precision == Precision::bf16;
 
   const ParameterCounts n = count_parameters(config);
   const auto params = static_cast<double>(n.total());
@@ -109,7 +109,7 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
                          static_cast<long long>(n.not_decayed_tensors))
             << "data: " << data.description << "\n"
             << strprintf("world: %lld rank(s) on %s | precision %s | --zero %lld | --recompute %s\n",
-                         static_cast<long long>(ranks), gpu ? "CUDA GPUs" : "CPUs", bf16 ? "bf16 autocast" : "fp32",
+                         static_cast<long long>(ranks), gpu ? "CUDA GPUs" : "CPUs", precision_description(o.precision),
                          static_cast<long long>(o.zero), recompute_name(o.recompute))
             << strprintf("per step and rank: %lld x %lld tokens x %lld accumulation = %.0f tokens, %.3g FLOPs "
                          "(%.3g per token); %.0f tokens per step over all ranks\n",
@@ -125,7 +125,7 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   input.batch_size = o.batch_size;
   input.seq_len = o.seq_len;
   input.fused_loss = o.fused_loss;
-  input.bf16 = bf16;
+  input.half_activations = o.precision == Precision::bf16 || o.precision == Precision::fp16;
   input.gpu = gpu;
   input.zero_shards = o.zero > 0 ? ranks : 1;
   input.recompute = o.recompute;

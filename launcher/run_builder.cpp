@@ -2,6 +2,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cstdlib>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "dataloader/hellaswag_reader.h"
@@ -55,6 +58,25 @@ std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTo
     out = out.squeeze(0).to(torch::kCPU);
     return codec->decode(std::vector<int64_t>(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel()));
   };
+}
+
+// A fault for tests of the skip path (tests/mpi/fp16_test.sh): MYGPT_TEST_INJECT_OVERFLOW=RANK:STEP[,...]
+// makes this rank's gradients overflow at those steps, as an fp16 backward's do. Unset: none.
+std::function<bool(int64_t)> injected_overflows(int rank) {
+  const char* spec = std::getenv("MYGPT_TEST_INJECT_OVERFLOW");
+  if (spec == nullptr || *spec == '\0') return {};
+  std::set<int64_t> steps;
+  std::istringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');) {
+    long long r = -1, step = -1;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), "%lld:%lld%c", &r, &step, &tail) != 2 || r < 0 || step < 0) {
+      throw std::invalid_argument(std::string("MYGPT_TEST_INJECT_OVERFLOW: expected RANK:STEP[,RANK:STEP...], got '") +
+                                  spec + "'");
+    }
+    if (r == rank) steps.insert(step);
+  }
+  return [steps](int64_t step) { return steps.count(step) > 0; };
 }
 
 }  // namespace
@@ -136,6 +158,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
   parts.sample = make_sampler(options, tokenizer, device);
   parts.stop_requested = std::move(stop_requested);
+  parts.inject_overflow = injected_overflows(comm.rank());
   return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));
 }
 

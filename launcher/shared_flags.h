@@ -35,9 +35,12 @@ template <typename Config, typename... Path>
 auto& precision_flag(OptionTable<Config>& table, Path... path) {
   return table
       .add("precision", path...,
-           "arithmetic of matmuls and attention (auto: bf16 autocast on CUDA, fp32 elsewhere); "
-           "weights stay fp32")
-      .names({{"auto", Precision::automatic}, {"fp32", Precision::fp32}, {"bf16", Precision::bf16}})
+           "arithmetic of matmuls and attention (auto: bf16 autocast on GPUs that have bf16, fp16 autocast with "
+           "dynamic loss scaling on older GPUs, fp32 on CPUs); weights stay fp32")
+      .names({{"auto", Precision::automatic},
+              {"fp32", Precision::fp32},
+              {"bf16", Precision::bf16},
+              {"fp16", Precision::fp16}})
       .init(Precision::automatic);
 }
 

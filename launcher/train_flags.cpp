@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "launcher/device_probe.h"
 #include "launcher/shared_flags.h"
 
 namespace mygpt {
@@ -156,6 +157,15 @@ OptionTable<TrainFlags> make_table() {
       .names({{"none", Recompute::none}, {"mlp", Recompute::mlp}, {"block", Recompute::block}})
       .init(Recompute::none);
   precision_flag(t, &F::train, &T::precision);
+  t.add("loss-scale-init", &F::train, &T::loss_scale_init,
+        "fp16: the loss is multiplied by this before backward so small gradients survive fp16; it halves at "
+        "each overflow (that step is skipped) and doubles after --loss-scale-growth-interval good steps")
+      .init(65536.0)
+      .check(in_range(1, 3.4e38, true));
+  t.add("loss-scale-growth-interval", &F::train, &T::loss_scale_growth_interval,
+        "fp16: good steps in a row before the loss scale doubles")
+      .init(2000)
+      .check(positive);
   seed_flag(t, &F::train, &T::seed);
 
   t.group("Run");
@@ -297,7 +307,15 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     }
     o.warmup_steps = o.steps / 10;
   }
-  o.precision = resolve_precision(o.precision, device);
+  o.precision = precision_for_device(o.precision, device);
+  if (o.precision != Precision::fp16) {
+    for (const char* flag : {"loss-scale-init", "loss-scale-growth-interval"}) {
+      if (flags.gave(flag)) {
+        throw std::invalid_argument(std::string("--") + flag + " has no effect: this run's precision is " +
+                                    precision_description(o.precision) + " (loss scaling is fp16's)");
+      }
+    }
+  }
   return o;
 }
 

@@ -43,6 +43,10 @@ struct ChunkPlan {
   int64_t chunk_rows = 0;
   bool cuda_kernel = false;
   at::ScalarType dtype = at::kFloat;  // the matmuls' dtype
+  // fp16 flushes values below ~6e-8 to zero, and softmax / N (N rows, thousands) has many of them: in
+  // fp16 the chunks work with the gradient of the SUM of the rows' losses (entries in [-1, 1]) and the
+  // 1/N is applied in fp32, in the backward. bf16 has fp32's range and keeps the mean's gradient.
+  bool sum_gradients = false;
 };
 
 ChunkPlan plan_chunks(const LmLossOptions& options, const torch::Tensor& hidden, const torch::Tensor& weight) {
@@ -55,10 +59,12 @@ ChunkPlan plan_chunks(const LmLossOptions& options, const torch::Tensor& hidden,
                                 "was configured); use the ATen loss");
   }
   plan.dtype = matmul_dtype(hidden);
+  plan.sum_gradients = plan.dtype == at::kHalf;
   return plan;
 }
 
-// What one pass over the chunks produces. The gradients are those of the MEAN loss over rows.
+// What one pass over the chunks produces. The gradients are those of the MEAN loss over rows, or of
+// their sum with plan.sum_gradients.
 struct ChunkedHeadResult {
   torch::Tensor row_losses;   // (N) fp32
   torch::Tensor grad_hidden;  // (N, C) in hidden's dtype; undefined unless asked for
@@ -119,7 +125,7 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
   // model) even when the matmuls run in bf16, so the sum of many chunks does not lose precision.
   if (want_grad_weight) out.grad_weight = torch::zeros_like(weight);
   const bool widening_sum = want_grad_weight && plan.dtype != out.grad_weight.scalar_type();
-  const double inverse_rows = 1.0 / static_cast<double>(std::max<int64_t>(n, 1));
+  const double grad_scale = plan.sum_gradients ? 1.0 : 1.0 / static_cast<double>(std::max<int64_t>(n, 1));
   for (int64_t begin = 0; begin < n; begin += plan.chunk_rows) {
     const int64_t end = std::min(n, begin + plan.chunk_rows);
     const auto rows = hidden_cast.slice(0, begin, end);
@@ -128,10 +134,10 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
     auto logits = rows.mm(weight_cast.t());
     torch::Tensor grad_logits;  // in plan.dtype
     if (plan.cuda_kernel) {
-      lm_loss_rows_cuda_(logits, chunk_targets, losses, inverse_rows, want_grad);
+      lm_loss_rows_cuda_(logits, chunk_targets, losses, grad_scale, want_grad);
       grad_logits = logits;
     } else {
-      grad_logits = chunk_losses_aten(logits, chunk_targets, losses, inverse_rows, want_grad);
+      grad_logits = chunk_losses_aten(logits, chunk_targets, losses, grad_scale, want_grad);
     }
     if (!want_grad) continue;
     if (want_grad_hidden) out.grad_hidden.slice(0, begin, end).copy_(grad_logits.mm(weight_cast));
@@ -161,6 +167,8 @@ class ChunkedLmLossFunction : public torch::autograd::Function<ChunkedLmLossFunc
     ChunkedHeadResult result =
         run_chunked_head(hidden, weight, targets, plan, hidden.requires_grad(), weight.requires_grad());
     ctx->save_for_backward({result.grad_hidden, result.grad_weight});
+    ctx->saved_data["sum_gradients"] = plan.sum_gradients;
+    ctx->saved_data["rows"] = hidden.size(0);
     return result.row_losses.mean();
   }
 
@@ -169,7 +177,16 @@ class ChunkedLmLossFunction : public torch::autograd::Function<ChunkedLmLossFunc
     const auto saved = ctx->get_saved_variables();
     // A 0-dim tensor: scaling by it needs no device sync. Out of place, so a retained graph can run
     // its backward again.
-    const auto scale = grad_outputs[0];
+    auto scale = grad_outputs[0];
+    if (ctx->saved_data["sum_gradients"].toBool()) {
+      // Gradients of the sum: the mean's 1/N joins the incoming gradient (with fp16's loss scale in it),
+      // applied in fp32 so that nothing small is flushed.
+      scale = scale.to(torch::kFloat) / static_cast<double>(std::max<int64_t>(ctx->saved_data["rows"].toInt(), 1));
+      auto scaled_in_fp32 = [&](const torch::Tensor& grad) {
+        return grad.defined() ? (grad.to(torch::kFloat) * scale).to(grad.scalar_type()) : torch::Tensor();
+      };
+      return {scaled_in_fp32(saved[0]), scaled_in_fp32(saved[1]), torch::Tensor(), torch::Tensor()};
+    }
     auto scaled = [&](const torch::Tensor& grad) {
       return grad.defined() ? grad * scale.to(grad.scalar_type()) : torch::Tensor();
     };

@@ -137,4 +137,16 @@ if expect_ok plan_gpu plan --preset gpt2 --gpu-memory 80 --ranks 8; then
     fail "plan's micro-batch suggestion" "$(grep 'largest' "$WORK/plan_gpu.out")"
   fi
 fi
+# --- plan and fp16: the same 16-bit memory as bf16; an fp32 GPU plan offers --precision auto ----------------
+if expect_ok plan_fp16 plan --preset gpt2-medium --gpu-memory 16 --ranks 4 --precision fp16 &&
+   expect_ok plan_bf16 plan --preset gpt2-medium --gpu-memory 16 --ranks 4 --precision bf16 &&
+   expect_ok plan_fp32 plan --preset gpt2-medium --gpu-memory 16 --ranks 4 --precision fp32; then
+  check "plan --precision fp16 says so" grep -q "| precision fp16 autocast with dynamic loss scaling |" "$WORK/plan_fp16.out"
+  total() { sed -n 's/^  total *\([0-9.]*\) MiB.*/\1/p' "$WORK/$1.out"; }
+  check "plan: fp16 needs the memory bf16 does ($(total plan_fp16) MiB)" test "$(total plan_fp16)" = "$(total plan_bf16)"
+  check "plan: fp32 needs more ($(total plan_fp32) MiB)" awk -v a="$(total plan_fp32)" -v b="$(total plan_bf16)" 'BEGIN { exit !(a > b) }'
+  check "an fp32 GPU plan lists --precision auto among the memory options" grep -q -- "--precision auto" "$WORK/plan_fp32.out"
+fi
+expect_bad loss_scale_fp32 "^mygpt-ddp: error: --loss-scale-init has no effect: this run's precision is fp32" \
+  train builtin:sort --preset tiny --steps 1 --device cpu --out "$WORK/ls" --loss-scale-init 8 && pass "--loss-scale-init without fp16 is refused"
 finish

@@ -111,7 +111,7 @@ TEST(ChunkedLmLoss, UnderBf16AutocastMatmulsRunInBf16AndTheLossInFp32) {
   const auto in = head_inputs(45, 57, 16, 5);
   LossAndGrads fused, plain;
   {
-    AutocastScope autocast(torch::kCPU, /*enabled=*/true);
+    AutocastScope autocast(torch::kCPU, Precision::bf16);
     fused = run(in, [](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, {.chunk_rows = 8}); });
     plain = run(in, plain_loss);
   }
@@ -130,6 +130,40 @@ TEST(ChunkedLmLoss, UnderBf16AutocastMatmulsRunInBf16AndTheLossInFp32) {
   const double grad_w_scale = plain.grad_weight.abs().max().item<double>();
   expect_close(fused.grad_hidden, plain.grad_hidden, 0, 2e-2 * grad_h_scale, "bf16 grad hidden");
   expect_close(fused.grad_weight, plain.grad_weight, 0, 2e-2 * grad_w_scale, "bf16 grad weight");
+}
+
+TEST(ChunkedLmLoss, UnderFp16AutocastSmallGradientsAreNotFlushedToZero) {
+  // Early in training the softmax is near uniform: with 8191 tokens and 8192 rows each entry of the
+  // mean's gradient softmax / N is ~1.5e-8, below half of fp16's smallest value, so in fp16 it rounds to
+  // zero, and tokens that are no row's target (here all but 16) would get no gradient at all. The fused
+  // loss works with the sum's gradient in fp16 and applies 1/N in fp32.
+  const int64_t rows = 8192, vocab = 8191, width = 8, targets_used = 16;
+  torch::manual_seed(21);
+  HeadInputs in{torch::randn({rows, width}), 0.02 * torch::randn({vocab, width}),
+                torch::randint(targets_used, {rows}, torch::kLong)};
+  auto loss_of = [](auto h, auto w, auto t) { return chunked_lm_loss(h, w, t, {.chunk_rows = 1024}); };
+  const auto fp32 = run(in, loss_of);  // equal to the plain loss (tested above), without its 8192 x 8191 logits
+  LossAndGrads fp16;
+  {
+    AutocastScope autocast(torch::kCPU, Precision::fp16);
+    fp16 = run(in, loss_of);
+  }
+  // The premise: the mean's gradient of a token that is no target is below what fp16 can hold.
+  const auto first_rows = torch::softmax(torch::linear(in.hidden.slice(0, 0, 1024), in.weight), 1);
+  const double largest = first_rows.slice(1, targets_used).max().item<double>() / rows;
+  ASSERT_LT(largest, 2.98e-8) << "the test needs mean gradients that fp16 rounds to zero";
+  ASSERT_EQ(torch::tensor({largest}).to(torch::kHalf).item<float>(), 0.0f);
+
+  auto relative_error = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a - b).norm() / b.norm()).item<double>();
+  };
+  EXPECT_EQ(fp16.grad_weight.scalar_type(), torch::kFloat);
+  EXPECT_LT(relative_error(fp16.loss, fp32.loss), 1e-3);
+  EXPECT_LT(relative_error(fp16.grad_hidden, fp32.grad_hidden), 1e-2);
+  EXPECT_LT(relative_error(fp16.grad_weight, fp32.grad_weight), 1e-2);
+  const auto never_targets = [&](const torch::Tensor& g) { return g.slice(0, targets_used); };
+  EXPECT_GT(never_targets(fp16.grad_weight).abs().min().item<double>(), 0) << "a token's gradient was flushed";
+  EXPECT_LT(relative_error(never_targets(fp16.grad_weight), never_targets(fp32.grad_weight)), 1e-2);
 }
 
 TEST(ChunkedLmLoss, ChunkRowsFollowTheMemoryBudget) {
@@ -215,7 +249,7 @@ TEST(FusedLoss, ValidationLossWithoutGradientsEqualsThePlainOne) {
 TEST(FusedLoss, Bf16AutocastLossAgreesWithThePlainOne) {
   Gpt model = tiny_gpt();
   const auto idx = tokens(2, 16, 61, 5), targets = tokens(2, 16, 61, 6);
-  AutocastScope autocast(torch::kCPU, /*enabled=*/true);
+  AutocastScope autocast(torch::kCPU, Precision::bf16);
   const auto fused = model->loss(idx, targets).detach();
   model->set_fused_loss(false);
   const auto plain = model->loss(idx, targets).detach();

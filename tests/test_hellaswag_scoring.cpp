@@ -193,7 +193,7 @@ TEST(EvaluateHellaSwag, CountsMatchAnIndependentRowByRowScoring) {
     longest = std::max(longest, examples[3].context.size() + ending.size());
   ASSERT_GT(longest, static_cast<size_t>(model->config().block_size));  // scored on its last block_size tokens
   LocalCommunicator single;
-  const HellaSwagResult all = evaluate_hellaswag(model, examples, 0, single, torch::kCPU, false);
+  const HellaSwagResult all = evaluate_hellaswag(model, examples, 0, single, torch::kCPU, Precision::fp32);
   EXPECT_EQ(all.total, 10);
   EXPECT_EQ(all.correct, 5);
   EXPECT_DOUBLE_EQ(all.accuracy(), 0.5);
@@ -209,7 +209,7 @@ TEST(EvaluateHellaSwag, BatchesOfExamplesGiveTheVerdictsOfOneAtATime) {
   auto progress_with = [&](int64_t per_batch) {
     std::vector<std::pair<int64_t, int64_t>> heard;
     const HellaSwagResult r = evaluate_hellaswag(
-        model, examples, 0, single, torch::kCPU, false, [&](int64_t done, int64_t correct) { heard.emplace_back(done, correct); },
+        model, examples, 0, single, torch::kCPU, Precision::fp32, [&](int64_t done, int64_t correct) { heard.emplace_back(done, correct); },
         per_batch);
     EXPECT_EQ(r.total, 10);
     EXPECT_EQ(r.correct, 5);
@@ -225,16 +225,16 @@ TEST(EvaluateHellaSwag, LimitTakesTheFirstExamples) {
   const auto examples = examples_with_known_answers(model, 10);
   ASSERT_EQ(examples.size(), 10u);
   LocalCommunicator single;
-  const HellaSwagResult three = evaluate_hellaswag(model, examples, 3, single, torch::kCPU, false);
+  const HellaSwagResult three = evaluate_hellaswag(model, examples, 3, single, torch::kCPU, Precision::fp32);
   EXPECT_EQ(three.total, 3);
   EXPECT_EQ(three.correct, 2);  // examples 0 and 2
-  const HellaSwagResult one = evaluate_hellaswag(model, examples, 1, single, torch::kCPU, false);
+  const HellaSwagResult one = evaluate_hellaswag(model, examples, 1, single, torch::kCPU, Precision::fp32);
   EXPECT_EQ(one.total, 1);
   EXPECT_EQ(one.correct, 1);
-  const HellaSwagResult beyond = evaluate_hellaswag(model, examples, 100, single, torch::kCPU, false);
+  const HellaSwagResult beyond = evaluate_hellaswag(model, examples, 100, single, torch::kCPU, Precision::fp32);
   EXPECT_EQ(beyond.total, 10);
   EXPECT_EQ(beyond.correct, 5);
-  const HellaSwagResult none = evaluate_hellaswag(model, {}, 0, single, torch::kCPU, false);
+  const HellaSwagResult none = evaluate_hellaswag(model, {}, 0, single, torch::kCPU, Precision::fp32);
   EXPECT_EQ(none.total, 0);
   EXPECT_EQ(none.accuracy(), 0.0);
 }
@@ -244,14 +244,14 @@ TEST(EvaluateHellaSwag, EachRankScoresEveryWorldSizeThExample) {
   const auto examples = examples_with_known_answers(model, 10);
   ASSERT_EQ(examples.size(), 10u);
   PretendRank rank0(0, 2), rank1(1, 2);
-  const HellaSwagResult r0 = evaluate_hellaswag(model, examples, 0, rank0, torch::kCPU, false);
-  const HellaSwagResult r1 = evaluate_hellaswag(model, examples, 0, rank1, torch::kCPU, false);
+  const HellaSwagResult r0 = evaluate_hellaswag(model, examples, 0, rank0, torch::kCPU, Precision::fp32);
+  const HellaSwagResult r1 = evaluate_hellaswag(model, examples, 0, rank1, torch::kCPU, Precision::fp32);
   EXPECT_EQ(r0.total, 5);
   EXPECT_EQ(r0.correct, 5);  // the even examples
   EXPECT_EQ(r1.total, 5);
   EXPECT_EQ(r1.correct, 0);  // the odd ones
   PretendRank third(2, 3);
-  const HellaSwagResult r2 = evaluate_hellaswag(model, examples, 7, third, torch::kCPU, false);
+  const HellaSwagResult r2 = evaluate_hellaswag(model, examples, 7, third, torch::kCPU, Precision::fp32);
   EXPECT_EQ(r2.total, 2);    // examples 2 and 5 of the first 7
   EXPECT_EQ(r2.correct, 1);  // example 2
 }
@@ -263,12 +263,12 @@ TEST(EvaluateHellaSwag, ScoresInEvalModeAndRestoresTrainingMode) {
   model->train();
   LocalCommunicator single;
   for (int repeat = 0; repeat < 3; ++repeat) {  // with dropout active, answers would vary
-    const HellaSwagResult r = evaluate_hellaswag(model, examples, 0, single, torch::kCPU, false);
+    const HellaSwagResult r = evaluate_hellaswag(model, examples, 0, single, torch::kCPU, Precision::fp32);
     EXPECT_EQ(r.correct, 5);
     EXPECT_TRUE(model->is_training());
   }
   model->eval();
-  evaluate_hellaswag(model, examples, 0, single, torch::kCPU, false);
+  evaluate_hellaswag(model, examples, 0, single, torch::kCPU, Precision::fp32);
   EXPECT_FALSE(model->is_training());
 }
 

@@ -32,7 +32,7 @@ Outcome forward_backward(Recompute mode, bool bf16) {
   auto x = torch::randint(kVocab, {3, 16}, torch::kLong), y = torch::randint(kVocab, {3, 16}, torch::kLong);
   Outcome out;
   {
-    AutocastScope autocast(torch::kCPU, bf16);
+    AutocastScope autocast(torch::kCPU, bf16 ? Precision::bf16 : Precision::fp32);
     out.loss = model->loss(x, y);
   }
   out.loss.backward();

@@ -40,12 +40,7 @@ std::shared_ptr<InMemoryTokens> random_tokens(size_t n, uint64_t seed = 11) {
   return testing::random_tokens(n, kVocab, seed);
 }
 
-// A stream with structure a model learns in a few steps.
-std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n) {
-  std::vector<int64_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>((i * 5 + i / 7) % kVocab);
-  return std::make_shared<InMemoryTokens>(std::move(v));
-}
+std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n) { return testing::pattern_tokens(n, kVocab); }
 
 // A tiny model (2 layers, 2 heads, 32 wide, block 16) and a short schedule; `changes` replace flags.
 std::vector<std::string> small_args(const fs::path& out, const std::map<std::string, std::string>& changes = {}) {
@@ -55,12 +50,7 @@ std::vector<std::string> small_args(const fs::path& out, const std::map<std::str
       {"weight-decay", "0.1"}, {"grad-clip", "1.0"},  {"eval-every", "0"},
       {"log-every", "1000"},   {"out", out.string()}, {"device", "cpu"},   {"seed", "0"}};
   for (const auto& [name, value] : changes) flags[name] = value;
-  std::vector<std::string> args;
-  for (const auto& [name, value] : flags) {
-    args.push_back("--" + name);
-    args.push_back(value);
-  }
-  return args;
+  return testing::flag_args(flags);
 }
 
 double grad_norm(const std::vector<torch::Tensor>& params) {

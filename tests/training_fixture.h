@@ -3,6 +3,7 @@
 // command-line style arguments, data from tokens made here.
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,23 @@ inline std::shared_ptr<InMemoryTokens> random_tokens(size_t n, int64_t vocab, ui
   torch::manual_seed(seed);
   auto t = torch::randint(vocab, {static_cast<int64_t>(n)}, torch::kLong);
   return std::make_shared<InMemoryTokens>(std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n));
+}
+
+// A stream with structure a model learns in a few steps: ids below vocab.
+inline std::shared_ptr<InMemoryTokens> pattern_tokens(size_t n, int64_t vocab) {
+  std::vector<int64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>((i * 5 + i / 7) % static_cast<size_t>(vocab));
+  return std::make_shared<InMemoryTokens>(std::move(v));
+}
+
+// Command-line arguments, "--name value" for each entry.
+inline std::vector<std::string> flag_args(const std::map<std::string, std::string>& flags) {
+  std::vector<std::string> args;
+  for (const auto& [name, value] : flags) {
+    args.push_back("--" + name);
+    args.push_back(value);
+  }
+  return args;
 }
 
 // Token data of a model with `vocab` ids and no tokenizer.

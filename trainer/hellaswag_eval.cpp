@@ -74,7 +74,7 @@ ScoringBatch pack_batch(const std::vector<const TokenizedHellaSwag*>& batch, int
 }  // namespace
 
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
-                                   Communicator& comm, const torch::Device& device, bool bf16,
+                                   Communicator& comm, const torch::Device& device, Precision precision,
                                    const std::function<void(int64_t done, int64_t correct)>& on_example,
                                    int64_t examples_per_batch) {
   if (examples_per_batch <= 0) throw std::logic_error("examples_per_batch must be positive");
@@ -98,7 +98,7 @@ HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaS
     const auto targets = torch::cat({batch.tokens.slice(1, 1), torch::zeros({batch.tokens.size(0), 1}, batch.tokens.options())}, 1);
     torch::Tensor losses;
     {
-      AutocastScope autocast(device, bf16);
+      AutocastScope autocast(device, precision);
       losses = model->token_losses(batch.tokens, targets).slice(1, 0, -1);
     }
     // The one wait for the device per batch.

@@ -11,6 +11,7 @@
 #include "dataloader/hellaswag_reader.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
+#include "trainer/mixed_precision.h"
 
 namespace mygpt {
 
@@ -33,7 +34,7 @@ torch::Tensor pick_hellaswag_endings_from_losses(const torch::Tensor& next_token
 // on_example(done, correct), when given, hears of each example this rank scored (for progress lines).
 // Examples are scored examples_per_batch at a time: one copy to the device and one wait per batch.
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
-                                   Communicator& comm, const torch::Device& device, bool bf16,
+                                   Communicator& comm, const torch::Device& device, Precision precision,
                                    const std::function<void(int64_t done, int64_t correct)>& on_example = {},
                                    int64_t examples_per_batch = 8);
 

@@ -44,8 +44,8 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
 
   // Per micro-batch row: the activations, the math attention's scores, the loss's logits. Recomputed
   // parts are not kept, except for the one block (or MLP) being recomputed in backward.
-  const double block_bytes = T * C * (in.bf16 ? kActivationBytesBf16 : kActivationBytesFp32);
-  const double mlp_bytes = T * C * (in.bf16 ? kMlpBytesBf16 : kMlpBytesFp32);
+  const double block_bytes = T * C * (in.half_activations ? kActivationBytesBf16 : kActivationBytesFp32);
+  const double mlp_bytes = T * C * (in.half_activations ? kMlpBytesBf16 : kMlpBytesFp32);
   const bool math_attention = !in.gpu && m.dropout > 0;
   const double scores_bytes = math_attention ? H * T * T * kMathAttentionBytes : 0.0;
   double per_row = L * (block_bytes + scores_bytes);
@@ -59,7 +59,7 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   if (in.fused_loss) {
     // One chunk of fp32 logits at a time (and its 16-bit copy under autocast).
     const double chunk = static_cast<double>(lm_loss_chunk_rows(m.vocab_size, m.n_embd, in.gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU));
-    const double chunk_bytes = std::min(rows * T, chunk) * V * (in.bf16 ? 6.0 : 4.0);
+    const double chunk_bytes = std::min(rows * T, chunk) * V * (in.half_activations ? 6.0 : 4.0);
     loss_fixed += chunk_bytes;
     loss_note = "fused: the head's weight gradient and one chunk of logits";
   } else {
@@ -85,7 +85,7 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   } else {
     add("AdamW state", 8 * P, "two fp32 moments");
   }
-  if (in.bf16) add("bf16 weight copies", 2 * P, "autocast's cache for the forward pass");
+  if (in.half_activations) add("16-bit weight copies", 2 * P, "autocast's cache for the forward pass");
   const char* recompute_note[] = {"", "; each MLP recomputed in backward (--recompute mlp)",
                                   "; each block recomputed in backward, only its input kept (--recompute block)"};
   add("activations", rows * per_row,

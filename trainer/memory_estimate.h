@@ -4,7 +4,7 @@
 // backward, and the working set of the loss and of the embedding's backward.
 //
 // The per-element costs of the activations were measured on CPU (fp32, glibc malloc, peak RSS of real
-// runs: tests/plan_accuracy_test.sh and docs/BENCHMARKS.md); the bf16 (CUDA) ones follow from which
+// runs: tests/plan_accuracy_test.sh and docs/BENCHMARKS.md); the bf16/fp16 (CUDA) ones follow from which
 // tensors autocast keeps in 16 bits and have not been checked on a GPU yet.
 #include <cstdint>
 #include <string>
@@ -21,7 +21,7 @@ struct MemoryPlanInput {
   int64_t batch_size = 0;  // micro-batch rows
   int64_t seq_len = 0;
   bool fused_loss = true;
-  bool bf16 = false;            // autocast: 16-bit activations and weight copies
+  bool half_activations = false;  // bf16 or fp16 autocast: 16-bit activations and weight copies
   bool gpu = false;             // device memory: no runtime baseline or data (they live on the host)
   int64_t baseline_bytes = 0;   // the process before any run state (measured by the caller, CPU)
   int64_t data_bytes = 0;       // resident training data (CPU)

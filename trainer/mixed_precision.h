@@ -1,33 +1,65 @@
 #pragma once
-// bf16 autocast for a scope, the LibTorch counterpart of Python's `with torch.autocast(...)`: matmuls
-// and attention run in bf16 while the weights, their gradients and AdamW's state stay fp32.
+// Autocast for a scope, the LibTorch counterpart of Python's `with torch.autocast(...)`: matmuls and
+// attention run in bf16 or fp16 while the weights, their gradients and AdamW's state stay fp32.
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <optional>
+
 namespace mygpt {
 
-// The arithmetic of matmuls and attention: automatic picks bf16 on CUDA and fp32 elsewhere. Weights,
-// gradients and optimizer state stay fp32 either way.
-enum class Precision { automatic, fp32, bf16 };
+// The arithmetic of matmuls and attention. Weights, gradients and optimizer state stay fp32 whatever it is.
+// fp16 has bf16's precision and more, but a range ending at 65504 and small gradients flushed to zero:
+// it trains with a dynamic loss scale (trainer/loss_scaler.h).
+enum class Precision { automatic, fp32, bf16, fp16 };
 
-// automatic resolved for a device (fp32 and bf16 stay as they are).
-inline Precision resolve_precision(Precision precision, const torch::Device& device) {
+// automatic resolved for a device: bf16 on a CUDA GPU that computes in it (compute capability 8.0 and up),
+// fp16 on older CUDA GPUs (V100, T4, RTX 20xx), fp32 elsewhere. Explicit choices stay as they are.
+inline Precision resolve_precision(Precision precision, const torch::Device& device, bool gpu_has_bf16) {
   if (precision != Precision::automatic) return precision;
-  return device.is_cuda() ? Precision::bf16 : Precision::fp32;
+  if (!device.is_cuda()) return Precision::fp32;
+  return gpu_has_bf16 ? Precision::bf16 : Precision::fp16;
+}
+
+// The autocast dtype of a (resolved) precision; none for fp32.
+inline std::optional<at::ScalarType> autocast_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::bf16:
+      return at::kBFloat16;
+    case Precision::fp16:
+      return at::kHalf;
+    default:
+      return std::nullopt;
+  }
+}
+
+inline const char* precision_description(Precision precision) {
+  switch (precision) {
+    case Precision::bf16:
+      return "bf16 autocast";
+    case Precision::fp16:
+      return "fp16 autocast with dynamic loss scaling";
+    case Precision::fp32:
+      return "fp32";
+    default:
+      return "precision not resolved";
+  }
 }
 
 class AutocastScope {
  public:
-  AutocastScope(const torch::Device& device, bool enabled) : type_(device.type()), enabled_(enabled) {
-    if (!enabled_) return;
+  // Autocast to the precision's dtype for the scope; nothing for fp32.
+  AutocastScope(const torch::Device& device, Precision precision)
+      : type_(device.type()), dtype_(autocast_dtype(precision)) {
+    if (!dtype_) return;
     was_enabled_ = at::autocast::is_autocast_enabled(type_);
     previous_dtype_ = at::autocast::get_autocast_dtype(type_);
     at::autocast::set_autocast_enabled(type_, true);
-    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::set_autocast_dtype(type_, *dtype_);
     at::autocast::increment_nesting();
   }
   ~AutocastScope() {
-    if (!enabled_) return;
+    if (!dtype_) return;
     // Casted weight copies are cached while autocast is active; drop them when the outermost scope ends.
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
     at::autocast::set_autocast_enabled(type_, was_enabled_);
@@ -38,7 +70,7 @@ class AutocastScope {
 
  private:
   c10::DeviceType type_;
-  bool enabled_;
+  std::optional<at::ScalarType> dtype_;
   bool was_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kBFloat16;
 };

@@ -40,6 +40,8 @@ struct TrainOptions {
   AttentionBackend attention{};  // preferred scaled-dot-product attention kernel
   Recompute recompute{};    // activations each block recomputes in backward
   Precision precision{};    // resolved for the device before training (never automatic there)
+  double loss_scale_init{};             // fp16: the dynamic loss scale's start (trainer/loss_scaler.h)
+  int64_t loss_scale_growth_interval{};  // fp16: good steps in a row before the scale doubles
   uint64_t seed{};
   int64_t eval_every{};  // 0 disables periodic validation
   int64_t eval_steps{};  // validation batches per rank and evaluation

@@ -1,7 +1,9 @@
 #include "trainer/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "trainer/gradient_norm.h"
 #include "trainer/mixed_precision.h"
@@ -23,6 +25,10 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
                                     AdamWOptions{options.lr, options.beta1, options.beta2, options.eps,
                                                  options.weight_decay},
                                     comm_)),
+      scaler_(options.precision != Precision::fp16
+                  ? nullptr
+                  : std::make_unique<LossScaler>(
+                        LossScalerOptions{options.loss_scale_init, options.loss_scale_growth_interval})),
       model_state_(p_.model),
       loader_state_(*p_.train_loader),
       random_state_(p_.device) {
@@ -38,19 +44,25 @@ StepResult Trainer::train_step(int64_t step) {
   grad_sync_.zero_grad();
 
   // Gradient accumulation: each micro-batch's loss is scaled by 1/A so the summed gradient is the
-  // gradient of the mean loss over all A micro-batches.
+  // gradient of the mean loss over all A micro-batches. fp16 multiplies it by the loss scale as well,
+  // so that small gradients are not flushed to zero in fp16; they are divided by it again below.
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  const bool inject_overflow = p_.inject_overflow && p_.inject_overflow(step);
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
   auto loss_sum = torch::zeros({}, on_device);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
+    const bool last_micro = micro == options_.grad_accum - 1;
     Batch batch = p_.train_loader->next(p_.device);
-    grad_sync_.begin_micro_step(micro == options_.grad_accum - 1);
+    grad_sync_.begin_micro_step(last_micro);
     torch::Tensor loss;
     {
-      AutocastScope autocast(p_.device, bf16());
+      AutocastScope autocast(p_.device, precision());
       loss = p_.model->loss(batch.x, batch.y) / static_cast<double>(options_.grad_accum);
     }
     loss_sum += loss.detach();
-    loss.backward();  // on the last micro-step, gradient buckets start their all-reduce from in here
+    torch::Tensor scaled = loss_scale == 1.0 ? loss : loss * loss_scale;
+    if (inject_overflow && last_micro) scaled = scaled * std::numeric_limits<double>::infinity();
+    scaled.backward();  // on the last micro-step, gradient buckets start their all-reduce from in here
   }
   // Average gradients across ranks; from here on every rank holds the same gradient.
   grad_sync_.finish();
@@ -68,6 +80,8 @@ StepResult Trainer::train_step(int64_t step) {
   } else {
     for (const auto& p : p_.model->parameters()) gradients.push_back(p.grad());
   }
+  // Exact when the scale is a power of two; an overflow stays inf/NaN and shows in the norm.
+  if (loss_scale != 1.0) torch::_foreach_mul_(gradients, 1.0 / loss_scale);
   const torch::Tensor grad_norm = zero_ ? zero_->gradient_norm() : global_gradient_norm(gradients);
   if (options_.grad_clip > 0) {
     torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
@@ -85,7 +99,8 @@ StepResult Trainer::train_step(int64_t step) {
   const auto* v = host.data_ptr<float>();
   const bool skipped = v[2] != 0;
   if (skipped) optimizer().forget_skipped_step();
-  return {v[0], v[1], lr, skipped, v[3] > 0};
+  if (scaler_) scaler_->update(/*overflow=*/skipped);  // the same on every rank
+  return {v[0], v[1], lr, skipped, v[3] > 0, loss_scale};
 }
 
 double Trainer::evaluate() {
@@ -95,7 +110,7 @@ double Trainer::evaluate() {
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
   for (int64_t i = 0; i < options_.eval_steps; ++i) {
     Batch batch = p_.val_loader->next(p_.device);
-    AutocastScope autocast(p_.device, bf16());
+    AutocastScope autocast(p_.device, precision());
     loss_sum += p_.model->loss(batch.x, batch.y).to(torch::kFloat);
   }
   auto mean = loss_sum / static_cast<double>(options_.eval_steps);
@@ -117,6 +132,7 @@ std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
                                {"loader", "data loader (--data-order random)", loader_state_},
                                {"rng", "random generators", random_state_}};
   if (p_.muon) parts.push_back({"muon", "Muon momentum", *p_.muon});
+  if (scaler_) parts.push_back({"loss_scaler", "fp16 loss scale", *scaler_});
   return parts;
 }
 
@@ -181,10 +197,22 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
     throw std::invalid_argument(std::string("the checkpoint was trained with --optimizer ") +
                                 (saved_muon ? "muon" : "adamw") + "; resume it with the same optimizer");
   }
+  // A run may change precision when it resumes (a checkpoint moved to another kind of GPU): the fp16
+  // loss scale is kept where both use it, starts afresh where only this run does, and is left where
+  // only the checkpoint's did.
+  const bool saved_scaler = !part_state(ckpt.tensors, "loss_scaler").empty();
+  if (saved_scaler && !scaler_) {
+    output_.print(std::string("note: the checkpoint trained in fp16; its loss scale is not used (this run: ") +
+                  precision_description(precision()) + ")");
+  }
   const int rank = comm_.rank(), world = comm_.world_size();
   bool reseeded = false;
   for (const NamedPart& named : stateful_parts()) {
     StateDict state = part_state(ckpt.tensors, named.name);
+    if (named.name == "loss_scaler" && !saved_scaler) {
+      output_.print("note: the checkpoint did not train in fp16; the loss scale starts at --loss-scale-init");
+      continue;
+    }
     if (!named.part.per_rank()) {
       named.part.load_state_dict(state);
     } else if (saved_world == world) {
@@ -241,6 +269,7 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
                            {"sync_wait_ms", grad_sync_.last_stats().wait_ms},
                            {"buckets_overlapped", grad_sync_.last_stats().buckets_launched_in_backward}};
   if (mfu >= 0) record["mfu"] = mfu;
+  if (scaler_) record["loss_scale"] = r.loss_scale;
   output_.metrics(record);
 }
 
@@ -255,7 +284,12 @@ void Trainer::print_setup() const {
                           static_cast<long long>(options_.batch_size), static_cast<long long>(options_.seq_len),
                           static_cast<long long>(options_.grad_accum), world,
                           static_cast<long long>(options_.batch_size * options_.seq_len * options_.grad_accum * world),
-                          bf16() ? "bf16 autocast" : "fp32"));
+                          precision_description(precision())));
+  if (scaler_) {
+    output_.print(strprintf("fp16 loss scale: %g, halving at each overflow (that step is skipped), doubling "
+                            "after %lld good steps",
+                            scaler_->scale(), static_cast<long long>(options_.loss_scale_growth_interval)));
+  }
   if (zero_) {
     output_.print(strprintf("zero 1: AdamW state sharded over %d rank(s) (gradients reduce-scattered, parameters "
                             "all-gathered)",
@@ -273,7 +307,7 @@ void Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
   }
   if (!p_.hellaswag.empty() && due(options_.hellaswag_every)) {
     const HellaSwagResult h =
-        evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device, bf16());
+        evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device, precision());
     output_.print(strprintf("step %lld | hellaswag: %lld/%lld = %.4f", static_cast<long long>(step),
                             static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
     output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
@@ -314,9 +348,16 @@ TrainSummary Trainer::run(int64_t start_step) {
     log_step(step, r, dt, smoothed_dt);
 
     const int64_t steps_done = step + 1;
-    bad_in_a_row = r.skipped ? bad_in_a_row + 1 : 0;
-    if (r.skipped) {
-      ++summary.steps_skipped;
+    // fp16: gradients that overflowed while the loss was finite only say that the loss scale was too
+    // large, which it no longer is (it halved). That is not a bad step, unless the scale was down to 1.
+    const bool overflow_only = r.skipped && scaler_ && std::isfinite(r.loss) && r.loss_scale > 1.0;
+    if (r.skipped) ++summary.steps_skipped;
+    if (!r.skipped) bad_in_a_row = 0;
+    if (overflow_only) {
+      output_.print(strprintf("step %lld | skipped: gradients overflowed fp16 at loss scale %g; the scale is now %g",
+                              static_cast<long long>(step), r.loss_scale, scaler_->scale()));
+    } else if (r.skipped) {
+      ++bad_in_a_row;
       output_.print(
           strprintf("step %lld | skipped: loss or gradient norm not finite (%lld in a row, --max-bad-steps %lld)",
                     static_cast<long long>(step), static_cast<long long>(bad_in_a_row),

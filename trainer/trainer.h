@@ -15,6 +15,7 @@
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
 #include "trainer/hellaswag_eval.h"
+#include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/muon.h"
 #include "trainer/run_output.h"
@@ -37,6 +38,9 @@ struct TrainerParts {
   std::function<double()> peak_memory_mib;  // CUDA allocator peak, or peak RSS on CPU
   std::function<std::string(Gpt&)> sample;  // a text sample from the model (rank 0 prints it)
   std::function<bool()> stop_requested;     // SIGINT/SIGTERM seen by this process
+  // For tests of the skip path: true at the steps where this rank's gradients are to overflow, as an
+  // fp16 backward does (the loss stays finite, every gradient becomes inf/NaN). Unset: never.
+  std::function<bool(int64_t step)> inject_overflow;
 };
 
 struct StepResult {
@@ -45,13 +49,14 @@ struct StepResult {
   double lr;
   bool skipped;         // the loss or the gradient norm was not finite: the weights did not change
   bool stop_requested;  // some rank was asked to stop (SIGINT/SIGTERM)
+  double loss_scale;    // fp16: what the loss was multiplied by in this step; 1 otherwise
 };
 
 struct TrainSummary {
   double first_loss = 0, last_loss = 0;
   double last_val_loss = -1;  // -1 when no validation ran
   int64_t steps_run = 0;
-  int64_t steps_skipped = 0;   // not finite: no update
+  int64_t steps_skipped = 0;   // not finite: no update (fp16 overflows included)
   bool stopped_early = false;  // a stop signal ended the run after a checkpoint
 };
 
@@ -96,7 +101,7 @@ class Trainer {
   void evaluate_at(int64_t step, bool final, TrainSummary& summary);
   void prune_checkpoints();
   bool stop_requested_here() const;
-  bool bf16() const { return options_.precision == Precision::bf16; }
+  Precision precision() const { return options_.precision; }
 
   TrainerParts p_;
   TrainOptions options_;
@@ -105,6 +110,7 @@ class Trainer {
   LrSchedule schedule_;
   GradientSynchronizer grad_sync_;
   std::unique_ptr<ShardedAdamW> zero_;  // --zero 1
+  std::unique_ptr<LossScaler> scaler_;  // --precision fp16
   ModelState model_state_;
   LoaderState loader_state_;
   RandomState random_state_;

@@ -27,9 +27,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="directory of llm.c train_*.bin shards, or one shard")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
     p.add_argument("--compile", action="store_true", help="torch.compile the model (default: eager)")
-    twin.add_training_flags(p, steps=60, batch_size=16, seq_len=1024, lr=6e-4, min_lr=6e-5, warmup_steps=715,
+    twin.add_training_flags(p, precision="bf16", steps=60, batch_size=16, seq_len=1024, lr=6e-4, min_lr=6e-5, warmup_steps=715,
                             skip_steps=10, log_every=10)
     for name, value in GPT2_SHAPE.items():
         p.add_argument("--" + name.replace("_", "-"), type=int, default=value)

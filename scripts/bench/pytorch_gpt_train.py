@@ -285,11 +285,15 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
     params = list(model.parameters())
     optimizer = adamw(params, args.lr, args.weight_decay, getattr(args, "zero", 0))
     Block.recompute = getattr(args, "recompute", "none")
-    # CPU twins run fp32 on the host; the GPU twin (pytorch_gpt2_gpu.py) sets device and precision as
-    # mygpt-ddp does on CUDA: batches copied to the GPU, bf16 autocast around forward, fp32 weights.
+    # --precision as mygpt-ddp's: autocast around forward with fp32 weights; fp16 with torch's GradScaler
+    # (its defaults are mygpt-ddp's). The GPU twin (pytorch_gpt2_gpu.py) also sets the device.
     device = torch.device(getattr(args, "device", "cpu"))
-    bf16 = getattr(args, "precision", "fp32") == "bf16"
-    autocast = (lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    precision = getattr(args, "precision", "fp32")
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise SystemExit(f"--precision must be fp32, bf16 or fp16, got {precision!r}")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    autocast = (lambda: torch.autocast(device_type=device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     max_norm = args.grad_clip if args.grad_clip > 0 else math.inf
     tokens_per_step = args.batch_size * seq_len * args.grad_accum * ranks.world
     ranks.say(f"batch: {args.batch_size} x {seq_len} tokens x {args.grad_accum} accumulation x {ranks.world} "
@@ -311,12 +315,14 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
                 with autocast():
                     loss = forward(x, y) / float(args.grad_accum)
                 loss_sum += loss.detach()
-                loss.backward()
+                scaler.scale(loss).backward()
         if ranks.distributed:
             dist.all_reduce(loss_sum)  # gloo has no AVG: sum, then divide
             loss_sum /= ranks.world
+        scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        optimizer.step()
+        scaler.step(optimizer)  # skipped where the gradients overflowed
+        scaler.update()
         return loss_sum.item(), grad_norm.item(), lr
 
     dts, losses = [], []
@@ -348,7 +354,7 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
 TRAINING_FLAGS = {
     "steps": 2000, "batch_size": 16, "seq_len": 0, "grad_accum": 1, "lr": 1e-3, "min_lr": 1e-4,
     "warmup_steps": 100, "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337, "threads": 0, "log_every": 10,
-    "skip_steps": 5, "bucket_mb": 25.0, "backend": "gloo", "zero": 0, "recompute": "none",
+    "skip_steps": 5, "bucket_mb": 25.0, "backend": "gloo", "zero": 0, "recompute": "none", "precision": "fp32",
 }
 FLAG_HELP = {
     "seq_len": "0 means the model's block size",
@@ -358,6 +364,7 @@ FLAG_HELP = {
     "backend": "torch.distributed backend (under torchrun)",
     "zero": "1: torch's ZeroRedundancyOptimizer (under torchrun), as mygpt-ddp's --zero 1",
     "recompute": "none, mlp or block: torch.utils.checkpoint, as mygpt-ddp's --recompute",
+    "precision": "fp32, bf16 or fp16 (autocast; fp16 with GradScaler), as mygpt-ddp's --precision",
 }
 
 
