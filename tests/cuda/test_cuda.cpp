@@ -3,6 +3,7 @@
 // GPU node. One GPU allows one NCCL rank, so the NCCL tests present a 1-rank communicator as a larger
 // world of identical ranks (WorldOfCopies) to drive the code paths of several ranks.
 #include <ATen/SDPBackend.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -15,6 +16,7 @@
 #include "distributed/gradient_sync.h"
 #include "distributed/nccl_communicator.h"
 #include "launcher/device.h"
+#include "launcher/device_probe.h"
 #include "model/sampling.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
@@ -109,6 +111,38 @@ TEST(Cuda, Bf16AutocastTrainsWithFp32MasterWeights) {
       EXPECT_EQ(t.scalar_type(), torch::kFloat) << name;
     }
   }
+}
+
+// --precision fp16 on CUDA: fp16 autocast with the dynamic loss scale tracks the fp32 run, and --precision
+// auto picks bf16 on GPUs that have it (compute capability 8.0+), fp16 on older ones.
+TEST(Cuda, Fp16WithLossScalingTracksFp32) {
+  REQUIRE_CUDA();
+  ScratchDir dir;
+  LocalCommunicator single;
+  const TrainingData data = pattern_data();
+  pick_device("cuda");
+  auto half = trainer_on(kCuda, tiny_args((dir.path() / "fp16").string(), "fp16", "40"), data, single);
+  auto full = trainer_on(kCuda, tiny_args((dir.path() / "fp32").string(), "fp32", "40"), data, single);
+  int64_t skipped = 0;
+  double first = 0, last = 0;
+  for (int64_t step = 0; step < 40; ++step) {
+    const StepResult h = half->train_step(step);
+    const StepResult f = full->train_step(step);
+    skipped += h.skipped ? 1 : 0;
+    EXPECT_TRUE(std::isfinite(h.loss)) << "step " << step;
+    EXPECT_GE(h.loss_scale, 1.0) << "step " << step;
+    if (!h.skipped && skipped == 0) {
+      EXPECT_NEAR(h.loss, f.loss, 0.03 * std::abs(f.loss)) << "step " << step;
+    }
+    if (step == 0) first = h.loss;
+    last = h.loss;
+  }
+  EXPECT_LE(skipped, 4);
+  EXPECT_LT(last, 0.8 * first);
+  for (const auto& p : half->model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
+  const bool has_bf16 = at::cuda::getCurrentDeviceProperties()->major >= 8;
+  EXPECT_EQ(precision_for_device(Precision::automatic, kCuda), has_bf16 ? Precision::bf16 : Precision::fp16);
+  EXPECT_EQ(precision_for_device(Precision::automatic, torch::kCPU), Precision::fp32);
 }
 
 TEST(Cuda, Bf16AttentionUsesAFlashKernel) {

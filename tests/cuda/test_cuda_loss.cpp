@@ -29,13 +29,14 @@ struct Grads {
 };
 
 Grads run(const torch::Tensor& hidden0, const torch::Tensor& weight0, const torch::Tensor& targets,
-          const LmLossOptions& options, bool bf16_autocast) {
+          const LmLossOptions& options, at::ScalarType autocast_dtype) {
   auto hidden = hidden0.detach().clone().requires_grad_();
   auto weight = weight0.detach().clone().requires_grad_();
   torch::Tensor loss;
   {
-    at::autocast::set_autocast_enabled(at::kCUDA, bf16_autocast);
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    // kFloat: no autocast; kBFloat16 or kHalf: autocast to it.
+    at::autocast::set_autocast_enabled(at::kCUDA, autocast_dtype != at::kFloat);
+    at::autocast::set_autocast_dtype(at::kCUDA, autocast_dtype == at::kFloat ? at::kBFloat16 : autocast_dtype);
     loss = chunked_lm_loss(hidden, weight, targets, options);
     at::autocast::set_autocast_enabled(at::kCUDA, false);
     at::autocast::clear_cache();
@@ -59,18 +60,18 @@ struct Shape {
 class CudaLossKernel : public ::testing::TestWithParam<Shape> {};
 
 // Both paths on the same random head inputs of shape `s`.
-std::pair<Grads, Grads> aten_and_kernel(const Shape& s, uint64_t seed, bool bf16_autocast) {
+std::pair<Grads, Grads> aten_and_kernel(const Shape& s, uint64_t seed, at::ScalarType autocast_dtype) {
   torch::manual_seed(seed);
   const auto hidden = torch::randn({s.rows, s.width}, kCuda);
   const auto weight = 0.5 * torch::randn({s.vocab, s.width}, kCuda);
   const auto targets = torch::randint(s.vocab, {s.rows}, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
-  return {run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = false}, bf16_autocast),
-          run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = true}, bf16_autocast)};
+  return {run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = false}, autocast_dtype),
+          run(hidden, weight, targets, {.chunk_rows = s.chunk_rows, .cuda_kernel = true}, autocast_dtype)};
 }
 
 TEST_P(CudaLossKernel, Fp32EqualsTheAtenPath) {
   REQUIRE_CUDA_KERNEL();
-  const auto [aten, kernel] = aten_and_kernel(GetParam(), 1, false);
+  const auto [aten, kernel] = aten_and_kernel(GetParam(), 1, at::kFloat);
   EXPECT_NEAR(kernel.loss.item<double>(), aten.loss.item<double>(), 1e-5 * std::abs(aten.loss.item<double>()));
   expect_close(kernel.grad_hidden, aten.grad_hidden, 1e-5, "fp32 grad hidden");
   expect_close(kernel.grad_weight, aten.grad_weight, 1e-5, "fp32 grad weight");
@@ -78,13 +79,26 @@ TEST_P(CudaLossKernel, Fp32EqualsTheAtenPath) {
 
 TEST_P(CudaLossKernel, Bf16AutocastEqualsTheAtenPath) {
   REQUIRE_CUDA_KERNEL();
-  const auto [aten, kernel] = aten_and_kernel(GetParam(), 2, true);
+  const auto [aten, kernel] = aten_and_kernel(GetParam(), 2, at::kBFloat16);
   // Both read the same bf16 logits and sum in fp32: the loss agrees to fp32 rounding; the gradients were
   // rounded to bf16 on both paths, then summed (fp32 accumulation inside cuBLAS vs a bf16 product added).
   EXPECT_NEAR(kernel.loss.item<double>(), aten.loss.item<double>(), 1e-4 * std::abs(aten.loss.item<double>()));
   EXPECT_EQ(kernel.grad_weight.scalar_type(), torch::kFloat);
   expect_close(kernel.grad_hidden, aten.grad_hidden, 2e-2, "bf16 grad hidden");
   expect_close(kernel.grad_weight, aten.grad_weight, 2e-2, "bf16 grad weight");
+}
+
+TEST_P(CudaLossKernel, Fp16AutocastEqualsTheAtenPath) {
+  REQUIRE_CUDA_KERNEL();
+  // Under fp16 both paths hold the gradient of the SUM of the rows' losses in fp16 (entries in [-1, 1]) and
+  // divide by the rows in fp32 (model/chunked_lm_loss.cpp): fp16's rounding, no flushing.
+  const auto [aten, kernel] = aten_and_kernel(GetParam(), 3, at::kHalf);
+  EXPECT_NEAR(kernel.loss.item<double>(), aten.loss.item<double>(), 1e-4 * std::abs(aten.loss.item<double>()));
+  EXPECT_EQ(kernel.grad_weight.scalar_type(), torch::kFloat);
+  expect_close(kernel.grad_hidden, aten.grad_hidden, 5e-3, "fp16 grad hidden");
+  expect_close(kernel.grad_weight, aten.grad_weight, 5e-3, "fp16 grad weight");
+  const auto [fp32, unused] = aten_and_kernel(GetParam(), 3, at::kFloat);
+  expect_close(kernel.grad_weight, fp32.grad_weight, 2e-2, "fp16 kernel vs fp32 grad weight");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaLossKernel,
