@@ -128,6 +128,8 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
   input.half_activations = o.precision == Precision::bf16 || o.precision == Precision::fp16;
   input.gpu = gpu;
   input.zero_shards = o.zero > 0 ? ranks : 1;
+  input.ranks = ranks;
+  input.bucket_bytes = o.bucket_mb * (1 << 20);
   input.recompute = o.recompute;
   // Measured with text data loaded: its ids are counted apart, as data.
   if (!gpu) {

@@ -30,6 +30,14 @@ constexpr double kUnfusedLogitCopies = 5.0;
 // allocator reuses their memory in the plain path too). bf16 scaled alike, not measured.
 constexpr double kMlpBytesFp32 = 14.0;
 constexpr double kMlpBytesBf16 = 7.0;
+// Several ranks on CPUs: the MPI backend's temporaries while a gradient bucket is reduced (the parts it
+// receives and the sums it sends on), measured as peak RSS against bucket size on 2 ranks (8 x 512
+// model, --bucket-mb 1 and 25): ~3 buckets' bytes, plus ~22 MiB of Open MPI's own per-rank memory. With
+// --zero 1 the all-gather of the updated shards adds its receive buffer and MPI's copy of it: ~4.5
+// buckets (tests/plan_accuracy_test.py: --zero 1 saves ~60 MiB of that model's 96 MiB of half AdamW state).
+constexpr double kMpiBucketCopies = 3.0;
+constexpr double kMpiBucketCopiesZero = 4.5;
+constexpr double kMpiRankBytes = 22.0 * (1 << 20);
 
 }  // namespace
 
@@ -84,6 +92,12 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
         "two fp32 moments, this rank's 1/" + std::to_string(in.zero_shards) + " (--zero 1)");
   } else {
     add("AdamW state", 8 * P, "two fp32 moments");
+  }
+  if (!in.gpu && in.ranks > 1) {
+    const double bucket = std::min(in.bucket_bytes, 4 * P);
+    add("communication", (in.zero_shards > 1 ? kMpiBucketCopiesZero : kMpiBucketCopies) * bucket + kMpiRankBytes,
+        "MPI's temporaries while a gradient bucket is reduced (~3 buckets of --bucket-mb; 4.5 with --zero 1) "
+        "and its runtime");
   }
   if (in.half_activations) add("16-bit weight copies", 2 * P, "autocast's cache for the forward pass");
   const char* recompute_note[] = {"", "; each MLP recomputed in backward (--recompute mlp)",

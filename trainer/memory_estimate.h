@@ -26,6 +26,8 @@ struct MemoryPlanInput {
   int64_t baseline_bytes = 0;   // the process before any run state (measured by the caller, CPU)
   int64_t data_bytes = 0;       // resident training data (CPU)
   int64_t zero_shards = 1;      // ranks sharing AdamW's state (--zero 1: the world size)
+  int64_t ranks = 1;            // ranks of the job (communication buffers on CPU when more than one)
+  double bucket_bytes = 25.0 * (1 << 20);  // --bucket-mb
   Recompute recompute = Recompute::none;
 };
 
