@@ -137,4 +137,15 @@ if expect_ok plan_gpu plan --preset gpt2 --gpu-memory 80 --ranks 8; then
     fail "plan's micro-batch suggestion" "$(grep 'largest' "$WORK/plan_gpu.out")"
   fi
 fi
+# --- plan --help lists the options that change the plan; plan still takes train's whole command line ---
+if expect_ok plan_help plan --help; then
+  check "plan --help lists --gpu-memory and --batch-size" \
+    bash -c "grep -qE -- '--gpu-memory[ =]' '$WORK/plan_help.out' && grep -qE -- '--batch-size[ =]' '$WORK/plan_help.out'"
+  check "plan --help lists none of --sample-prompt, --hellaswag, --checkpoint-every" \
+    bash -c "! grep -qE -- '--(sample-prompt|hellaswag|checkpoint-every)[ =]' '$WORK/plan_help.out'"
+fi
+if expect_ok plan_train_line plan --preset tiny --batch-size 4 --checkpoint-every 5 --keep-checkpoints 2 \
+     --sample-every 10 --sample-prompt hi --log-every 5; then
+  check "plan given train-only flags still plans" grep -q "^per step and rank: 4 x " "$WORK/plan_train_line.out"
+fi
 finish
