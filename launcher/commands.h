@@ -31,13 +31,13 @@ std::string usage_text();
 std::string version_text();
 
 // A Command from an options table and a function of the parsed options. Commands that are not
-// multi_rank refuse to run in a world of several ranks.
+// multi_rank refuse to run in a world of several ranks. --help lists the rows `shown` keeps (all without it).
 template <typename Config>
 Command make_command(std::string name, std::string usage, std::string summary, bool multi_rank,
                      const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const MpiSession&),
-                     std::vector<std::string> hidden_groups = {}) {
+                     RowFilter<Config> shown = nullptr) {
   Command c{name, usage, std::move(summary), nullptr, nullptr, nullptr};
-  c.options = [name, table, hidden_groups] { return table().description(name + " options", hidden_groups); };
+  c.options = [name, table, shown] { return table().description(name + " options", shown); };
   c.option_values = [table](const std::vector<std::string>& args) {
     return table().to_text(table().parse(args).config);
   };

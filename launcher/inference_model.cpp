@@ -28,7 +28,7 @@ void read_folder_tokenizer(StoredModel& stored) {
 StoredModel open_hugging_face_folder(const fs::path& folder) {
   if (latest_checkpoint(folder)) {
     throw std::invalid_argument("folder '" + folder.string() +
-                                "' holds both checkpoints (ckpt_*.pt) and a Hugging Face config.json: name the "
+                                "' holds both checkpoints (ckpt_*) and a Hugging Face config.json: name the "
                                 "checkpoint file, or move one of them");
   }
   StoredModel stored;

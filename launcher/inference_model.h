@@ -23,7 +23,7 @@ namespace mygpt {
 struct StoredModel {
   std::filesystem::path path;  // the checkpoint file or the Hugging Face folder
   bool hugging_face = false;
-  std::string description;  // "checkpoint out/ckpt_00000100.pt (step 100)", "Hugging Face folder gpt2-hf"
+  std::string description;  // "checkpoint out/ckpt_00000100.safetensors (step 100)", "Hugging Face folder gpt2-hf"
   GptConfig config;         // the stored shape; config.vocab_size is the embedding's rows
   int64_t token_count = 0;  // ids below this are tokens; the rows above are vocabulary padding
   TokenizerKind tokenizer_kind = TokenizerKind::none;

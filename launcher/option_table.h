@@ -86,7 +86,17 @@ class OptionRow {
   virtual std::optional<std::string> text(const Config& config) const = 0;
   // The default as --help shows it; nullopt when the option has none.
   virtual std::optional<std::string> default_text() const = 0;
+  // Whether `command` reads this option, beyond the one the table is for (Row::read_by): a command that
+  // accepts another's whole command line (plan takes train's) lists only these in its --help.
+  bool is_read_by(const std::string& command) const { return readers_.count(command) > 0; }
+
+ protected:
+  std::set<std::string> readers_;
 };
+
+// Which rows a command's --help lists; empty: all of them.
+template <typename Config>
+using RowFilter = std::function<bool(const OptionRow<Config>&)>;
 
 template <typename Config, typename Field>
 class Row final : public OptionRow<Config> {
@@ -117,6 +127,11 @@ class Row final : public OptionRow<Config> {
   // The command cannot run without this option (for std::optional fields).
   Row& required() {
     required_ = true;
+    return *this;
+  }
+  // `command` reads this option too (see OptionRow::is_read_by).
+  Row& read_by(std::string command) {
+    this->readers_.insert(std::move(command));
     return *this;
   }
   // The names of an enum's values, in the order --help lists them.
@@ -297,19 +312,21 @@ class OptionTable {
     return *this;
   }
 
-  // Every row, grouped, plus --config and --help; the rows of `hidden` groups are left out (a table
-  // two commands share shows each its own options).
-  po::options_description description(const std::string& title, const std::vector<std::string>& hidden = {}) const {
+  // The rows that `shown` keeps (all without it), grouped, plus --config and --help: a table two
+  // commands share shows each its own options. Parsing always takes every row.
+  po::options_description description(const std::string& title, const RowFilter<Config>& shown = nullptr) const {
     po::options_description all(title);
+    const auto listed = [&](const OptionRow<Config>& row) { return !shown || shown(row); };
     std::vector<std::string> order;
     for (const auto& row : rows_) {
-      const bool shown = std::find(hidden.begin(), hidden.end(), row->group()) == hidden.end();
-      if (shown && std::find(order.begin(), order.end(), row->group()) == order.end()) order.push_back(row->group());
+      if (listed(*row) && std::find(order.begin(), order.end(), row->group()) == order.end()) {
+        order.push_back(row->group());
+      }
     }
     for (const auto& g : order) {
       po::options_description part(g);
       for (const auto& row : rows_) {
-        if (row->group() == g) row->describe(part);
+        if (row->group() == g && listed(*row)) row->describe(part);
       }
       all.add(part);
     }

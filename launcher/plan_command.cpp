@@ -171,9 +171,10 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
 }  // namespace
 
 Command plan_command() {
-  return make_command<TrainFlags>("plan", "plan [DATA] [train options] [--ranks N] [--gpu-memory GiB]",
+  // "[train options]": it takes train's whole command line; its --help lists those that change the plan.
+  return make_command<TrainFlags>(kPlanCommand, "plan [DATA] [train options] [--ranks N] [--gpu-memory GiB]",
                                   "dry run: parameters, FLOPs and per-rank memory of a configuration",
-                                  /*multi_rank=*/false, &train_flag_table, &run_plan);
+                                  /*multi_rank=*/false, &train_flag_table, &run_plan, &shown_in_plan_help);
 }
 
 }  // namespace mygpt

@@ -40,7 +40,7 @@ std::optional<std::string> stored_gpt2_tokenizer(const RunStart& start) {
 // The files a run writes in --out, by their names: only these are ever removed.
 bool is_run_file(const fs::directory_entry& entry) {
   const std::string name = entry.path().filename().string();
-  const bool checkpoint = name.rfind("ckpt_", 0) == 0 && entry.path().extension() == ".pt";
+  const bool checkpoint = checkpoint_file_step(entry.path()).has_value();  // either name
   return entry.is_regular_file() && (checkpoint || name == "metrics.jsonl" || name == "run.json");
 }
 

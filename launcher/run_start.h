@@ -38,10 +38,11 @@ GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_voc
 // tokenizer, another character vocabulary, or ids beyond the model's vocabulary.
 void require_data_fits_model(const TrainingData& data, const RunStart& start);
 
-// A run that starts at step 0 refuses an --out that holds an earlier run's files (ckpt_*.pt,
-// metrics.jsonl, run.json), so that nothing of it is overwritten or truncated, unless --overwrite is
-// given, or --resume auto found no checkpoint there (a run stopped before its first checkpoint starts
-// again): then the process where `remove` is set (rank 0) deletes those files, and only those.
+// A run that starts at step 0 refuses an --out that holds an earlier run's files (ckpt_*.safetensors,
+// the ckpt_*.pt of older builds, metrics.jsonl, run.json), so that nothing of it is overwritten or
+// truncated, unless --overwrite is given, or --resume auto found no checkpoint there (a run stopped
+// before its first checkpoint starts again): then the process where `remove` is set (rank 0) deletes
+// those files, and only those.
 // Returns what it removed, for the log.
 std::vector<std::string> prepare_output_folder(const Parsed<TrainFlags>& flags, const RunStart& start, bool remove);
 

@@ -121,7 +121,7 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
 Command train_command() {
   return make_command<TrainFlags>("train", "train [DATA] [options]",
                                   "train a GPT (mpirun -np N mygpt-ddp train ... for N ranks)", /*multi_rank=*/true,
-                                  &train_flag_table, &run_train, {std::string(kPlanOnlyGroup)});
+                                  &train_flag_table, &run_train, &shown_in_train_help);
 }
 
 }  // namespace mygpt

@@ -19,21 +19,26 @@ OptionTable<TrainFlags> make_table() {
   t.add("data", &F::data, &D::data,
         "training data (also the first positional argument): builtin:sort (generated offline), a UTF-8 text "
         "file, a token file (llm.c .bin, .npy uint16, raw uint16), a folder of shards or a glob")
-      .init("builtin:sort");
+      .init("builtin:sort")
+      .read_by(kPlanCommand);
   t.positional("data", 1);
-  t.add("val-data", &F::data, &D::val_data, "validation token data; a shard folder's *val* files otherwise");
+  t.add("val-data", &F::data, &D::val_data, "validation token data; a shard folder's *val* files otherwise")
+      .read_by(kPlanCommand);
   t.add("tokenizer", &F::data, &D::tokenizer,
         "tokenizer of text data; when not given: gpt2 if --vocab is given (or --init-from has GPT-2's tokenizer), "
         "else char")
       .names({{"char", TokenizerKind::character}, {"gpt2", TokenizerKind::gpt2}})
-      .init(TokenizerKind::character);
-  vocab_flag(t, &F::data, &D::vocab);
+      .init(TokenizerKind::character)
+      .read_by(kPlanCommand);
+  vocab_flag(t, &F::data, &D::vocab).read_by(kPlanCommand);
   t.add("vocab-size", &F::data, &D::vocab_size,
         "model vocabulary of token data (unset: GPT-2's 50304, or the char_vocab.txt beside the shards)")
-      .check(positive);
+      .check(positive)
+      .read_by(kPlanCommand);
   t.add("val-fraction", &F::data, &D::val_fraction, "share of a text used for validation (its end)")
       .init(0.1)
-      .check(in_range(0, 1, /*hi_inclusive=*/false));
+      .check(in_range(0, 1, /*hi_inclusive=*/false))
+      .read_by(kPlanCommand);
   t.add("data-order", &F::data, &D::data_order,
         "auto: shuffled when the run reads its training data more than once, else sequential; sequential: "
         "consecutive chunks sharded across ranks; shuffled: rows of --seq-len tokens in a fresh order each epoch "
@@ -51,54 +56,74 @@ OptionTable<TrainFlags> make_table() {
         "model shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl (these bring the GPT-2 recipe's defaults), "
         "shakespeare-char, small, tiny")
       .init("small")
-      .check([](const std::string&, const std::string& name) { preset_config(name); });
-  t.add("n-layer", &F::model, &M::n_layer, "transformer blocks (overrides the preset)").check(positive);
-  t.add("n-head", &F::model, &M::n_head, "attention heads (overrides the preset)").check(positive);
-  t.add("n-embd", &F::model, &M::n_embd, "embedding width (overrides the preset)").check(positive);
-  t.add("block-size", &F::model, &M::block_size, "longest context (overrides the preset)").check(positive);
+      .check([](const std::string&, const std::string& name) { preset_config(name); })
+      .read_by(kPlanCommand);
+  t.add("n-layer", &F::model, &M::n_layer, "transformer blocks (overrides the preset)")
+      .check(positive)
+      .read_by(kPlanCommand);
+  t.add("n-head", &F::model, &M::n_head, "attention heads (overrides the preset)")
+      .check(positive)
+      .read_by(kPlanCommand);
+  t.add("n-embd", &F::model, &M::n_embd, "embedding width (overrides the preset)")
+      .check(positive)
+      .read_by(kPlanCommand);
+  t.add("block-size", &F::model, &M::block_size, "longest context (overrides the preset)")
+      .check(positive)
+      .read_by(kPlanCommand);
   t.add("dropout", &F::model, &M::dropout, "dropout probability (overrides the preset)")
-      .check(in_range(0, 1, /*hi_inclusive=*/false));
-  t.add("bias", &F::model, &M::bias, "biases in the linear layers and layer norms (overrides the preset; all: true)");
+      .check(in_range(0, 1, /*hi_inclusive=*/false))
+      .read_by(kPlanCommand);
+  t.add("bias", &F::model, &M::bias, "biases in the linear layers and layer norms (overrides the preset; all: true)")
+      .read_by(kPlanCommand);
   t.add("init-from", &F::runtime, &R::init_from,
         "start from these weights: a checkpoint (file or folder) or a Hugging Face GPT-2 folder. The model's shape "
         "comes from it (shape flags must agree); optimizer, step, schedule and data position start fresh. Not with "
-        "--resume");
+        "--resume")
+      .read_by(kPlanCommand);
 
   t.group("Training (the recipe values of presets in brackets)");
   t.add("steps", &F::train, &T::steps, "optimizer steps")
       .init(2000)
       .recipe("gpt2", 19073)
       .recipe("shakespeare-char", 5000)
-      .check(positive);
+      .check(positive)
+      .read_by(kPlanCommand);
   t.add("batch-size", &F::train, &T::batch_size, "micro-batch rows per rank")
       .init(16)
       .recipe("shakespeare-char", 64)
-      .check(positive);
+      .check(positive)
+      .read_by(kPlanCommand);
   t.add("seq-len", &F::train, &T::seq_len, "tokens per row; 0 means the model's block size")
       .init(0)
       .recipe("gpt2", 1024)
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);
   t.add("grad-accum", &F::train, &T::grad_accum, "micro-batches accumulated per optimizer step and rank")
       .init(1)
-      .check(positive);
+      .check(positive)
+      .read_by(kPlanCommand);
   t.add("total-batch-tokens", &F::train, &T::total_batch_tokens,
         "tokens per optimizer step over all ranks; sets --grad-accum (must divide evenly); 0: off")
       .init(0)
       .recipe("gpt2", 524288)
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);
   t.add("lr", &F::train, &T::lr, "peak learning rate")
       .init(1e-3)
       .recipe("gpt2", 6e-4)
       .recipe("shakespeare-char", 1e-3)
-      .check(positive);
+      .check(positive)
+      .read_by(kPlanCommand);
   t.add("min-lr", &F::train, &T::min_lr,
         "learning rate at the end of the cosine decay; not given: a tenth of --lr (as build-nanogpt and nanoGPT)")
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);
   t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps")
       .init(100)
       .recipe("gpt2", 715)
       .recipe("shakespeare-char", 100)
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);
   t.add("weight-decay", &F::train, &T::weight_decay, "AdamW weight decay on 2-D weights").init(0.1).check(non_negative);
   t.add("beta1", &F::train, &T::beta1, "AdamW's first-moment decay").init(0.9).check(in_range(0, 1, false));
   t.add("beta2", &F::train, &T::beta2, "AdamW's second-moment decay")
@@ -135,7 +160,8 @@ OptionTable<TrainFlags> make_table() {
   t.add("fused-loss", &F::train, &T::fused_loss,
         "compute the output head and cross-entropy in chunks of rows, never holding all logits (false: the plain "
         "loss, for comparison)")
-      .init(true);
+      .init(true)
+      .read_by(kPlanCommand);
   t.add("loss-chunk-rows", &F::train, &T::loss_chunk_rows,
         "rows per chunk of the fused loss; 0 sizes chunks by device (about 64 MiB of fp32 logits on a CPU, 1 GiB "
         "on a GPU)")
@@ -155,8 +181,9 @@ OptionTable<TrainFlags> make_table() {
         "and output) or block (all of each block; only its input is kept). Less memory, one more forward of that "
         "part; the same losses and gradients")
       .names({{"none", Recompute::none}, {"mlp", Recompute::mlp}, {"block", Recompute::block}})
-      .init(Recompute::none);
-  precision_flag(t, &F::train, &T::precision);
+      .init(Recompute::none)
+      .read_by(kPlanCommand);
+  precision_flag(t, &F::train, &T::precision).read_by(kPlanCommand);
   t.add("loss-scale-init", &F::train, &T::loss_scale_init,
         "fp16: the loss is multiplied by this before backward so small gradients survive fp16; it halves at "
         "each overflow (that step is skipped) and doubles after --loss-scale-growth-interval good steps")
@@ -169,17 +196,21 @@ OptionTable<TrainFlags> make_table() {
   seed_flag(t, &F::train, &T::seed);
 
   t.group("Run");
-  device_flag(t, &F::runtime, &R::device);
+  device_flag(t, &F::runtime, &R::device).read_by(kPlanCommand);
   t.add("threads", &F::runtime, &R::threads,
         "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks")
       .init(0)
       .check(non_negative);
-  t.add("out", &F::train, &T::out, "output folder: checkpoints, metrics.jsonl").init("out").check(not_empty);
+  t.add("out", &F::train, &T::out, "output folder: checkpoints, metrics.jsonl")
+      .init("out")
+      .check(not_empty)
+      .read_by(kPlanCommand);
   t.add("resume", &F::runtime, &R::resume,
         "auto (newest checkpoint in --out, if any) or a checkpoint path; empty starts afresh")
-      .init("");
+      .init("")
+      .read_by(kPlanCommand);
   t.add("overwrite", &F::runtime, &R::overwrite,
-        "a fresh run into an --out holding an earlier run deletes that run's files (ckpt_*.pt, metrics.jsonl, "
+        "a fresh run into an --out holding an earlier run deletes that run's files (ckpt_*, metrics.jsonl, "
         "run.json; nothing else) instead of refusing to start")
       .init(false);
   t.add("checkpoint-every", &F::train, &T::checkpoint_every, "checkpoint every N steps; 0: only at the end")
@@ -222,7 +253,8 @@ OptionTable<TrainFlags> make_table() {
       .init(0)
       .check([](const std::string& flag, const int64_t& v) {
         if (v != 0 && v != 1) throw std::invalid_argument("--" + flag + " must be 0 or 1, got " + std::to_string(v));
-      });
+      })
+      .read_by(kPlanCommand);
   t.add("comm-timeout", &F::runtime, &R::comm_timeout,
         "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
       .init(600.0)
@@ -232,12 +264,14 @@ OptionTable<TrainFlags> make_table() {
   t.group(std::string(kPlanOnlyGroup));
   t.add("ranks", &F::plan, &P::ranks, "ranks to plan for; 0: the world size under a launcher, else 1")
       .init(0)
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);
   t.add("gpu-memory", &F::plan, &P::gpu_memory,
         "GiB of memory per GPU to check the estimate against (and find the largest micro-batch that fits); 0: "
         "the GPU's own with --device cuda")
       .init(0.0)
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);
   // GPT-2's recipe (build-nanogpt) for the gpt2 presets; nanoGPT's config/train_shakespeare_char.py.
   t.recipe_of([](const TrainFlags& f) { return is_gpt2_preset(f.model.preset) ? std::string("gpt2") : f.model.preset; });
   return t;

@@ -41,6 +41,11 @@ struct TrainFlags {
 const OptionTable<TrainFlags>& train_flag_table();
 // The group of the rows only `plan` reads (--ranks, --gpu-memory); train's --help leaves it out.
 inline constexpr std::string_view kPlanOnlyGroup = "Plan only (mygpt-ddp plan)";
+// `plan` accepts train's whole command line (a user pastes their train flags after it) but its --help
+// lists only the rows marked .read_by(kPlanCommand): those that change the plan.
+inline constexpr const char* kPlanCommand = "plan";
+inline bool shown_in_train_help(const OptionRow<TrainFlags>& row) { return row.group() != kPlanOnlyGroup; }
+inline bool shown_in_plan_help(const OptionRow<TrainFlags>& row) { return row.is_read_by(kPlanCommand); }
 
 // The training options with the derived values filled in: --seq-len 0 becomes the block size, the
 // accumulation comes from --total-batch-tokens when that is set, and precision auto becomes bf16 on

@@ -187,7 +187,7 @@ phase_run() {
     step run generate "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 --temperature 0 --device "$device" &&
     step run eval "$bin" eval --checkpoint "$run" --task builtin:sort --examples 50 --device "$device" &&
     step run generate_on_cpu "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 --temperature 0 --device cpu
-  rm -f "$run"/ckpt_*.pt  # weights are not evidence; the logs and metrics are
+  rm -f "$run"/ckpt_*  # weights are not evidence; the logs and metrics are
 }
 
 phase_nccl() {
@@ -203,7 +203,7 @@ phase_nccl() {
       row nccl FAIL backend "the run did not use the $backend backend (log nccl/train_np$ranks.log)"
     fi
   fi
-  rm -f "$out/nccl/sort_np$ranks"/ckpt_*.pt
+  rm -f "$out/nccl/sort_np$ranks"/ckpt_*
   if (( gpus >= 2 )) && [[ $device == cuda ]]; then
     step nccl stalled_peer bash "$repo/tests/cuda/stalled_peer_test.sh" "$bin" mpirun
   else
@@ -217,7 +217,7 @@ phase_memcheck() {
   # the memory errors counted in the ERROR SUMMARY (and the program's own exit status, the step's).
   step memcheck memcheck compute-sanitizer --tool memcheck --report-api-errors no \
     "$bin" train builtin:sort "${tiny[@]}" --threads 4 --steps 3 --eval-every 0 --out "$out/memcheck/sort" --overwrite
-  rm -f "$out/memcheck/sort"/ckpt_*.pt
+  rm -f "$out/memcheck/sort"/ckpt_*
   local summary
   summary=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$out/memcheck/memcheck.log" | tail -n 1)
   if [[ -z $summary ]]; then

@@ -73,18 +73,18 @@ mkfifo fifo
 printf 'not a folder' >a_file
 # A real checkpoint, and damaged copies of it.
 run make_ckpt train text.txt "${TINY[@]}" --out ckpt
-CKPT=ckpt/ckpt_00000002.pt
+CKPT=ckpt/ckpt_00000002.safetensors
 if [[ $RC -ne 0 || ! -f $CKPT ]]; then
   fail "a checkpoint to damage" "exit $RC: $(tail -c 300 "$WORK/make_ckpt.err")"
   finish
 fi
 size=$(stat -c %s "$CKPT")
-head -c $((size / 2)) "$CKPT" >truncated.pt
-head -c 5000 /dev/urandom >random.pt
-cp "$CKPT" flipped.pt
+head -c $((size / 2)) "$CKPT" >truncated.safetensors
+head -c 5000 /dev/urandom >random.safetensors
+cp "$CKPT" flipped.safetensors
 # One byte near the end (tensor data, not the header) changed: the checksum must catch it.
-printf '\x7f' | dd of=flipped.pt bs=1 seek=$((size - 100)) conv=notrunc status=none
-: >empty.pt
+printf '\x7f' | dd of=flipped.safetensors bs=1 seek=$((size - 100)) conv=notrunc status=none
+: >empty.safetensors
 
 # --- train: data --------------------------------------------------------------------------------
 bad train_missing_data "data file 'nope.txt' does not exist" train nope.txt "${TINY[@]}" --out out_train_missing_data
@@ -141,7 +141,7 @@ bad opt_eval_steps_alone "--eval-steps has no effect" train text.txt "${TINY[@]}
 bad opt_sample_prompt_alone "--sample-prompt has no effect" train text.txt "${TINY[@]}" --sample-prompt hi --out out_opt_sample_prompt_alone
 bad opt_out_file "--out 'a_file'" train text.txt "${TINY[@]}" --out a_file
 bad opt_out_uncreatable "--out '/proc/nope/x'" train text.txt "${TINY[@]}" --out /proc/nope/x
-bad opt_resume_missing "checkpoint 'absent.pt' does not exist" train text.txt "${TINY[@]}" --resume absent.pt --out out_opt_resume_missing
+bad opt_resume_missing "checkpoint 'absent.safetensors' does not exist" train text.txt "${TINY[@]}" --resume absent.safetensors --out out_opt_resume_missing
 bad opt_resume_beyond "--steps 1.*step 2|step 2.*--steps 1" train text.txt --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 "${CPU[@]}" --steps 1 --resume "$CKPT" --out out_opt_resume_beyond
 bad opt_init_and_resume "--init-from.*--resume" train text.txt "${TINY[@]}" --init-from "$CKPT" --resume auto --out out_opt_init_and_resume
 bad opt_init_shape "--n-layer 3 differs" train text.txt "${TINY[@]}" --init-from "$CKPT" --n-layer 3 --out out_opt_init_shape
@@ -161,11 +161,11 @@ bad arg_placeholder "argument holds '%canonical_option%'" train text.txt "${TINY
 bad cfg_garbage "cfg_garbage.cfg|option|syntax" train text.txt "${TINY[@]}" --config cfg_garbage.cfg --out out_cfg_garbage
 
 # --- generate -------------------------------------------------------------------------------------
-bad gen_missing "checkpoint 'absent.pt' does not exist" generate --checkpoint absent.pt "${CPU[@]}"
-bad gen_empty "empty.pt" generate --checkpoint empty.pt "${CPU[@]}"
-bad gen_truncated "truncated.pt.*(truncated|damaged)" generate --checkpoint truncated.pt "${CPU[@]}"
-bad gen_random "random.pt.*(truncated|damaged|not a checkpoint)" generate --checkpoint random.pt "${CPU[@]}"
-bad gen_flipped "flipped.pt.*checksum|flipped.pt.*damaged" generate --checkpoint flipped.pt "${CPU[@]}"
+bad gen_missing "checkpoint 'absent.safetensors' does not exist" generate --checkpoint absent.safetensors "${CPU[@]}"
+bad gen_empty "empty.safetensors" generate --checkpoint empty.safetensors "${CPU[@]}"
+bad gen_truncated "truncated.safetensors.*(truncated|damaged)" generate --checkpoint truncated.safetensors "${CPU[@]}"
+bad gen_random "random.safetensors.*(truncated|damaged|not a checkpoint)" generate --checkpoint random.safetensors "${CPU[@]}"
+bad gen_flipped "flipped.safetensors.*checksum|flipped.safetensors.*damaged" generate --checkpoint flipped.safetensors "${CPU[@]}"
 bad gen_fifo "'fifo' is not a regular file|fifo" generate --checkpoint fifo "${CPU[@]}"
 bad gen_empty_dir "empty_dir' holds no checkpoint" generate --checkpoint empty_dir "${CPU[@]}"
 bad gen_temperature_nan "--temperature" generate --checkpoint ckpt "${CPU[@]}" --temperature nan
@@ -189,7 +189,7 @@ bad eval_hellaswag_char "--hellaswag needs a model that reads GPT-2 tokens" eval
 bad eval_task_unknown "builtin:nope" eval --checkpoint ckpt --task builtin:nope "${CPU[@]}"
 bad eval_batch_zero "--batch-size" eval --checkpoint ckpt --val text.txt --batch-size 0 "${CPU[@]}"
 bad eval_seq_len_long "--seq-len" eval --checkpoint ckpt --val text.txt --seq-len 4096 "${CPU[@]}"
-bad eval_flipped "flipped.pt" eval --checkpoint flipped.pt --val text.txt "${CPU[@]}"
+bad eval_flipped "flipped.safetensors" eval --checkpoint flipped.safetensors --val text.txt "${CPU[@]}"
 
 # --- prepare --------------------------------------------------------------------------------------
 bad prep_missing "input file 'nope.txt' does not exist" prepare --input nope.txt --out out_prep_missing --tokenizer char
@@ -205,10 +205,10 @@ bad prep_no_input "--input" prepare --out out_prep_no_input --tokenizer char
 # --- plan and export ------------------------------------------------------------------------------
 bad plan_huge "beyond the 2\^40" plan --n-embd 4000000000000 --n-head 1
 bad plan_heads "n_head \(5\) does not divide" plan --n-head 5
-bad plan_init_missing "checkpoint 'absent.pt' does not exist" plan --init-from absent.pt
-bad export_missing "checkpoint 'absent.pt' does not exist" export --checkpoint absent.pt --out out_export_missing
+bad plan_init_missing "checkpoint 'absent.safetensors' does not exist" plan --init-from absent.safetensors
+bad export_missing "checkpoint 'absent.safetensors' does not exist" export --checkpoint absent.safetensors --out out_export_missing
 bad export_to_file "--out 'a_file' is a file" export --checkpoint ckpt --out a_file
-bad export_flipped "flipped.pt" export --checkpoint flipped.pt --out out_export_flipped
+bad export_flipped "flipped.safetensors" export --checkpoint flipped.safetensors --out out_export_flipped
 bad export_no_out "--out" export --checkpoint ckpt
 check "export of a damaged checkpoint leaves no folder" test ! -e out_export_flipped
 

@@ -69,35 +69,58 @@ expect_bad_input "train: missing config file" "no_such_config\.cfg" "$WORK/o_cfg
 
 # A real (tiny) checkpoint for the generate checks.
 run tiny_train train builtin:sort "${SMALL[@]}" --steps 2 --out "$WORK/tiny"
-TINY_CKPT="$WORK/tiny/ckpt_00000002.pt"
-if [[ $RC -eq 0 && -f $TINY_CKPT ]]; then
+TINY_CKPT="$WORK/tiny/ckpt_00000002.safetensors"
+if [[ $RC -eq 0 && -f $TINY_CKPT && -z $(find "$WORK/tiny" -name "*.pt") ]]; then
   pass "train: a 2-step tiny run writes $(basename "$TINY_CKPT")"
 else
   fail "train: a 2-step tiny run" "exit code $RC, $(ls "$WORK/tiny" 2>&1 | tr '\n' ' '); stderr: $(head -c 300 "$WORK/tiny_train.err")"
 fi
 size=$(wc -c <"$TINY_CKPT" 2>/dev/null || echo 0)
-head -c $((size / 2)) "$TINY_CKPT" >"$WORK/truncated.pt"
-head -c 4096 /dev/urandom >"$WORK/random_bytes.pt"
+head -c $((size / 2)) "$TINY_CKPT" >"$WORK/truncated.safetensors"
+head -c 4096 /dev/urandom >"$WORK/random_bytes.safetensors"
 mkdir -p "$WORK/empty_ckpt_dir"
 
-expect_bad_input "generate: missing checkpoint" "absent_ckpt\.pt" "" \
-  generate --checkpoint "$WORK/absent_ckpt.pt" --device cpu
-expect_bad_input "generate: truncated checkpoint" "truncated\.pt" "" \
-  generate --checkpoint "$WORK/truncated.pt" --device cpu
-expect_bad_input "generate: random bytes as checkpoint" "random_bytes\.pt" "" \
-  generate --checkpoint "$WORK/random_bytes.pt" --device cpu
+expect_bad_input "generate: missing checkpoint" "absent_ckpt\.safetensors" "" \
+  generate --checkpoint "$WORK/absent_ckpt.safetensors" --device cpu
+expect_bad_input "generate: truncated checkpoint" "truncated\.safetensors" "" \
+  generate --checkpoint "$WORK/truncated.safetensors" --device cpu
+expect_bad_input "generate: random bytes as checkpoint" "random_bytes\.safetensors" "" \
+  generate --checkpoint "$WORK/random_bytes.safetensors" --device cpu
 expect_bad_input "generate: directory without checkpoints" "empty_ckpt_dir.*checkpoint" "" \
   generate --checkpoint "$WORK/empty_ckpt_dir" --device cpu
 expect_bad_input "generate: prompt character outside the vocabulary" "'x'.*vocabulary" "" \
   generate --checkpoint "$TINY_CKPT" --device cpu --prompt "12x4=" --max-new-tokens 5
 expect_bad_input "generate: --checkpoint missing" "checkpoint" "" generate --device cpu
-expect_bad_input "eval: missing checkpoint" "absent_ckpt\.pt" "" \
-  eval --checkpoint "$WORK/absent_ckpt.pt" --task builtin:sort --device cpu
+expect_bad_input "eval: missing checkpoint" "absent_ckpt\.safetensors" "" \
+  eval --checkpoint "$WORK/absent_ckpt.safetensors" --task builtin:sort --device cpu
 run tiny_eval eval --checkpoint "$WORK/tiny" --task builtin:sort --examples 20 --device cpu
 if [[ $RC -eq 0 ]] && grep -q "held-out accuracy" "$WORK/tiny_eval.out"; then
   pass "eval: builtin:sort accuracy of the tiny checkpoint: $(grep "held-out accuracy" "$WORK/tiny_eval.out")"
 else
   fail "eval: builtin:sort accuracy of the tiny checkpoint" "exit code $RC; $(head -c 300 "$WORK/tiny_eval.err")"
+fi
+
+# A checkpoint under the name of builds before .safetensors (ckpt_<step>.pt, the same bytes) is read by
+# every command that takes one, as a file or as the newest in a folder.
+OLD_CKPT=$WORK/old_name/ckpt_00000002.pt
+mkdir -p "$WORK/old_name" && cp "$TINY_CKPT" "$OLD_CKPT"
+SAMPLE=(--device cpu --prompt "31" --max-new-tokens 8 --seed 3)
+run new_name_generate generate --checkpoint "$TINY_CKPT" "${SAMPLE[@]}"
+run old_name_generate generate --checkpoint "$OLD_CKPT" "${SAMPLE[@]}"
+if [[ $RC -eq 0 ]] && grep -qF "model: checkpoint $OLD_CKPT (step 2)" "$WORK/old_name_generate.out" &&
+   cmp -s <(grep -v '^model:' "$WORK/old_name_generate.out") <(grep -v '^model:' "$WORK/new_name_generate.out"); then
+  pass "generate --checkpoint ckpt_00000002.pt (the old name) samples what the .safetensors one does"
+else
+  fail "generate from an old-named checkpoint" "exit $RC: $(head -c 300 "$WORK/old_name_generate.err")"
+fi
+run old_name_eval eval --checkpoint "$WORK/old_name" --task builtin:sort --examples 20 --device cpu
+if [[ $RC -eq 0 ]] && cmp -s <(grep "held-out accuracy" "$WORK/old_name_eval.out") <(grep "held-out accuracy" "$WORK/tiny_eval.out"); then
+  pass "eval --checkpoint on a folder of old-named checkpoints: $(grep "held-out accuracy" "$WORK/old_name_eval.out")"
+else
+  fail "eval of an old-named checkpoint folder" "exit $RC: $(head -c 300 "$WORK/old_name_eval.err")"
+fi
+if expect_ok old_name_export export --checkpoint "$OLD_CKPT" --out "$WORK/old_name_hf"; then
+  check "export --checkpoint ckpt_00000002.pt writes a model folder" test -s "$WORK/old_name_hf/model.safetensors"
 fi
 
 # ------------------------------------------------------------------------------------------------
@@ -161,7 +184,7 @@ else
   else
     fail "--config FILE" "the file's values were not used: $(grep -E '^(model|batch):' "$WORK/config.out" | tr '\n' ' ')"
   fi
-  if [[ $steps_logged -eq 3 && -f $WORK/cfg/ckpt_00000003.pt ]]; then
+  if [[ $steps_logged -eq 3 && -f $WORK/cfg/ckpt_00000003.safetensors ]]; then
     pass "--config FILE: --steps 3 on the command line overrides steps = 5 in the file"
   else
     fail "--config FILE override" "$steps_logged steps logged; files: $(ls "$WORK/cfg" | tr '\n' ' ')"
@@ -232,7 +255,7 @@ else
   else
     fail "loss falls" "only ${#losses[@]} losses in $METRICS"
   fi
-  if [[ -f $OUT/ckpt_00000300.pt ]]; then pass "checkpoint ckpt_00000300.pt written"; else fail "final checkpoint" "$(ls "$OUT" | tr '\n' ' ')"; fi
+  if [[ -f $OUT/ckpt_00000300.safetensors ]]; then pass "checkpoint ckpt_00000300.safetensors written"; else fail "final checkpoint" "$(ls "$OUT" | tr '\n' ' ')"; fi
   if python3 -c "
 import json, sys
 run = json.load(open(sys.argv[1]))

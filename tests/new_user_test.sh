@@ -149,4 +149,15 @@ if expect_ok plan_fp16 plan --preset gpt2-medium --gpu-memory 16 --ranks 4 --pre
 fi
 expect_bad loss_scale_fp32 "^mygpt-ddp: error: --loss-scale-init has no effect: this run's precision is fp32" \
   train builtin:sort --preset tiny --steps 1 --device cpu --out "$WORK/ls" --loss-scale-init 8 && pass "--loss-scale-init without fp16 is refused"
+# --- plan --help lists the options that change the plan; plan still takes train's whole command line ---
+if expect_ok plan_help plan --help; then
+  check "plan --help lists --gpu-memory and --batch-size" \
+    bash -c "grep -qE -- '--gpu-memory[ =]' '$WORK/plan_help.out' && grep -qE -- '--batch-size[ =]' '$WORK/plan_help.out'"
+  check "plan --help lists none of --sample-prompt, --hellaswag, --checkpoint-every" \
+    bash -c "! grep -qE -- '--(sample-prompt|hellaswag|checkpoint-every)[ =]' '$WORK/plan_help.out'"
+fi
+if expect_ok plan_train_line plan --preset tiny --batch-size 4 --checkpoint-every 5 --keep-checkpoints 2 \
+     --sample-every 10 --sample-prompt hi --log-every 5; then
+  check "plan given train-only flags still plans" grep -q "^per step and rank: 4 x " "$WORK/plan_train_line.out"
+fi
 finish

@@ -25,7 +25,7 @@ trap 'cleanup; [[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
 # --- a live run: a second one is refused and the first one's files stay whole --------------------
 "$BIN" train "${LONG[@]}" --steps 1000000 --out busy >first.out 2>first.err &
 first_pid=$!
-if ! wait_for busy/ckpt_00000020.pt 60; then
+if ! wait_for busy/ckpt_00000020.safetensors 60; then
   fail "first run wrote a checkpoint" "$(tail -c 300 first.err)"
   finish
 fi
@@ -46,7 +46,7 @@ check "the first run's metrics keep growing ($rows_before -> $rows_after rows)" 
 check "every metrics row is whole JSON" python3 -c "import json,sys; [json.loads(l) for l in open('busy/metrics.jsonl')]"
 expect_bad overwrite "in use by another run" train "${LONG[@]}" --steps 1000000 --overwrite --out busy &&
   pass "--overwrite into a busy --out is refused too"
-check "the first run's checkpoints are all still there" test -f busy/ckpt_00000020.pt
+check "the first run's checkpoints are all still there" test -f busy/ckpt_00000020.safetensors
 
 # --- an early stop (SIGTERM) releases the claim -----------------------------------------------------
 kill -TERM "$first_pid"
@@ -58,7 +58,7 @@ check "the claim is released after an early stop" test ! -e busy/run.lock
 check "no claim temporaries are left" test -z "$(find busy -name '.run.lock*')"
 
 # --- an error exit releases the claim ----------------------------------------------------------------
-expect_bad bad_resume "--resume busy/ckpt_[0-9]+\.pt: .*beyond --steps" train "${LONG[@]}" --steps 1 --resume auto --out busy &&
+expect_bad bad_resume "--resume busy/ckpt_[0-9]+\.safetensors: .*beyond --steps" train "${LONG[@]}" --steps 1 --resume auto --out busy &&
   pass "an error exit: $(cat bad_resume.err)"
 check "the claim is released after an error exit" test ! -e busy/run.lock
 
@@ -70,8 +70,8 @@ kill -9 "$first_pid"
 wait "$first_pid" 2>/dev/null
 first_pid=""
 check "a killed run leaves its claim" test -f busy/run.lock
-latest=$(find busy -name 'ckpt_*.pt' | sort | tail -n 1)
-latest_step=$((10#$(basename "$latest" .pt | tr -dc 0-9)))
+latest=$(find busy -name 'ckpt_*.safetensors' | sort | tail -n 1)
+latest_step=$((10#$(basename "$latest" .safetensors | tr -dc 0-9)))
 if expect_ok takeover train "${LONG[@]}" --steps $((latest_step + 2)) --resume auto --out busy; then
   if grep -q "took over --out 'busy' from a run that is gone" takeover.out; then
     pass "the dead run's claim was taken over: $(grep 'took over' takeover.out)"

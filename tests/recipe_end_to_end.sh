@@ -150,10 +150,10 @@ TINY=(--preset tiny --seq-len 16 --batch-size 4 --threads 1 --device cpu --log-e
 train_ok() {
   local name=$1 spec=$2 tokens=$3
   if expect_ok "$name" train "$spec" "${TINY[@]}" --steps 3 --eval-every 0 --out "$WORK/o_$name"; then
-    if grep -qF "| train $tokens tokens" "$WORK/$name.out" && [[ -f $WORK/o_$name/ckpt_00000003.pt ]]; then
+    if grep -qF "| train $tokens tokens" "$WORK/$name.out" && [[ -f $WORK/o_$name/ckpt_00000003.safetensors ]]; then
       pass "train 3 steps on $name: $(grep '^data:' "$WORK/$name.out")"
     else
-      fail "train on $name" "$(grep '^data:' "$WORK/$name.out"), want $tokens tokens and ckpt_00000003.pt"
+      fail "train on $name" "$(grep '^data:' "$WORK/$name.out"), want $tokens tokens and ckpt_00000003.safetensors"
     fi
   fi
 }
@@ -205,10 +205,13 @@ S=16
 K=6
 # resume_check ID LABEL NP ARGS...: S steps straight vs K steps, a stop, and a resume to S; the
 # per-step train losses (and validation losses) in metrics.jsonl must be equal as written, bit for bit.
+# With OLD_NAME=1 the step-K checkpoint is renamed ckpt_<K>.pt, as builds before .safetensors named it.
 resume_check() {
   local id=$1 label=$2 np=$3
   shift 3
   local straight=$WORK/straight_$id resumed=$WORK/resumed_$id
+  local kept
+  kept=$(printf 'ckpt_%08d.safetensors' $K)
   local args=("$SHARDS" "${TINY[@]}" --steps $S --eval-every 5 --eval-steps 2 "$@")
   run_np "$np" "straight_$id" train "${args[@]}" --out "$straight"
   [[ $RC -eq 0 ]] || { fail "$label: straight run" "exit $RC: $(tail -c 300 "$WORK/straight_$id.err")"; return; }
@@ -216,12 +219,17 @@ resume_check() {
   [[ $RC -eq 0 ]] || { fail "$label: checkpointed run" "exit $RC: $(tail -c 300 "$WORK/first_$id.err")"; return; }
   # Stop after step K: later checkpoints and metrics never happened.
   for f in "$resumed"/ckpt_*; do
-    [[ $(basename "$f") == "$(printf 'ckpt_%08d.pt' $K)" ]] || rm -f "$f"
+    [[ $(basename "$f") == "$kept" ]] || rm -f "$f"
   done
+  [[ -f $resumed/$kept ]] || { fail "$label: checkpoint name" "no $kept in: $(ckpt_list "$resumed")"; return; }
+  if [[ ${OLD_NAME:-0} == 1 ]]; then
+    mv "$resumed/$kept" "$resumed/${kept%.safetensors}.pt"
+    kept=${kept%.safetensors}.pt
+  fi
   keep_train_records "$resumed/metrics.jsonl" $K
   run_np "$np" "resume_$id" train "${args[@]}" --checkpoint-every $K --resume auto --out "$resumed"
   [[ $RC -eq 0 ]] || { fail "$label: resumed run" "exit $RC: $(tail -c 300 "$WORK/resume_$id.err")"; return; }
-  grep -qF "resumed from $resumed/$(printf 'ckpt_%08d.pt' $K) at step $K" "$WORK/resume_$id.out" ||
+  grep -qF "resumed from $resumed/$kept at step $K" "$WORK/resume_$id.out" ||
     { fail "$label: resume message" "$(grep -i resum "$WORK/resume_$id.out")"; return; }
   local a b n
   a=$(metric_values loss "$straight/metrics.jsonl")
@@ -242,9 +250,12 @@ resume_check() {
 # Dropout and random order: the RNG states and the sampler's generator must come back exactly.
 resume_check np1 "1 rank, dropout 0.1, random order" 1 --dropout 0.1 --data-order random
 resume_check np1_muon "1 rank, --optimizer muon (momentum buffers)" 1 --optimizer muon --data-order sequential
+# A folder from a build that named checkpoints .pt (the same safetensors content) continues as before.
+OLD_NAME=1 resume_check np1_old_name "1 rank, --resume auto from an old-named ckpt_$(printf '%08d' $K).pt" 1 \
+  --data-order sequential
 # A checkpoint continues only with the optimizer it was trained with (its state has another shape).
 if [[ -d $WORK/resumed_np1_muon ]] && expect_bad other_optimizer "trained with --optimizer muon.*same optimizer" train \
-     "$SHARDS" "${TINY[@]}" --steps $S --optimizer adamw --resume "$WORK/resumed_np1_muon/ckpt_00000016.pt" --out "$WORK/other_optimizer"; then
+     "$SHARDS" "${TINY[@]}" --steps $S --optimizer adamw --resume "$WORK/resumed_np1_muon/ckpt_00000016.safetensors" --out "$WORK/other_optimizer"; then
   pass "a Muon checkpoint resumed with --optimizer adamw is refused: $(cat "$WORK/other_optimizer.err")"
 fi
 if [[ ${#MPIRUN[@]} -gt 0 ]]; then
@@ -257,7 +268,7 @@ if [[ ${#MPIRUN[@]} -gt 0 ]]; then
   # reads what the two did), random streams re-seeded with a note.
   two=$WORK/resumed_np2
   mkdir -p "$WORK/cross_seq"
-  ck=$(printf 'ckpt_%08d.pt' $K)
+  ck=$(printf 'ckpt_%08d.safetensors' $K)
   if [[ -f "$two/$ck" ]]; then
     cp "$two/$ck" "$WORK/cross_seq/"
     if expect_ok cross_seq train "$SHARDS" "${TINY[@]}" --steps $S --eval-every 0 --data-order sequential --grad-accum 2 \
@@ -286,7 +297,7 @@ if [[ ${#MPIRUN[@]} -gt 0 ]]; then
     fail "2-rank random-order run" "exit $RC: $(tail -c 300 "$WORK/random_2.err")"
   elif expect_bad cross_random "2 ranks.*random" train "$SHARDS" "${TINY[@]}" --steps 4 --eval-every 0 --data-order random \
          --resume auto --out "$WORK/random_2"; then
-    if [[ $(ckpt_list "$WORK/random_2") == "ckpt_00000002.pt " ]]; then
+    if [[ $(ckpt_list "$WORK/random_2") == "ckpt_00000002.safetensors " ]]; then
       pass "a 2-rank random-order checkpoint is refused on 1 rank: $(cat "$WORK/cross_random.err")"
     else
       fail "2-rank random checkpoint on 1 rank" "checkpoints after refusal: $(ckpt_list "$WORK/random_2")"
@@ -301,7 +312,7 @@ echo "== checkpoint pruning"
 if expect_ok keep train "$SHARDS" "${TINY[@]}" --steps 8 --eval-every 0 --checkpoint-every 2 --keep-checkpoints 2 \
      --out "$WORK/keep"; then
   listing=$(ckpt_list "$WORK/keep")
-  [[ $listing == "ckpt_00000006.pt ckpt_00000008.pt " ]] &&
+  [[ $listing == "ckpt_00000006.safetensors ckpt_00000008.safetensors " ]] &&
     pass "--keep-checkpoints 2 --checkpoint-every 2 over 8 steps keeps the newest two: $listing" ||
     fail "--keep-checkpoints 2" "left '$listing'"
 fi

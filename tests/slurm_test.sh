@@ -22,8 +22,9 @@ printf '%s\n' "$*" >>"$WORK/srun.args"
 out=""; prev=""
 for a in "$@"; do [[ $prev == --out ]] && out=$a; prev=$a; done
 case "$FAKE_SRUN" in
-  stop) touch "$out/ckpt_00000005.pt"; exit 0 ;;
-  finish) touch "$out/$(printf 'ckpt_%08d.pt' "$STEPS")"; exit 0 ;;
+  stop) touch "$out/ckpt_00000005.safetensors"; exit 0 ;;
+  finish) touch "$out/$(printf 'ckpt_%08d.safetensors' "$STEPS")"; exit 0 ;;
+  finished_old_name) touch "$out/$(printf 'ckpt_%08d.pt' "$STEPS")"; exit 0 ;;
   fail) exit 1 ;;
 esac
 SRUN
@@ -53,6 +54,10 @@ check "... and requeues the job (scontrol requeue 42)" grep -qx "requeue 42" "$W
 check "srun runs the binary with --mpi=pmix and --resume auto" grep -q -- "--mpi=pmix .*--resume auto" "$WORK/srun.args"
 job finish
 check "a finished run exits 0 (exit $RC)" test "$RC" -eq 0
+check "... and is not requeued" test ! -e "$WORK/scontrol.args"
+# Resumed at its last step, a run of an older build's (ckpt_<STEPS>.pt) writes nothing new: done.
+job finished_old_name
+check "a run finished under the old checkpoint name exits 0 (exit $RC)" test "$RC" -eq 0
 check "... and is not requeued" test ! -e "$WORK/scontrol.args"
 job fail
 check "a failed run keeps its exit status (exit $RC)" test "$RC" -eq 1

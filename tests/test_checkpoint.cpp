@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -149,7 +150,7 @@ TEST(Checkpoint, OptimizerStateRoundTrip) {
   Gpt model = tiny_model(2);
   AdamW optimizer = make_optimizer(model);
   for (uint64_t s = 0; s < 3; ++s) train_one_step(model, optimizer, s);
-  const fs::path path = dir.path() / "ckpt.pt";
+  const fs::path path = dir.path() / "ckpt.safetensors";
   save(path, model, &optimizer, sample_meta(3));
 
   const Checkpoint loaded = load_checkpoint(path);
@@ -180,10 +181,10 @@ TEST(Checkpoint, OptimizerStateMustMatchAndExist) {
   Gpt model = tiny_model(2);
   AdamW optimizer = make_optimizer(model);
   train_one_step(model, optimizer, 0);
-  save(dir.path() / "with.pt", model, &optimizer, sample_meta(1));
-  save(dir.path() / "without.pt", model, nullptr, sample_meta(1));
+  save(dir.path() / "with.safetensors", model, &optimizer, sample_meta(1));
+  save(dir.path() / "without.safetensors", model, nullptr, sample_meta(1));
 
-  const Checkpoint without = load_checkpoint(dir.path() / "without.pt");
+  const Checkpoint without = load_checkpoint(dir.path() / "without.safetensors");
   Gpt without_model = model_from_checkpoint(without);
   AdamW other = make_optimizer(without_model);
   EXPECT_THROW(other.load_state_dict(part_state(without.tensors, "optimizer")), std::invalid_argument);
@@ -193,7 +194,7 @@ TEST(Checkpoint, OptimizerStateMustMatchAndExist) {
   torch::manual_seed(0);
   Gpt different(wider);
   AdamW mismatched = make_optimizer(different);
-  const Checkpoint with = load_checkpoint(dir.path() / "with.pt");
+  const Checkpoint with = load_checkpoint(dir.path() / "with.safetensors");
   EXPECT_THROW(mismatched.load_state_dict(part_state(with.tensors, "optimizer")), std::invalid_argument);
 }
 
@@ -234,7 +235,7 @@ TEST(Checkpoint, ResumeGivesIdenticalLosses) {
 
 TEST(Checkpoint, MissingFileIsNamed) {
   ScratchDir dir;
-  const fs::path path = dir.path() / "nothing_here.pt";
+  const fs::path path = dir.path() / "nothing_here.safetensors";
   const std::string message = invalid_argument_message([&] { load_checkpoint(path); });
   EXPECT_NE(message.find(path.string()), std::string::npos) << message;
   const std::string dir_message = invalid_argument_message([&] { load_checkpoint(dir.path()); });
@@ -244,11 +245,11 @@ TEST(Checkpoint, MissingFileIsNamed) {
 TEST(Checkpoint, TruncatedFileIsNamed) {
   ScratchDir dir;
   Gpt model = tiny_model(1);
-  const fs::path good = dir.path() / "good.pt";
+  const fs::path good = dir.path() / "good.safetensors";
   save(good, model, nullptr, sample_meta(1));
   const std::string bytes = read_file(good);
   ASSERT_GT(bytes.size(), 1000u);
-  const fs::path truncated = dir.path() / "truncated.pt";
+  const fs::path truncated = dir.path() / "truncated.safetensors";
   write_file(truncated, bytes.substr(0, bytes.size() / 2));
   const std::string message = invalid_argument_message([&] { load_checkpoint(truncated); });
   EXPECT_NE(message.find(truncated.string()), std::string::npos) << message;
@@ -260,22 +261,22 @@ TEST(Checkpoint, ForeignFilesAreNamed) {
   std::mt19937 rng(1);
   std::string noise(4096, '\0');
   for (char& ch : noise) ch = static_cast<char>(rng() & 0xFF);
-  const fs::path random_bytes = dir.path() / "random.pt";
+  const fs::path random_bytes = dir.path() / "random.safetensors";
   write_file(random_bytes, noise);
 
-  const fs::path empty = dir.path() / "empty.pt";
+  const fs::path empty = dir.path() / "empty.safetensors";
   write_file(empty, "");
 
   // Valid torch archives that are not ours: other keys, a pickled tensor, a foreign format tag.
-  const fs::path other_archive = dir.path() / "other_archive.pt";
+  const fs::path other_archive = dir.path() / "other_archive.safetensors";
   {
     torch::serialize::OutputArchive archive;
     archive.write("weights", torch::ones({3, 3}));
     archive.save_to(other_archive.string());
   }
-  const fs::path pickled = dir.path() / "pickled.pt";
+  const fs::path pickled = dir.path() / "pickled.safetensors";
   torch::save(torch::ones({4}), pickled.string());
-  const fs::path other_tag = dir.path() / "other_tag.pt";
+  const fs::path other_tag = dir.path() / "other_tag.safetensors";
   {
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(std::string("someone else's checkpoint")));
@@ -295,18 +296,18 @@ TEST(Checkpoint, AtomicWriteLeavesNoTemporaryFile) {
   AdamW optimizer = make_optimizer(model);
   const fs::path path = checkpoint_path(dir.path() / "nested" / "out", 10);  // directories are created
   save(path, model, &optimizer, sample_meta(10));
-  EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.pt"});
+  EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.safetensors"});
 
   // Overwriting replaces the file in one piece.
   Gpt other = tiny_model(2);
   save(path, other, nullptr, sample_meta(11));
-  EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.pt"});
+  EXPECT_EQ(file_names(path.parent_path()), std::vector<std::string>{"ckpt_00000010.safetensors"});
   EXPECT_EQ(load_checkpoint(path).meta.step, 11);
 }
 
 TEST(Checkpoint, LatestAndResolve) {
   ScratchDir dir;
-  EXPECT_EQ(checkpoint_path(dir.path(), 1234).filename().string(), "ckpt_00001234.pt");
+  EXPECT_EQ(checkpoint_path(dir.path(), 1234).filename().string(), "ckpt_00001234.safetensors");
   EXPECT_FALSE(latest_checkpoint(dir.path()).has_value());
   EXPECT_FALSE(latest_checkpoint(dir.path() / "absent").has_value());
   const std::string message = invalid_argument_message([&] { resolve_checkpoint(dir.path()); });
@@ -315,10 +316,12 @@ TEST(Checkpoint, LatestAndResolve) {
   Gpt model = tiny_model(1);
   for (int64_t step : {5, 100, 20}) save(checkpoint_path(dir.path(), step), model, nullptr, sample_meta(step));
   // Things that are not checkpoints do not count.
-  write_file(dir.path() / "ckpt_00000999.pt.tmp", "partial");
-  write_file(dir.path() / "model_99999999.pt", "other");
+  write_file(dir.path() / "ckpt_00000999.safetensors.tmp", "partial");
+  write_file(dir.path() / "model_99999999.safetensors", "other");
   write_file(dir.path() / "ckpt_00000500.txt", "notes");
-  fs::create_directories(dir.path() / "ckpt_00009999.pt");
+  fs::create_directories(dir.path() / "ckpt_00009999.safetensors");
+  write_file(dir.path() / "ckpt_final.safetensors", "not a step");
+  write_file(dir.path() / "ckpt_00000700.pt.bak", "a copy");
 
   EXPECT_EQ(latest_checkpoint(dir.path()).value_or("").string(), checkpoint_path(dir.path(), 100).string());
   EXPECT_EQ(resolve_checkpoint(dir.path()).string(), checkpoint_path(dir.path(), 100).string());
@@ -327,15 +330,61 @@ TEST(Checkpoint, LatestAndResolve) {
   EXPECT_EQ(resolve_checkpoint(file).string(), file.string());
 }
 
+// Builds before checkpoints were named for their format wrote the same files as "ckpt_<step>.pt".
+TEST(Checkpoint, OldNamesAreFoundByStepBesideNewOnes) {
+  EXPECT_EQ(checkpoint_file_step("out/ckpt_00000042.safetensors"), 42);
+  EXPECT_EQ(checkpoint_file_step("ckpt_00000042.pt"), 42);
+  EXPECT_EQ(checkpoint_file_step("ckpt_123456789.safetensors"), 123456789);  // past 8 digits
+  for (const char* other : {"ckpt_.pt", "ckpt_12a.safetensors", "model.safetensors", "ckpt_00000042.bin",
+                            "xckpt_00000042.pt", "ckpt_00000042.safetensors.tmp"}) {
+    EXPECT_FALSE(checkpoint_file_step(other).has_value()) << other;
+  }
+
+  ScratchDir dir;
+  Gpt model = tiny_model(1);
+  const auto save_as = [&](const std::string& name, int64_t step) {
+    save(dir.path() / name, model, nullptr, sample_meta(step));
+    return dir.path() / name;
+  };
+  const fs::path old_5 = save_as("ckpt_00000005.pt", 5);
+  const fs::path new_10 = save_as("ckpt_00000010.safetensors", 10);
+  const fs::path old_20 = save_as("ckpt_00000020.pt", 20);
+  // The highest step wins whatever its name; the step, not the name, orders them.
+  EXPECT_EQ(latest_checkpoint(dir.path()).value_or("").string(), old_20.string());
+  EXPECT_EQ(load_checkpoint(resolve_checkpoint(dir.path())).meta.step, 20);
+  const fs::path new_100 = save_as("ckpt_100000000.safetensors", 100000000);
+  EXPECT_EQ(latest_checkpoint(dir.path()).value_or("").string(), new_100.string());
+  fs::remove(new_100);
+  // Both names for one step: the .safetensors is the newer; the .pt is listed (and so pruned) first.
+  const fs::path new_20 = save_as("ckpt_00000020.safetensors", 20);
+  EXPECT_EQ(latest_checkpoint(dir.path()).value_or("").string(), new_20.string());
+  EXPECT_EQ(list_checkpoints(dir.path()), (std::vector<fs::path>{old_5, new_10, old_20, new_20}));
+}
+
+// A run resumed from a folder of old-named checkpoints prunes both names together, oldest first.
+TEST(Checkpoint, KeepCheckpointsCountsBothNames) {
+  ScratchDir dir;
+  dir.write("ckpt_00000001.pt", "an old-named checkpoint, older than this run's");
+  dir.write("ckpt_00000005.pt", "an old-named checkpoint between this run's");
+  const TrainingData data = testing::token_data(testing::random_tokens(1500, kVocab, 5), kVocab);
+  testing::cpu_trainer({"--preset", "tiny", "--block-size", "16", "--steps", "6", "--batch-size", "4", "--seq-len",
+                        "16", "--eval-every", "0", "--checkpoint-every", "2", "--keep-checkpoints", "2", "--out",
+                        dir.path().string(), "--device", "cpu"},
+                       data)
+      ->run(0);
+  EXPECT_EQ(list_checkpoints(dir.path()),
+            (std::vector<fs::path>{dir.path() / "ckpt_00000005.pt", checkpoint_path(dir.path(), 6)}));
+}
+
 TEST(Checkpoint, DamageIsDetectedAndNamed) {
   ScratchDir dir;
-  const fs::path good = save_trained(dir.path() / "good.pt");
+  const fs::path good = save_trained(dir.path() / "good.safetensors");
   const std::string bytes = read_file(good);
 
   // One flipped exponent bit in the last tensor's data, and a changed digit in the metadata (same length).
   std::string flipped = bytes;
   flipped[flipped.size() - 2] = static_cast<char>(flipped[flipped.size() - 2] ^ 0x40);
-  const fs::path bit = dir.write("bit.pt", flipped);
+  const fs::path bit = dir.write("bit.safetensors", flipped);
   const std::string bit_message = invalid_argument_message([&] { load_checkpoint(bit); });
   EXPECT_NE(bit_message.find(bit.string()), std::string::npos) << bit_message;
   EXPECT_NE(bit_message.find("fails its checksum"), std::string::npos) << bit_message;
@@ -345,13 +394,13 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
   const size_t at = edited.find("\"step\":\"3\"");
   ASSERT_NE(at, std::string::npos);
   edited[at + 8] = '5';
-  const fs::path meta = dir.write("meta.pt", edited);
+  const fs::path meta = dir.write("meta.safetensors", edited);
   const std::string meta_message = invalid_argument_message([&] { load_checkpoint(meta); });
   EXPECT_NE(meta_message.find("metadata fails its checksum"), std::string::npos) << meta_message;
 
   // Every truncation point is refused by name, none crashes.
   for (size_t keep : {size_t{0}, size_t{7}, size_t{100}, bytes.size() / 3, bytes.size() - 1}) {
-    const fs::path cut = dir.write("cut.pt", bytes.substr(0, keep));
+    const fs::path cut = dir.write("cut.safetensors", bytes.substr(0, keep));
     const std::string message = invalid_argument_message([&] { load_checkpoint(cut); });
     EXPECT_NE(message.find(cut.string()), std::string::npos) << keep << ": " << message;
   }
@@ -360,15 +409,16 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
 
 TEST(Checkpoint, StaleTemporariesOfOurOwnAreRemoved) {
   ScratchDir dir;
-  dir.write(".ckpt_00000004.pt.tmp.4242", "partial");
+  dir.write(".ckpt_00000004.safetensors.tmp.4242", "partial");
+  dir.write(".ckpt_00000003.pt.tmp.4242", "partial, of a build that named checkpoints .pt");
   dir.write("ckpt_00000005.pt.tmp", "partial, older builds' name");
   dir.write(".notes.tmp.1", "not ours");
-  dir.write("ckpt_00000006.pt", "not a temporary");
-  EXPECT_EQ(remove_stale_checkpoint_temporaries(dir.path()), 2);
-  EXPECT_FALSE(fs::exists(dir.path() / ".ckpt_00000004.pt.tmp.4242"));
-  EXPECT_FALSE(fs::exists(dir.path() / "ckpt_00000005.pt.tmp"));
-  EXPECT_TRUE(fs::exists(dir.path() / ".notes.tmp.1"));
-  EXPECT_TRUE(fs::exists(dir.path() / "ckpt_00000006.pt"));
+  dir.write("ckpt_00000006.safetensors", "not a temporary");
+  dir.write("ckpt_00000002.pt", "not a temporary either");
+  EXPECT_EQ(remove_stale_checkpoint_temporaries(dir.path()), 3);
+  std::vector<std::string> left = file_names(dir.path());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{".notes.tmp.1", "ckpt_00000002.pt", "ckpt_00000006.safetensors"}));
 }
 
 TEST(Checkpoint, ResumingBeyondTheLastStepIsRefused) {
@@ -408,8 +458,9 @@ fs::path with_metadata(const fs::path& from, const fs::path& to, const std::map<
 
 TEST(Checkpoint, MetadataClaimsAreCheckedAgainstTheTensorsBeforeAnyModelIsBuilt) {
   ScratchDir dir;
-  const fs::path good = save_trained(dir.path() / "good.pt");
-  ASSERT_NO_THROW(load_checkpoint(with_metadata(good, dir.path() / "resigned.pt", {})));  // the helper is sound
+  const fs::path good = save_trained(dir.path() / "good.safetensors");
+  // The helper is sound.
+  ASSERT_NO_THROW(load_checkpoint(with_metadata(good, dir.path() / "resigned.safetensors", {})));
 
   GptConfig huge = tiny_config();
   huge.n_layer = 64;
@@ -428,7 +479,8 @@ TEST(Checkpoint, MetadataClaimsAreCheckedAgainstTheTensorsBeforeAnyModelIsBuilt)
       {{{"step", "0"}}, {"claims step 0", "optimizer took 1 steps"}},
   };
   for (size_t i = 0; i < lies.size(); ++i) {
-    const fs::path lying = with_metadata(good, dir.path() / ("lie" + std::to_string(i) + ".pt"), lies[i].first);
+    const fs::path lying =
+        with_metadata(good, dir.path() / ("lie" + std::to_string(i) + ".safetensors"), lies[i].first);
     std::vector<std::string> needles = lies[i].second;
     needles.push_back(lying.string());
     expect_refused([&] { load_checkpoint(lying); }, needles);

@@ -228,7 +228,7 @@ void expect_matches_reference(const RecipeUnderTest& r) {
     GTEST_SKIP() << "torch is not importable by '" << testing::reference_python() << "'";
   }
   ScratchDir dir;
-  const auto path = dir.path() / "record.pt";
+  const auto path = dir.path() / "record.safetensors";
   const std::vector<char> bytes = torch::pickle_save(record_training(r));
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   const nlohmann::json result = testing::run_python_json(MYGPT_MUON_REFERENCE_SCRIPT, {path.string()}, dir.path());

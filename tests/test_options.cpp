@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -215,6 +216,35 @@ TEST(OptionTables, HelpShowsDefaultsOnOneLineAndTheTopLevelHelpIsShort) {
   }
   EXPECT_EQ(help.str().find("--gpu-memory"), std::string::npos);
   EXPECT_NE(plan_help.str().find("--gpu-memory"), std::string::npos);
+}
+
+// plan takes train's whole command line (a user pastes their train flags after it), but its --help lists
+// only the options that change the plan.
+TEST(OptionTables, PlanHelpListsOnlyWhatPlanReads) {
+  const auto plan = std::find_if(command_table().begin(), command_table().end(),
+                                 [](const Command& c) { return c.name == "plan"; });
+  ASSERT_NE(plan, command_table().end());
+  std::ostringstream help;
+  help << plan->options();
+  const auto lists = [&](const std::string& flag) {
+    return std::regex_search(help.str(), std::regex("\\s--" + flag + "(\\s|\\[)"));
+  };
+  for (const char* read : {"data", "preset", "n-layer", "batch-size", "seq-len", "grad-accum", "total-batch-tokens",
+                           "steps", "lr", "device", "precision", "zero", "recompute", "fused-loss", "ranks",
+                           "gpu-memory", "init-from", "resume", "config"}) {
+    EXPECT_TRUE(lists(read)) << "plan --help lacks --" << read << ":\n" << help.str();
+  }
+  for (const char* unread : {"sample-prompt", "sample-every", "hellaswag", "hellaswag-every", "checkpoint-every",
+                             "keep-checkpoints", "eval-every", "log-every", "bucket-mb", "overwrite", "seed",
+                             "weight-decay", "comm-timeout"}) {
+    EXPECT_FALSE(lists(unread)) << "plan --help lists --" << unread;
+  }
+  // ... and it still accepts them, as train does.
+  const std::vector<std::string> train_line = {"--preset", "tiny", "--sample-every", "10", "--sample-prompt", "hi",
+                                               "--checkpoint-every", "5", "--keep-checkpoints", "2", "--seed", "7"};
+  const auto values = values_of(plan->option_values(train_line));
+  EXPECT_EQ(values.at("checkpoint-every"), "5");
+  EXPECT_EQ(values.at("sample-prompt"), "hi");
 }
 
 TEST(OptionTables, NanoGptStyleNamesGetAHint) {

@@ -126,11 +126,19 @@ if [[ -f $WORK/char/metrics.jsonl ]]; then
   expect_bad_input fresh_into_old_run "--out '$WORK/char' holds an earlier run.*--resume auto.*--overwrite" "" \
     train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/char"
   check "... and leaves its metrics untouched" test "$before" = "$(cksum <"$WORK/char/metrics.jsonl")"
+  # A folder holding only a checkpoint under the name of builds before .safetensors is an earlier run too.
+  mkdir -p "$WORK/old_name_run"
+  cp "$WORK/char/ckpt_00000006.safetensors" "$WORK/old_name_run/ckpt_00000006.pt"
+  expect_bad_input fresh_into_old_name "--out '$WORK/old_name_run' holds an earlier run \(ckpt_00000006.pt\)" "" \
+    train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/old_name_run"
+  cp "$WORK/char/ckpt_00000006.safetensors" "$WORK/char/ckpt_00000004.pt"
   if expect_ok overwrite_run train "$CHAR_TEXT" "${TINY[@]}" --steps 3 --out "$WORK/char" --overwrite; then
-    check "--overwrite deletes the earlier run's checkpoints" test ! -e "$WORK/char/ckpt_00000006.pt" -a -e "$WORK/char/ckpt_00000003.pt"
+    check "--overwrite deletes the earlier run's checkpoints, old names too" \
+      test ! -e "$WORK/char/ckpt_00000006.safetensors" -a ! -e "$WORK/char/ckpt_00000004.pt" \
+      -a -e "$WORK/char/ckpt_00000003.safetensors"
   fi
   if expect_ok resume_named train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/char" --resume auto; then
-    check "--resume names the checkpoint it loaded" grep -q "resumed from $WORK/char/ckpt_00000003.pt at step 3" "$WORK/resume_named.out"
+    check "--resume names the checkpoint it loaded" grep -q "resumed from $WORK/char/ckpt_00000003.safetensors at step 3" "$WORK/resume_named.out"
   fi
 fi
 

@@ -1,9 +1,12 @@
 #include "trainer/checkpoint.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 #include <stdexcept>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "common/checksum.h"
@@ -217,24 +220,53 @@ Gpt model_from_checkpoint(const Checkpoint& checkpoint) {
   return model;
 }
 
+// "ckpt_<step>.safetensors"; builds before it named the same format ".pt", which is still read.
+constexpr std::string_view kCheckpointPrefix = "ckpt_";
+constexpr std::string_view kCheckpointExtension = ".safetensors";
+constexpr std::string_view kOldCheckpointExtension = ".pt";
+
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "ckpt_%08lld.pt", static_cast<long long>(step));
-  return dir / name;
+  return dir / strprintf("ckpt_%08lld.safetensors", static_cast<long long>(step));
+}
+
+std::optional<int64_t> checkpoint_file_step(const std::filesystem::path& file) {
+  const std::string extension = file.extension().string();
+  if (extension != kCheckpointExtension && extension != kOldCheckpointExtension) return std::nullopt;
+  const std::string stem = file.stem().string();
+  if (stem.rfind(kCheckpointPrefix, 0) != 0) return std::nullopt;
+  const std::string digits = stem.substr(kCheckpointPrefix.size());
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return std::nullopt;
+  }
+  return std::stoll(digits);
+}
+
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir) {
+  struct Found {
+    int64_t step;
+    bool new_name;
+    std::filesystem::path path;
+  };
+  std::vector<Found> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const auto step = checkpoint_file_step(entry.path());
+    if (step && entry.is_regular_file(ec)) {
+      found.push_back({*step, entry.path().extension() == kCheckpointExtension, entry.path()});
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return std::tie(a.step, a.new_name) < std::tie(b.step, b.new_name); });
+  std::vector<std::filesystem::path> paths;
+  for (auto& f : found) paths.push_back(std::move(f.path));
+  return paths;
 }
 
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
-  std::vector<std::filesystem::path> found;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.rfind("ckpt_", 0) == 0 && entry.path().extension() == ".pt") {
-      found.push_back(entry.path());
-    }
-  }
+  std::vector<std::filesystem::path> found = list_checkpoints(dir);
   if (found.empty()) return std::nullopt;
-  return *std::max_element(found.begin(), found.end());
+  return std::move(found.back());
 }
 
 int remove_stale_checkpoint_temporaries(const std::filesystem::path& dir) {
@@ -242,7 +274,8 @@ int remove_stale_checkpoint_temporaries(const std::filesystem::path& dir) {
   int removed = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    // Our own names only: AtomicFileWriter's ".ckpt_*.tmp.<pid>", and "ckpt_*.pt.tmp" of older builds.
+    // Our own names only: AtomicFileWriter's ".ckpt_*.tmp.<pid>" (either extension), and the
+    // "ckpt_*.pt.tmp" of older builds.
     const bool ours = is_atomic_writer_temporary(entry.path(), "ckpt_") ||
                       (name.rfind("ckpt_", 0) == 0 && name.size() > 7 && name.ends_with(".pt.tmp"));
     if (ours && entry.is_regular_file(ec) && std::filesystem::remove(entry.path(), ec)) ++removed;
@@ -253,8 +286,10 @@ int remove_stale_checkpoint_temporaries(const std::filesystem::path& dir) {
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path_or_dir) {
   if (std::filesystem::is_directory(path_or_dir)) {
     auto latest = latest_checkpoint(path_or_dir);
-    if (!latest)
-      throw std::invalid_argument("directory '" + path_or_dir.string() + "' holds no checkpoint (ckpt_*.pt)");
+    if (!latest) {
+      throw std::invalid_argument("directory '" + path_or_dir.string() +
+                                  "' holds no checkpoint (ckpt_*.safetensors, or ckpt_*.pt of older builds)");
+    }
     return *latest;
   }
   return path_or_dir;

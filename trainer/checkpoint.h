@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dataloader/text_codec.h"
 #include "model/gpt.h"
@@ -44,9 +45,16 @@ void add_part_state(StateDict& tensors, const std::string& part, const StateDict
 // The model a checkpoint holds, built on the CPU.
 Gpt model_from_checkpoint(const Checkpoint& checkpoint);
 
-// "<dir>/ckpt_00001234.pt": zero-padded so that names sort by step.
+// "<dir>/ckpt_00001234.safetensors", named for what it is (not a torch.load pickle); zero-padded so that
+// names sort by step.
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step);
-// The newest checkpoint in dir, if any.
+// The step in a checkpoint's file name: "ckpt_<digits>.safetensors", or "ckpt_<digits>.pt" as builds before
+// the rename wrote the same format; nullopt for any other name.
+std::optional<int64_t> checkpoint_file_step(const std::filesystem::path& file);
+// The checkpoint files in dir (both names), oldest first; of two files for one step the .safetensors
+// comes last, so it is the one taken as newest and the .pt the one pruned first.
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
+// The newest checkpoint in dir (the highest step, whatever its name), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 // Removes the temporary files of checkpoint saves that were killed (only our own names); returns how many.
 int remove_stale_checkpoint_temporaries(const std::filesystem::path& dir);

@@ -167,12 +167,8 @@ void Trainer::save_checkpoint_at(int64_t steps_done) {
 
 void Trainer::prune_checkpoints() {
   if (options_.keep_checkpoints <= 0) return;
-  std::vector<std::filesystem::path> found;
-  for (const auto& entry : std::filesystem::directory_iterator(output_.out_dir())) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt_", 0) == 0 && entry.path().extension() == ".pt") found.push_back(entry.path());
-  }
-  std::sort(found.begin(), found.end());  // zero-padded step numbers sort by step
+  // Both names count (a run resumed from an old-named folder), oldest first.
+  const std::vector<std::filesystem::path> found = list_checkpoints(output_.out_dir());
   for (size_t i = 0; i + static_cast<size_t>(options_.keep_checkpoints) < found.size(); ++i) {
     std::filesystem::remove(found[i]);
   }

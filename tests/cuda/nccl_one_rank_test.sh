@@ -48,5 +48,5 @@ kill -USR1 $pid  # mpirun forwards SIGUSR1 to its ranks (SIGTERM it would answer
 wait $pid
 rc=$?
 check "SIGUSR1 to a one-rank $backend job: exit 0 (exit $rc): $(tail -1 "$WORK/stop.err")" test "$rc" -eq 0
-check "... with a checkpoint" bash -c "ls '$WORK/stop' | grep -q '^ckpt_.*\.pt$'"
+check "... with a checkpoint" bash -c "ls '$WORK/stop' | grep -q '^ckpt_.*\.safetensors$'"
 finish

@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [key, value] : metadata) all += key + "=" + value + '\0';
   metadata["metadata_checksum"] = mygpt::hex64(mygpt::xxh64(all));
 
-  const auto path = mygpt::fuzz::scratch_folder() / "ckpt_00000001.pt";
+  const auto path = mygpt::fuzz::scratch_folder() / "ckpt_00000001.safetensors";
   try {
     mygpt::write_safetensors(path, fixed_tensors(), metadata);
   } catch (const std::invalid_argument&) {

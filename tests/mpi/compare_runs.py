@@ -25,7 +25,7 @@ def losses(run):
 
 
 def final_state(run):
-    checkpoints = sorted(glob.glob(os.path.join(run, "ckpt_*.pt")))
+    checkpoints = sorted(glob.glob(os.path.join(run, "ckpt_*.safetensors")))
     if not checkpoints:
         raise SystemExit(f"no checkpoint in {run}")
     return os.path.basename(checkpoints[-1]), read_safetensors(checkpoints[-1])

@@ -33,7 +33,7 @@ rc=$RC
 check "(1) a 2-rank run succeeds (exit $rc)" test "$rc" -eq 0
 listing=$(cd "$WORK/rank0/out" 2>/dev/null && ls -A | tr '\n' ' ')
 check "(1) rank 0's --out holds one metrics.jsonl, run.json and the checkpoints of steps 5 and 10 (has: $listing)" \
-  test "$listing" = "ckpt_00000005.pt ckpt_00000010.pt metrics.jsonl run.json "
+  test "$listing" = "ckpt_00000005.safetensors ckpt_00000010.safetensors metrics.jsonl run.json "
 check "(1) rank 1 wrote nothing (no --out directory in its working directory)" test ! -e "$WORK/rank1/out"
 metric_steps=$(metric_values step "$WORK/rank0/out/metrics.jsonl" 2>/dev/null | tr '\n' ' ')
 check "(1) metrics.jsonl has one record per step, written once (steps: $metric_steps)" \
@@ -113,7 +113,7 @@ wait $pid
 rc=$?
 check "(5) two SIGTERMs back to back: exit 0 after the checkpoint (exit $rc)" test "$rc" -eq 0
 check "(5) ... the checkpoint was written: $(ls "$WORK/twice" 2>/dev/null | grep ckpt_ | tr '\n' ' ')" \
-  bash -c "ls '$WORK/twice' | grep -q '^ckpt_.*\.pt$'"
+  bash -c "ls '$WORK/twice' | grep -q '^ckpt_.*\.safetensors$'"
 check "(5) ... and said so" grep -q "stopped early; continue with --resume auto" "$WORK/twice.out"
 
 "${mpirun[@]}" "$BIN" train builtin:sort "${tiny[@]}" --steps 1000000 --log-every 20 --out "$WORK/usr1" \
@@ -126,7 +126,7 @@ rc=$?
 check "(5) SIGUSR1 to mpirun: every rank stops at one step and the job exits 0 (exit $rc)" test "$rc" -eq 0
 saved=$(ls "$WORK/usr1" 2>/dev/null | grep -c '^ckpt_')
 check "(5) ... with one checkpoint ($saved)" test "$saved" -eq 1
-at=$(ls "$WORK/usr1" | sed -n 's/^ckpt_0*\([0-9][0-9]*\)\.pt$/\1/p' | head -1)
+at=$(ls "$WORK/usr1" | sed -n 's/^ckpt_0*\([0-9][0-9]*\)\.safetensors$/\1/p' | head -1)
 run_np 2 usr1_resume train builtin:sort "${tiny[@]}" --steps $((${at:-0} + 2)) --resume auto --out "$WORK/usr1"
 check "(5) ... from which --resume auto continues (exit $RC)" grep -q "resumed from $WORK/usr1/ckpt_.* at step ${at:-?}" \
   "$WORK/usr1_resume.out"

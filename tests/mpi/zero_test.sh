@@ -85,20 +85,20 @@ done
 # (c) 12 steps with --zero 1 on 2 ranks, then back to its checkpoint at step 6 and on to 12 with --zero 0
 # in the same folder: the straight run's losses and weights, bit for bit.
 train_run stop6 2 1 --zero 1 --checkpoint-every 6
-rm -f "$WORK/stop6/ckpt_00000012.pt"
+rm -f "$WORK/stop6/ckpt_00000012.safetensors"
 awk -F'"step":' '{ split($2, a, ","); if (a[1] + 0 < 6) print }' "$WORK/stop6/metrics.jsonl" >"$WORK/kept.jsonl"
 mv "$WORK/kept.jsonl" "$WORK/stop6/metrics.jsonl"
-if [[ -f $WORK/stop6/ckpt_00000006.pt ]]; then
+if [[ -f $WORK/stop6/ckpt_00000006.safetensors ]]; then
   train_run stop6 2 1 --zero 0 --checkpoint-every 6 --resume auto
-  check "(c) the --zero 0 run resumed the --zero 1 checkpoint" grep -q "resumed from .*ckpt_00000006.pt at step 6" "$WORK/stop6.out"
+  check "(c) the --zero 0 run resumed the --zero 1 checkpoint" grep -q "resumed from .*ckpt_00000006.safetensors at step 6" "$WORK/stop6.out"
   comparison=$("$python" "$TESTS_DIR/mpi/compare_runs.py" 0 \
     "$(pair stop6 ranks2_zero1 "(c) --zero 1 to step 6, resumed with --zero 0 to 12 == 12 steps straight with --zero 1")" 2>&1)
   echo "$comparison"
   passed=$((passed + $(grep -c '^PASS:' <<<"$comparison")))
   failed=$((failed + $(grep -c '^FAIL:' <<<"$comparison")))
-  train_run resumed_3ranks 3 1 --zero 1 --resume "$WORK/stop6/ckpt_00000006.pt" &&
+  train_run resumed_3ranks 3 1 --zero 1 --resume "$WORK/stop6/ckpt_00000006.safetensors" &&
     check "(c) the 2-rank --zero 1 checkpoint resumes on 3 ranks with --zero 1 to step 12" \
-      test -f "$WORK/resumed_3ranks/ckpt_00000012.pt"
+      test -f "$WORK/resumed_3ranks/ckpt_00000012.safetensors"
 else
   fail "(c) no checkpoint at step 6"
 fi
