@@ -236,14 +236,20 @@ OptionTable<TrainFlags> make_table() {
   t.add("sample-every", &F::train, &T::sample_every, "rank 0 prints a sample every N steps; 0 disables")
       .init(0)
       .check(non_negative);
-  t.add("sample-prompt", &F::train, &T::sample_prompt, "prompt of those samples").init("\n").check(not_empty).check(utf8_text);
+  t.add("sample-prompt", &F::train, &T::sample_prompt, "prompt of those samples")
+      .init("\n")
+      .check(not_empty)
+      .check(utf8_text);
   t.add("sample-tokens", &F::train, &T::sample_tokens, "tokens per sample").init(64).check(positive);
   t.add("log-every", &F::train, &T::log_every, "print a progress line every N steps").init(10).check(positive);
   t.add("peak-tflops", &F::train, &T::peak_tflops,
         "the device's peak TFLOP/s for MFU; 0 looks the GPU up in a table (unknown: n/a)")
       .init(0.0)
       .check(non_negative);
-  t.add("bucket-mb", &F::train, &T::bucket_mb, "DDP gradient bucket size in MiB").init(25.0).check(positive);
+  t.add("bucket-mb", &F::train, &T::bucket_mb, "DDP gradient bucket size in MiB")
+      .init(25.0)
+      .check(positive)
+      .read_by(kPlanCommand);
   t.add("ddp-overlap", &F::train, &T::ddp_overlap,
         "start each bucket's all-reduce during backward (false: all after backward)")
       .init(true);
@@ -273,7 +279,8 @@ OptionTable<TrainFlags> make_table() {
       .check(non_negative)
       .read_by(kPlanCommand);
   // GPT-2's recipe (build-nanogpt) for the gpt2 presets; nanoGPT's config/train_shakespeare_char.py.
-  t.recipe_of([](const TrainFlags& f) { return is_gpt2_preset(f.model.preset) ? std::string("gpt2") : f.model.preset; });
+  t.recipe_of(
+      [](const TrainFlags& f) { return is_gpt2_preset(f.model.preset) ? std::string("gpt2") : f.model.preset; });
   return t;
 }
 
@@ -302,8 +309,9 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     }
   }
   if (o.optimizer == OptimizerKind::muon && o.zero != 0) {
-    throw std::invalid_argument("--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
-                                "matrices out across ranks): give --zero 0");
+    throw std::invalid_argument(
+        "--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
+        "matrices out across ranks): give --zero 0");
   }
   if (o.seq_len == 0) o.seq_len = model.block_size;
   if (o.seq_len > model.block_size) {
@@ -336,8 +344,8 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   // (100, a recipe's) shrinks to a tenth of a shorter run (build_trainer notes it).
   if (o.warmup_steps > o.steps) {
     if (flags.gave("warmup-steps")) {
-      throw std::invalid_argument("--warmup-steps " + std::to_string(o.warmup_steps) + " is longer than the run (--steps " +
-                                  std::to_string(o.steps) + ")");
+      throw std::invalid_argument("--warmup-steps " + std::to_string(o.warmup_steps) +
+                                  " is longer than the run (--steps " + std::to_string(o.steps) + ")");
     }
     o.warmup_steps = o.steps / 10;
   }

@@ -133,13 +133,17 @@ TEST(Gpt2Recipe, RejectsInconsistentBatchSettings) {
 }
 
 TEST(Gpt2Recipe, PrecisionAutoIsBf16OnlyOnCuda) {
+  // Only inspected here, never used: a CUDA device this machine may not have is taken to have bf16 (plan's
+  // case); a real pre-Ampere GPU resolves auto to fp16 (tests/cuda/test_cuda.cpp).
   const torch::Device cuda(torch::kCUDA, 0);  // only inspected, never used
   EXPECT_FALSE(bf16(recipe({"--preset", "gpt2"})));
   EXPECT_TRUE(bf16(recipe({"--preset", "gpt2"}, 1, cuda)));
   EXPECT_FALSE(bf16(recipe({"--preset", "tiny", "--precision", "auto"}, 1, torch::Device(torch::kMPS))));
   EXPECT_FALSE(bf16(recipe({"--preset", "gpt2", "--precision", "fp32"}, 1, cuda)));
   EXPECT_TRUE(bf16(recipe({"--preset", "tiny", "--precision", "bf16"})));
-  EXPECT_THROW(recipe({"--preset", "tiny", "--precision", "fp16"}), std::invalid_argument);
+  EXPECT_EQ(recipe({"--preset", "tiny", "--precision", "fp16"}).options.precision, Precision::fp16);
+  EXPECT_THROW(recipe({"--preset", "tiny", "--precision", "fp8"}), std::invalid_argument);
+  EXPECT_THROW(recipe({"--preset", "tiny", "--loss-scale-init", "1024"}), std::invalid_argument);  // not fp16
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -231,11 +235,11 @@ TEST(OptionTables, PlanHelpListsOnlyWhatPlanReads) {
   };
   for (const char* read : {"data", "preset", "n-layer", "batch-size", "seq-len", "grad-accum", "total-batch-tokens",
                            "steps", "lr", "device", "precision", "zero", "recompute", "fused-loss", "ranks",
-                           "gpu-memory", "init-from", "resume", "config"}) {
+                           "gpu-memory", "init-from", "resume", "config", "bucket-mb"}) {
     EXPECT_TRUE(lists(read)) << "plan --help lacks --" << read << ":\n" << help.str();
   }
   for (const char* unread : {"sample-prompt", "sample-every", "hellaswag", "hellaswag-every", "checkpoint-every",
-                             "keep-checkpoints", "eval-every", "log-every", "bucket-mb", "overwrite", "seed",
+                             "keep-checkpoints", "eval-every", "log-every", "overwrite", "seed", "loss-scale-init",
                              "weight-decay", "comm-timeout"}) {
     EXPECT_FALSE(lists(unread)) << "plan --help lists --" << unread;
   }
@@ -285,7 +289,8 @@ TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {
       {{"--seed", "12x"}, "--seed"},
       {{"--steps", "0"}, "--steps"},
       {{"--data-order", "shuffle"}, "--data-order"},
-      {{"--precision", "fp16"}, "--precision"},
+      {{"--precision", "fp8"}, "--precision"},
+      {{"--precision", "fp16", "--loss-scale-init", "0.5"}, "--loss-scale-init"},
       {{"--dropout", "1"}, "--dropout"},
       {{"--val-fraction", "-0.1"}, "--val-fraction"},
       {{"--beta2", "1"}, "--beta2"},
