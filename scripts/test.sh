@@ -23,7 +23,9 @@ if [[ ${1:-} == --sanitize ]]; then
   export ASAN_OPTIONS="detect_leaks=0:detect_odr_violation=0:${ASAN_OPTIONS:-}"
   export UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}"
   cd "$repo/build-asan"
-  exec ctest --output-on-failure -j "${MYGPT_TEST_JOBS:-2}" "$@"
+  # plan_accuracy compares plan's estimate with the peak RSS of real runs, which ASan's shadow memory and
+  # quarantine inflate by 20-30%: it says nothing about memory errors, so it is left to the plain suite.
+  exec ctest --output-on-failure -j "${MYGPT_TEST_JOBS:-2}" -E '^plan_accuracy$' "$@"
 fi
 
 "$repo/scripts/setup.sh"

@@ -34,6 +34,7 @@ std::string read_bytes(const std::filesystem::path& path) { return read_whole_fi
 bool same_bytes(const torch::Tensor& a, const torch::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
   const auto ca = a.contiguous(), cb = b.contiguous();
+  if (ca.numel() == 0) return true;  // an empty tensor's data pointer may be null, which memcmp must not get
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;
 }
 

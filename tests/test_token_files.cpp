@@ -28,7 +28,7 @@ constexpr uint32_t kGpt2Vocab = 50257;
 
 std::string raw_bytes(const std::vector<uint16_t>& tokens) {
   std::string bytes(tokens.size() * 2, '\0');
-  std::memcpy(bytes.data(), tokens.data(), bytes.size());
+  if (!tokens.empty()) std::memcpy(bytes.data(), tokens.data(), bytes.size());  // an empty vector's data() may be null
   return bytes;
 }
 
