@@ -351,12 +351,9 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   }
   o.precision = precision_for_device(o.precision, device);
   if (o.precision != Precision::fp16) {
-    for (const char* flag : {"loss-scale-init", "loss-scale-growth-interval"}) {
-      if (flags.gave(flag)) {
-        throw std::invalid_argument(std::string("--") + flag + " has no effect: this run's precision is " +
-                                    precision_description(o.precision) + " (loss scaling is fp16's)");
-      }
-    }
+    const std::string why = std::string("with ") + precision_description(o.precision) + " (loss scaling is fp16's)";
+    flags.refuse("loss-scale-init", why);
+    flags.refuse("loss-scale-growth-interval", why);
   }
   return o;
 }

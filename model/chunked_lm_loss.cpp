@@ -177,18 +177,17 @@ class ChunkedLmLossFunction : public torch::autograd::Function<ChunkedLmLossFunc
     const auto saved = ctx->get_saved_variables();
     // A 0-dim tensor: scaling by it needs no device sync. Out of place, so a retained graph can run
     // its backward again.
+    // Gradients of the sum: the mean's 1/N joins the incoming gradient (with fp16's loss scale in it),
+    // applied in fp32 so that nothing small is flushed.
+    const bool sum_gradients = ctx->saved_data["sum_gradients"].toBool();
     auto scale = grad_outputs[0];
-    if (ctx->saved_data["sum_gradients"].toBool()) {
-      // Gradients of the sum: the mean's 1/N joins the incoming gradient (with fp16's loss scale in it),
-      // applied in fp32 so that nothing small is flushed.
+    if (sum_gradients) {
       scale = scale.to(torch::kFloat) / static_cast<double>(std::max<int64_t>(ctx->saved_data["rows"].toInt(), 1));
-      auto scaled_in_fp32 = [&](const torch::Tensor& grad) {
-        return grad.defined() ? (grad.to(torch::kFloat) * scale).to(grad.scalar_type()) : torch::Tensor();
-      };
-      return {scaled_in_fp32(saved[0]), scaled_in_fp32(saved[1]), torch::Tensor(), torch::Tensor()};
     }
-    auto scaled = [&](const torch::Tensor& grad) {
-      return grad.defined() ? grad * scale.to(grad.scalar_type()) : torch::Tensor();
+    auto scaled = [&](const torch::Tensor& grad) -> torch::Tensor {
+      if (!grad.defined()) return {};
+      if (sum_gradients) return (grad.to(torch::kFloat) * scale).to(grad.scalar_type());
+      return grad * scale.to(grad.scalar_type());
     };
     return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor()};
   }

@@ -147,7 +147,7 @@ if expect_ok plan_fp16 plan --preset gpt2-medium --gpu-memory 16 --ranks 4 --pre
   check "plan: fp32 needs more ($(total plan_fp32) MiB)" awk -v a="$(total plan_fp32)" -v b="$(total plan_bf16)" 'BEGIN { exit !(a > b) }'
   check "an fp32 GPU plan lists --precision auto among the memory options" grep -q -- "--precision auto" "$WORK/plan_fp32.out"
 fi
-expect_bad loss_scale_fp32 "^mygpt-ddp: error: --loss-scale-init has no effect: this run's precision is fp32" \
+expect_bad loss_scale_fp32 "^mygpt-ddp: error: --loss-scale-init has no effect with fp32 \(loss scaling is fp16's\)$" \
   train builtin:sort --preset tiny --steps 1 --device cpu --out "$WORK/ls" --loss-scale-init 8 && pass "--loss-scale-init without fp16 is refused"
 # --- plan --help lists the options that change the plan; plan still takes train's whole command line ---
 if expect_ok plan_help plan --help; then

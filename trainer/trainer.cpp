@@ -132,7 +132,8 @@ std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
                                {"loader", "data loader (--data-order random)", loader_state_},
                                {"rng", "random generators", random_state_}};
   if (p_.muon) parts.push_back({"muon", "Muon momentum", *p_.muon});
-  if (scaler_) parts.push_back({"loss_scaler", "fp16 loss scale", *scaler_});
+  // A checkpoint of a bf16 or fp32 run has none: fp16 then starts from --loss-scale-init.
+  if (scaler_) parts.push_back({"loss_scaler", "fp16 loss scale", *scaler_, /*fresh_if_absent=*/true});
   return parts;
 }
 
@@ -194,10 +195,9 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
                                 (saved_muon ? "muon" : "adamw") + "; resume it with the same optimizer");
   }
   // A run may change precision when it resumes (a checkpoint moved to another kind of GPU): the fp16
-  // loss scale is kept where both use it, starts afresh where only this run does, and is left where
-  // only the checkpoint's did.
-  const bool saved_scaler = !part_state(ckpt.tensors, "loss_scaler").empty();
-  if (saved_scaler && !scaler_) {
+  // loss scale is kept where both use it, starts afresh where only this run does (fresh_if_absent), and
+  // is left where only the checkpoint's did.
+  if (!scaler_ && !part_state(ckpt.tensors, "loss_scaler").empty()) {
     output_.print(std::string("note: the checkpoint trained in fp16; its loss scale is not used (this run: ") +
                   precision_description(precision()) + ")");
   }
@@ -205,8 +205,8 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
   bool reseeded = false;
   for (const NamedPart& named : stateful_parts()) {
     StateDict state = part_state(ckpt.tensors, named.name);
-    if (named.name == "loss_scaler" && !saved_scaler) {
-      output_.print("note: the checkpoint did not train in fp16; the loss scale starts at --loss-scale-init");
+    if (state.empty() && named.fresh_if_absent) {
+      output_.print("note: the checkpoint has no " + named.description + "; it starts afresh");
       continue;
     }
     if (!named.part.per_rank()) {
@@ -348,11 +348,12 @@ TrainSummary Trainer::run(int64_t start_step) {
     // large, which it no longer is (it halved). That is not a bad step, unless the scale was down to 1.
     const bool overflow_only = r.skipped && scaler_ && std::isfinite(r.loss) && r.loss_scale > 1.0;
     if (r.skipped) ++summary.steps_skipped;
-    if (!r.skipped) bad_in_a_row = 0;
-    if (overflow_only) {
+    if (!r.skipped) {
+      bad_in_a_row = 0;
+    } else if (overflow_only) {
       output_.print(strprintf("step %lld | skipped: gradients overflowed fp16 at loss scale %g; the scale is now %g",
                               static_cast<long long>(step), r.loss_scale, scaler_->scale()));
-    } else if (r.skipped) {
+    } else {
       ++bad_in_a_row;
       output_.print(
           strprintf("step %lld | skipped: loss or gradient norm not finite (%lld in a row, --max-bad-steps %lld)",

@@ -93,6 +93,7 @@ class Trainer {
     std::string name;         // prefix of its tensors in a checkpoint
     std::string description;  // for messages
     StatefulPart& part;
+    bool fresh_if_absent = false;  // a checkpoint without it resumes with this part as built (else refused)
   };
   std::vector<NamedPart> stateful_parts();
   StateDict checkpoint_tensors();
