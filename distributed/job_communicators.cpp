@@ -2,24 +2,53 @@
 
 #include <stdexcept>
 
+#include "common/strprintf.h"
+#include "distributed/gloo_communicator.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/nccl_communicator.h"
+#include "distributed/store_rendezvous.h"
 
 namespace mygpt {
 
-JobCommunicators::JobCommunicators(const MpiSession& mpi, const torch::Device& device, double timeout_seconds) {
-  // Started by an MPI launcher, even one rank gets the real backends (mpirun -np 1 on one GPU runs the
-  // NCCL path of a larger job: the MPI bootstrap, the communicator, bucket hooks, the watchdog).
-  if (!mpi.world().uses_mpi) {
+namespace {
+
+std::chrono::milliseconds timeout_of(double seconds) {
+  // 0 means no limit: thirty days stands in for it (the store and Gloo take a finite duration).
+  const double limited = seconds > 0 ? seconds : 30.0 * 24 * 3600;
+  return std::chrono::milliseconds(static_cast<int64_t>(limited * 1000.0));
+}
+
+}  // namespace
+
+JobCommunicators::JobCommunicators(const JobSession& job, const torch::Device& device, double timeout_seconds,
+                                   const std::string& rendezvous) {
+  const RendezvousMethod method = RendezvousMethod::parse(rendezvous);
+  const WorldInfo& world = job.world();
+  if (!method.folder.empty() && !job.launch().uses_store()) {
+    throw std::invalid_argument("--rendezvous " + rendezvous + " is for jobs started without MPI (torchrun, srun, " +
+                                "RANK/WORLD_SIZE variables); " +
+                                (world.uses_mpi ? "this one was started by an MPI launcher" : "this is a single process"));
+  }
+  const auto on_failure = [&job](const std::string& message) { job.fail_job(message, 1); };
+  if (world.uses_mpi) {
+    // Started by an MPI launcher, even one rank gets the real backends (mpirun -np 1 on one GPU runs the
+    // NCCL path of a larger job: the MPI bootstrap, the communicator, bucket hooks, the watchdog).
+    host_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, job.thread_serialized());
+  } else if (job.launch().uses_store()) {
+    // Likewise a torchrun job of one rank: the store, Gloo and (on a GPU) NCCL.
+    const auto timeout = timeout_of(timeout_seconds);
+    rendezvous_ = std::make_unique<StoreRendezvous>(job.launch(), method, timeout);
+    rendezvous_note_ = rendezvous_->where() + strprintf(", %d rank(s) joined in %.2f s", world.world_size,
+                                                        rendezvous_->join_seconds());
+    host_ = make_gloo_communicator(rendezvous_->store(), world.rank, world.world_size, timeout);
+  } else {
     host_ = std::make_unique<LocalCommunicator>();
     return;
   }
-  host_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, mpi.thread_serialized());
-  if (device.is_cuda()) {
-    device_ = make_nccl_communicator(*host_, device.index(), timeout_seconds,
-                                     [&mpi](const std::string& message) { mpi.fail_job(message, 1); });
-  }
+  if (device.is_cuda()) device_ = make_nccl_communicator(*host_, device.index(), timeout_seconds, on_failure);
 }
+
+JobCommunicators::~JobCommunicators() = default;
 
 void require_same_config_on_all_ranks(Communicator& comm, const std::string& config_text) {
   if (comm.world_size() == 1) return;

@@ -1,25 +1,38 @@
 #pragma once
-// Opens the communicators of a job: a host one (MPI over CPU tensors: start-up checks, NCCL's
-// bootstrap) and the one the trainer uses for the device's tensors (NCCL on CUDA, MPI on CPU).
-// A process not started by an MPI launcher gets the local no-op backend for both.
+// Opens the communicators of a job: a host one (CPU tensors: start-up checks, NCCL's bootstrap) and the
+// one the trainer uses for the device's tensors (NCCL on CUDA, the host one on CPU).
+//   MPI launcher:              host MPI (rank-order sums, so --zero 1 is bit-identical to --zero 0)
+//   torchrun, srun, variables: host Gloo over a c10d store rendezvous (store_rendezvous.h)
+//   a plain process:           the local no-op backend for both
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 
 #include "distributed/communicator.h"
-#include "distributed/mpi_world.h"
+#include "distributed/job_session.h"
 
 namespace mygpt {
 
+class StoreRendezvous;
+
 class JobCommunicators {
  public:
-  JobCommunicators(const MpiSession& mpi, const torch::Device& device, double timeout_seconds);
+  // rendezvous: --rendezvous ("tcp" or "file:DIR"; only jobs started without MPI meet that way).
+  // timeout_seconds: --comm-timeout (0: no limit), for the rendezvous and every collective.
+  JobCommunicators(const JobSession& job, const torch::Device& device, double timeout_seconds,
+                   const std::string& rendezvous);
+  ~JobCommunicators();
   Communicator& host() { return *host_; }
   Communicator& device() { return device_ ? *device_ : *host_; }
+  // How the ranks met, for the log: "tcp://host:port in 0.2 s"; empty without a store.
+  const std::string& rendezvous_note() const { return rendezvous_note_; }
 
  private:
+  std::unique_ptr<StoreRendezvous> rendezvous_;
   std::unique_ptr<Communicator> host_;
   std::unique_ptr<Communicator> device_;  // empty when the host communicator serves the device too
+  std::string rendezvous_note_;
 };
 
 // Every rank compares a fingerprint of its run configuration with rank 0's; on any difference all

@@ -12,7 +12,7 @@ namespace mygpt {
 // bootstrap: a communicator over the same ranks (MPI), used to share NCCL's unique id.
 // timeout_seconds: how long a collective may take before the job is declared dead (0: wait forever).
 // on_failure: called from the watchdog thread with a one-line message when a collective times out or
-// NCCL reports an error; it should end the job (MpiSession::fail_job), since the communicator is gone.
+// NCCL reports an error; it should end the job (JobSession::fail_job), since the communicator is gone.
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device_index, double timeout_seconds,
                                                      std::function<void(const std::string&)> on_failure);
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/mpi_world.h"
+#include "distributed/job_session.h"
 #include "launcher/option_table.h"
 
 namespace mygpt {
@@ -18,7 +18,7 @@ struct Command {
   std::string usage;    // after "mygpt-ddp ": "train [DATA] [options]"
   std::string summary;  // one line in the command list
   std::function<po::options_description()> options;
-  std::function<int(const std::vector<std::string>& args, const MpiSession& mpi)> run;
+  std::function<int(const std::vector<std::string>& args, const JobSession& job)> run;
   // The value of every option a run with these arguments uses, as "name=value" lines.
   std::function<std::string(const std::vector<std::string>& args)> option_values;
 };
@@ -34,7 +34,7 @@ std::string version_text();
 // multi_rank refuse to run in a world of several ranks. --help lists the rows `shown` keeps (all without it).
 template <typename Config>
 Command make_command(std::string name, std::string usage, std::string summary, bool multi_rank,
-                     const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const MpiSession&),
+                     const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const JobSession&),
                      RowFilter<Config> shown = nullptr) {
   Command c{name, usage, std::move(summary), nullptr, nullptr, nullptr};
   c.options = [name, table, shown] { return table().description(name + " options", shown); };
@@ -42,16 +42,16 @@ Command make_command(std::string name, std::string usage, std::string summary, b
     return table().to_text(table().parse(args).config);
   };
   c.run = [name, usage, multi_rank, table, run, options = c.options](const std::vector<std::string>& args,
-                                                                       const MpiSession& mpi) {
+                                                                       const JobSession& job) {
     const Parsed<Config> parsed = table().parse(args);
     if (parsed.help) {
       std::cout << "usage: mygpt-ddp " << usage << "\n\n" << options() << std::endl;
       return 0;
     }
-    if (!multi_rank && mpi.world().world_size > 1) {
-      throw std::invalid_argument("'" + name + "' runs in one process: start it without mpirun");
+    if (!multi_rank && job.world().world_size > 1) {
+      throw std::invalid_argument("'" + name + "' runs in one process: start it as a single process (not under mpirun, torchrun or srun)");
     }
-    return run(parsed, mpi);
+    return run(parsed, job);
   };
   return c;
 }

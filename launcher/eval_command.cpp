@@ -217,7 +217,7 @@ void refuse_options_of_other_modes(const Parsed<EvalFlags>& flags) {
   if (f.val && !is_text_file(*f.val)) flags.refuse("vocab", "with token data (it is the tokenizer of a text)");
 }
 
-int run_eval(const Parsed<EvalFlags>& flags, const MpiSession&) {
+int run_eval(const Parsed<EvalFlags>& flags, const JobSession&) {
   EvalFlags f = flags.config;
   if (f.hellaswag_examples) f.examples = *f.hellaswag_examples;
   const int modes = static_cast<int>(f.val.has_value()) + static_cast<int>(f.hellaswag.has_value()) +

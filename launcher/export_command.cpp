@@ -106,7 +106,7 @@ class TemporaryFolder {
   bool published_ = false;
 };
 
-int run_export(const Parsed<ExportFlags>& flags, const MpiSession&) {
+int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   const ExportFlags& f = flags.config;
   const fs::path out = *f.out;
   std::error_code ec;

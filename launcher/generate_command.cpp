@@ -45,7 +45,7 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
   return table;
 }
 
-int run_generate(const Parsed<GenerateFlags>& flags, const MpiSession&) {
+int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   const GenerateFlags& f = flags.config;
   if (f.temperature == 0 && flags.gave("top-k")) {
     throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/mpi_world.h"
+#include "distributed/job_session.h"
 #include "launcher/commands.h"
 
 namespace {
@@ -23,7 +23,7 @@ std::string command_names() {
   return names;
 }
 
-int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
+int dispatch(int argc, char** argv, const mygpt::JobSession& job) {
   if (argc < 2) throw std::invalid_argument("missing command (" + command_names() + "; see mygpt-ddp --help)");
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
@@ -35,7 +35,7 @@ int dispatch(int argc, char** argv, const mygpt::MpiSession& mpi) {
     return 0;
   }
   for (const auto& command : mygpt::command_table()) {
-    if (command.name == name) return command.run(std::vector<std::string>(argv + 2, argv + argc), mpi);
+    if (command.name == name) return command.run(std::vector<std::string>(argv + 2, argv + argc), job);
   }
   throw std::invalid_argument("unknown command '" + name + "' (expected " + command_names() + ")");
 }
@@ -55,33 +55,33 @@ std::string first_line(const std::string& message, const std::string& otherwise)
 
 // Reports an error in one line. In a job of several ranks the line names the rank, and the whole job
 // is brought down, so that no other rank waits forever in a collective for this one.
-int fail(const mygpt::MpiSession* mpi, int code, const std::string& message,
+int fail(const mygpt::JobSession* job, int code, const std::string& message,
          const std::string& otherwise = "unexpected failure without a message") {
-  const bool several_ranks = mpi != nullptr && mpi->world().world_size > 1;
+  const bool several_ranks = job != nullptr && job->world().world_size > 1;
   // One write: std::cerr flushes after every <<, and pieces from several ranks would interleave.
-  std::cerr << (several_ranks ? "rank " + std::to_string(mpi->world().rank) + ": " : std::string()) +
+  std::cerr << (several_ranks ? "rank " + std::to_string(job->world().rank) + ": " : std::string()) +
                    "mygpt-ddp: error: " + first_line(message, otherwise) + "\n"
             << std::flush;
-  if (several_ranks) mpi->abort_job(code);
+  if (several_ranks) job->abort_job(code);
   return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<mygpt::MpiSession> mpi;
+  std::unique_ptr<mygpt::JobSession> job;
   try {
-    mpi = std::make_unique<mygpt::MpiSession>();
-    return dispatch(argc, argv, *mpi);
+    job = std::make_unique<mygpt::JobSession>();
+    return dispatch(argc, argv, *job);
   } catch (const std::bad_alloc&) {
-    return fail(mpi.get(), kExitFailure, "out of memory (a smaller --batch-size or model needs less)");
+    return fail(job.get(), kExitFailure, "out of memory (a smaller --batch-size or model needs less)");
   } catch (const boost::program_options::error& e) {
-    return fail(mpi.get(), kExitBadInput, e.what());
+    return fail(job.get(), kExitBadInput, e.what());
   } catch (const std::invalid_argument& e) {
-    return fail(mpi.get(), kExitBadInput, e.what(), "bad input (no details)");
+    return fail(job.get(), kExitBadInput, e.what(), "bad input (no details)");
   } catch (const c10::Error& e) {
-    return fail(mpi.get(), kExitFailure, e.what_without_backtrace());
+    return fail(job.get(), kExitFailure, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return fail(mpi.get(), kExitFailure, e.what());
+    return fail(job.get(), kExitFailure, e.what());
   }
 }

@@ -72,7 +72,7 @@ void print_memory_options(const MemoryPlanInput& current, int64_t ranks, double 
   }
 }
 
-int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
+int run_plan(const Parsed<TrainFlags>& flags, const JobSession& job) {
   const TrainFlags& f = flags.config;
   const RunStart start = open_run_start(flags);  // --init-from / --resume decide the shape, as in train
   DataFootprint data;
@@ -85,7 +85,7 @@ int run_plan(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
                        ") assumed; name DATA to plan for it";
   }
   const GptConfig config = resolve_model_config(flags, data.vocab_size, start);
-  const int64_t ranks = f.plan.ranks > 0 ? f.plan.ranks : mpi.world().world_size;
+  const int64_t ranks = f.plan.ranks > 0 ? f.plan.ranks : job.world().world_size;
   const bool gpu = plans_for_gpu(f.runtime.device, f.plan.gpu_memory);
   if (f.plan.gpu_memory > 0 && !gpu) {
     std::cout << "note: --gpu-memory with --device " << f.runtime.device

@@ -123,7 +123,7 @@ void for_each_document(const std::string& path, const std::string& text, F&& on_
   }
 }
 
-int run_prepare(const Parsed<PrepareFlags>& flags, const MpiSession&) {
+int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   const PrepareFlags& f = flags.config;
   const auto& inputs = f.input;
   const std::string& out_dir = *f.out;

@@ -11,7 +11,6 @@
 
 #include "common/folder_claim.h"
 #include "distributed/job_communicators.h"
-#include "distributed/launch_check.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
@@ -50,18 +49,17 @@ nlohmann::json run_record(const Trainer& trainer, const TrainingData& data, cons
             {"torch", strprintf("%d.%d.%d", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)}}}};
 }
 
-int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
+int run_train(const Parsed<TrainFlags>& flags, const JobSession& job) {
   const TrainFlags& f = flags.config;
   flags.refuse("ranks", "in train (it sizes `plan`; train runs on the ranks the launcher starts)");
   flags.refuse("gpu-memory", "in train (it is `plan`'s)");
   // Topology and device: cuda:<local rank> on GPUs; on CPU the node's cores are shared among its ranks.
-  const WorldInfo& w = mpi.world();
-  require_consistent_launch(w);
+  const WorldInfo& w = job.world();
   const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);
   int64_t threads = f.runtime.threads;
   if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / w.local_size);
   torch::set_num_threads(static_cast<int>(threads));
-  JobCommunicators comms(mpi, device, f.runtime.comm_timeout);
+  JobCommunicators comms(job, device, f.runtime.comm_timeout, f.runtime.rendezvous);
   require_same_config_on_all_ranks(comms.host(), train_flag_table().to_text(f) + "build=" + MYGPT_VERSION);
   Communicator& comm = comms.device();
 
@@ -74,9 +72,10 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
     if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
   }
   header.print("device: " + device_name(device));
-  header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | backend %s | %lld thread(s) per rank",
-                         w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
-                         static_cast<long long>(threads)));
+  header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | launcher %s | backend %s | %lld thread(s) per rank",
+                         w.world_size, w.node_count, w.local_size, job.launch().description().c_str(),
+                         comm.backend_name().c_str(), static_cast<long long>(threads)));
+  if (!comms.rendezvous_note().empty()) header.print("rendezvous: " + comms.rendezvous_note());
 
   // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
   RunStart start = open_run_start(flags);
@@ -120,7 +119,7 @@ int run_train(const Parsed<TrainFlags>& flags, const MpiSession& mpi) {
 
 Command train_command() {
   return make_command<TrainFlags>("train", "train [DATA] [options]",
-                                  "train a GPT (mpirun -np N mygpt-ddp train ... for N ranks)", /*multi_rank=*/true,
+                                  "train a GPT (N ranks: mpirun -np N, torchrun --nproc-per-node N --no-python, or srun)", /*multi_rank=*/true,
                                   &train_flag_table, &run_train, &shown_in_train_help);
 }
 

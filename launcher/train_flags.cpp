@@ -262,9 +262,18 @@ OptionTable<TrainFlags> make_table() {
       })
       .read_by(kPlanCommand);
   t.add("comm-timeout", &F::runtime, &R::comm_timeout,
-        "seconds a collective may take before the job is declared dead (NCCL); 0 waits forever")
+        "seconds a collective (NCCL, Gloo) or the rendezvous may take before the job is declared dead; 0 waits forever")
       .init(600.0)
       .check(non_negative);
+  t.add("rendezvous", &F::runtime, &R::rendezvous,
+        "how ranks started without MPI (torchrun, srun, RANK/WORLD_SIZE) meet: tcp (a c10d TCP store at "
+        "MASTER_ADDR:MASTER_PORT) or file:DIR (a c10d file store in DIR, a folder every rank sees)")
+      .init("tcp")
+      .check([](const std::string& flag, const std::string& v) {
+        if (v != "tcp" && (v.rfind("file:", 0) != 0 || v.size() <= 5)) {
+          throw std::invalid_argument("--" + flag + " '" + v + "': expected tcp or file:DIR");
+        }
+      });
 
   using P = PlanOptions;
   t.group(std::string(kPlanOnlyGroup));

@@ -21,7 +21,8 @@ struct RuntimeOptions {
   std::string resume;                    // "", "auto" or a checkpoint path
   std::optional<std::string> init_from;  // weights to start from: a checkpoint or a Hugging Face folder
   bool overwrite{};                      // a fresh run may delete an earlier run's files in --out
-  double comm_timeout{};                 // seconds before a stuck collective ends the job (NCCL); 0 waits forever
+  double comm_timeout{};                 // seconds before a stuck collective or rendezvous ends the job; 0: no limit
+  std::string rendezvous;                // how ranks started without MPI meet: "tcp" or "file:DIR"
 };
 
 // What only `plan` reads: the world and the device memory to size a run for.

@@ -32,7 +32,7 @@ say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 usage_error() { printf 'setup.sh: %s (usage: setup.sh [--download-deps DIR | --offline DIR])\n' "$*" >&2; exit 2; }
 
-apt_packages=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev
+apt_packages=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev libgloo-dev
               libgtest-dev libpcre2-dev nlohmann-json3-dev)
 # --- offline route: the Debian packages as .deb files, unpacked into .deps/ without root or apt ----
 # What a GPU node is assumed to have already: Debian's required packages (any Debian/Ubuntu system),
@@ -41,7 +41,7 @@ node_baseline=(build-essential cmake python3)
 # Pulled in only by the -dev packages' own dependencies and never used by a C++ build with CMake
 # (Fortran MPI bindings, autotools, HTML docs) or by a one-node mpirun (ssh): not stored.
 build_only='^(gfortran(-[0-9]+)?|libgfortran-[0-9]+-dev|autoconf|automake(-[0-9.]+)?|autotools-dev|m4|libltdl-dev|libtool|libjs-.*|openssh-client)$'
-offline_packages=(libopenmpi-dev openmpi-bin libboost-program-options-dev libgtest-dev libgmock-dev
+offline_packages=(libopenmpi-dev openmpi-bin libboost-program-options-dev libgloo-dev libgtest-dev libgmock-dev
                   libpcre2-dev nlohmann-json3-dev pkgconf)
 
 # apt_plan STATUS_FILE PACKAGE...: name=version of every package `apt-get install` would unpack on a

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "distributed/collective_watchdog.h"
-#include "distributed/mpi_world.h"
+#include "distributed/job_session.h"
 
 namespace mygpt {
 namespace {

@@ -30,7 +30,7 @@
 
 #include "distributed/gradient_sync.h"
 #include "distributed/mpi_communicator.h"
-#include "distributed/mpi_world.h"
+#include "distributed/job_session.h"
 #include "model/gpt.h"
 #include "model/gpt_config.h"
 
@@ -140,7 +140,7 @@ void require_identical_across_ranks(mygpt::MpiCommunicator& comm, const std::vec
   if (high.item<double>() != -low.item<double>()) throw std::runtime_error(what + ": ranks disagree after all-reduce");
 }
 
-int run(const mygpt::MpiSession& mpi, const Options& o) {
+int run(const mygpt::JobSession& mpi, const Options& o) {
   if (!mpi.world().uses_mpi) throw std::invalid_argument("start it under mpirun/srun (2 ranks or more)");
   const int world = mpi.world().world_size;
   const int rank = mpi.world().rank;
@@ -232,9 +232,9 @@ int run(const mygpt::MpiSession& mpi, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<mygpt::MpiSession> mpi;
+  std::unique_ptr<mygpt::JobSession> mpi;
   try {
-    mpi = std::make_unique<mygpt::MpiSession>();
+    mpi = std::make_unique<mygpt::JobSession>();
     return run(*mpi, parse_options(argc, argv));
   } catch (const std::exception& e) {
     std::cerr << "mygpt_allreduce_bench: error: " << e.what() << std::endl;

@@ -26,7 +26,7 @@
 #include "distributed/gradient_sync.h"
 #include "distributed/job_communicators.h"
 #include "distributed/mpi_communicator.h"
-#include "distributed/mpi_world.h"
+#include "distributed/job_session.h"
 #include "model/gpt.h"
 #include "tests/test_support.h"
 
@@ -503,7 +503,7 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  mygpt::MpiSession mpi;
+  mygpt::JobSession mpi;
   if (!mpi.world().uses_mpi) {
     std::cerr << "mygpt_mpi_tests: start me under mpirun (mpirun -np 2 " << argv[0] << ")" << std::endl;
     return 1;
@@ -517,7 +517,7 @@ int main(int argc, char** argv) {
   }
   int failed = 0;
   {
-    // Destroyed (its thread joined, its communicator freed) before MpiSession finalizes MPI.
+    // Destroyed (its thread joined, its communicator freed) before JobSession finalizes MPI.
     mygpt::MpiCommunicator comm(MPI_COMM_WORLD, mpi.thread_serialized());
     mygpt::g_comm = &comm;
     mygpt::g_world = &mpi.world();

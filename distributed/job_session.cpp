@@ -1,4 +1,4 @@
-#include "distributed/mpi_world.h"
+#include "distributed/job_session.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -6,20 +6,24 @@
 
 namespace mygpt {
 
-bool started_by_mpi_launcher() {
-  // Open MPI's mpirun, PMIx (Open MPI 5, srun --mpi=pmix), PMI/PMI2 (srun --mpi=pmi2, MPICH's hydra).
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
-
 bool may_call_mpi_from(int provided_thread_level, bool on_initializing_thread) {
   return on_initializing_thread || provided_thread_level >= MPI_THREAD_MULTIPLE;
 }
 
-MpiSession::MpiSession() {
-  if (!started_by_mpi_launcher()) return;
+JobSession::JobSession() : launch_(detect_launch()) {
+  world_.launcher = launch_.launcher;
+  if (launch_.launcher == Launcher::mpi) {
+    start_mpi();
+    return;
+  }
+  world_.rank = launch_.rank;
+  world_.world_size = launch_.world_size;
+  world_.local_rank = launch_.local_rank;
+  world_.local_size = launch_.local_world_size;
+  world_.node_count = launch_.node_count;
+}
+
+void JobSession::start_mpi() {
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
     throw std::runtime_error("MPI_Init_thread failed");
@@ -39,28 +43,34 @@ MpiSession::MpiSession() {
   MPI_Allreduce(&node_leader, &world_.node_count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 }
 
-MpiSession::~MpiSession() {
+JobSession::~JobSession() {
   if (!world_.uses_mpi) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
 }
 
-void MpiSession::fail_job(const std::string& message, int exit_code) const {
+void JobSession::fail_job(const std::string& message, int exit_code) const {
   const std::string rank = world_.world_size > 1 ? "rank " + std::to_string(world_.rank) + ": " : "";
   // One write: pieces from several ranks or threads would interleave.
   std::cerr << rank + "mygpt-ddp: error: " + message + "\n" << std::flush;
   abort_job(exit_code);
 }
 
-void MpiSession::abort_job(int exit_code) const {
+void JobSession::abort_job(int exit_code) const {
   const bool main_thread = std::this_thread::get_id() == initializing_thread_;
   if (world_.uses_mpi && world_.world_size > 1 && may_call_mpi_from(thread_level_, main_thread)) {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   }
   // Another thread must not run the exit handlers while the main thread still works; a rank that exits
-  // non-zero without MPI_Finalize makes mpirun (and srun --kill-on-bad-exit) end the others.
-  if (!main_thread) std::_Exit(exit_code);
+  // non-zero without MPI_Finalize makes mpirun (and srun --kill-on-bad-exit) end the others. Without MPI
+  // the other ranks may be blocked in a collective with this one: exit without the handlers too, so that
+  // no destructor waits on them (the sockets close, and the peers' collectives fail at once).
+  if (!main_thread || (!world_.uses_mpi && world_.world_size > 1)) {
+    std::cerr << std::flush;
+    std::cout << std::flush;
+    std::_Exit(exit_code);
+  }
   std::exit(exit_code);
 }
 

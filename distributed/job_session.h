@@ -1,10 +1,15 @@
 #pragma once
-// The process's place in the job: started by an MPI launcher (Open MPI's mpirun, Slurm's srun with
-// PMIx/PMI2) or plainly. MPI is initialized only in the first case, so a plain start needs no mpirun.
+// The process's place in the job and how the job ends when a rank cannot go on. The launcher is read
+// from the environment (launch_environment.h): under an MPI launcher (mpirun, srun --mpi=...) MPI is
+// initialized here and gives the ranks; under torchrun, srun without MPI or plain variables the ranks
+// come from the variables and meet later through a c10d store (JobCommunicators); a plain start is one
+// process. MPI is initialized only in the first case, so no other start needs mpirun.
 #include <mpi.h>
 
 #include <string>
 #include <thread>
+
+#include "distributed/launch_environment.h"
 
 namespace mygpt {
 
@@ -15,27 +20,29 @@ struct WorldInfo {
   int local_size = 1;
   int node_count = 1;
   bool uses_mpi = false;
+  Launcher launcher = Launcher::none;
 };
-
-// True when launcher variables say this process is one rank of an MPI job.
-bool started_by_mpi_launcher();
 
 // Whether a thread may call MPI_Abort: the thread that initialized MPI may; another (the NCCL watchdog's)
 // only under MPI_THREAD_MULTIPLE, since under a lower level the main thread may be inside MPI meanwhile.
 bool may_call_mpi_from(int provided_thread_level, bool on_initializing_thread);
 
-// RAII owner of MPI: initializes it (when started by a launcher) and finalizes it on destruction.
-class MpiSession {
+// RAII owner of the job's start: reads the launcher (std::invalid_argument for contradictory or
+// incomplete variables), initializes MPI under an MPI launcher and finalizes it on destruction.
+class JobSession {
  public:
-  MpiSession();
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
+  JobSession();
+  ~JobSession();
+  JobSession(const JobSession&) = delete;
+  JobSession& operator=(const JobSession&) = delete;
 
   const WorldInfo& world() const { return world_; }
+  const LaunchEnvironment& launch() const { return launch_; }
   // Whether MPI allows calls from a thread other than main (our communication thread needs it).
   bool thread_serialized() const { return thread_serialized_; }
-  // Kills every rank of the job; used when this rank cannot go on, so that no peer waits forever.
+  // Ends every rank of the job: MPI_Abort under MPI; otherwise this process exits non-zero, which makes
+  // torchrun (and srun --kill-on-bad-exit) stop the others, and the others' collectives fail as soon as
+  // this rank's connections close.
   [[noreturn]] void abort_job(int exit_code) const;
   // Prints the one-line error ("rank R: mygpt-ddp: error: ..." in a job of several ranks) and ends the
   // job; safe to call from any thread (the NCCL watchdog calls it). From a thread that may not call MPI
@@ -43,6 +50,9 @@ class MpiSession {
   [[noreturn]] void fail_job(const std::string& message, int exit_code) const;
 
  private:
+  void start_mpi();
+
+  LaunchEnvironment launch_;
   WorldInfo world_;
   bool thread_serialized_ = false;
   int thread_level_ = 0;  // MPI_THREAD_* granted by MPI_Init_thread
