@@ -31,7 +31,13 @@ class GlooPending final : public PendingCollective {
       : work_(std::move(work)), tensor_(std::move(tensor)), divide_by_(divide_by) {}
   void wait() override {
     finish(work_, "all-reduce");
-    if (divide_by_ != 1.0) tensor_.div_(divide_by_);
+    if (divide_by_ == 1.0) return;
+    // An integer average rounds toward zero, as the MPI backend's does.
+    if (c10::isIntegralType(tensor_.scalar_type(), /*includeBool=*/false)) {
+      tensor_.div_(static_cast<int64_t>(divide_by_), "trunc");
+    } else {
+      tensor_.div_(divide_by_);
+    }
   }
 
  private:
