@@ -114,7 +114,8 @@ StoreRendezvous::~StoreRendezvous() {
   std::ifstream in(pointer_file_);
   std::string name;
   if (std::getline(in, name) && name == published_) fs::remove(pointer_file_, ec);
-  fs::remove(store_file_, ec);
+  // The store file is c10d's to remove: the last of its users deletes it (a dead job's is removed by the
+  // next rank 0 that claims the folder).
 }
 
 void StoreRendezvous::open_tcp(const LaunchEnvironment& launch, std::chrono::milliseconds timeout) {

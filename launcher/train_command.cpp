@@ -72,9 +72,9 @@ int run_train(const Parsed<TrainFlags>& flags, const JobSession& job) {
     if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
   }
   header.print("device: " + device_name(device));
-  header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | launcher %s | backend %s | %lld thread(s) per rank",
-                         w.world_size, w.node_count, w.local_size, job.launch().description().c_str(),
-                         comm.backend_name().c_str(), static_cast<long long>(threads)));
+  header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | backend %s | launcher %s | %lld thread(s) per rank",
+                         w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
+                         job.launch().description().c_str(), static_cast<long long>(threads)));
   if (!comms.rendezvous_note().empty()) header.print("rendezvous: " + comms.rendezvous_note());
 
   // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
