@@ -250,13 +250,17 @@ mkdir -p out_prep_vocab_blocked/char_vocab.txt/inside
 bad prep_vocab_blocked "cannot write out_prep_vocab_blocked/char_vocab.txt" prepare --input text.txt --tokenizer char \
   --out out_prep_vocab_blocked --quiet
 
-# --- launchers that would start copies unaware of each other ----------------------------------------
-export SLURM_STEP_NUM_TASKS=4
-bad srun_without_mpi "SLURM_STEP_NUM_TASKS.*--mpi=pmix" train text.txt "${TINY[@]}" --out out_srun_without_mpi
-unset SLURM_STEP_NUM_TASKS
+# --- launchers' variables, half given (tests/launch/launch_test.sh has the rest) -----------------------
+export SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=4
+bad srun_half_variables "SLURM_LOCALID" train text.txt "${TINY[@]}" --out out_srun_half
+unset SLURM_PROCID SLURM_STEP_NUM_TASKS
 export WORLD_SIZE=2 RANK=0 LOCAL_RANK=0
-bad torchrun_variables "WORLD_SIZE=2.*mpirun" train text.txt "${TINY[@]}" --out out_torchrun_variables
+bad torchrun_half_variables "LOCAL_RANK is set but LOCAL_WORLD_SIZE is not" train text.txt "${TINY[@]}" \
+  --out out_torchrun_half
 unset WORLD_SIZE RANK LOCAL_RANK
+export WORLD_SIZE=abc RANK=0
+bad world_size_not_a_number "WORLD_SIZE='abc' is not a whole number" train text.txt "${TINY[@]}" --out out_world_nan
+unset WORLD_SIZE RANK
 
 # --- commands -------------------------------------------------------------------------------------
 bad no_command "missing command"
