@@ -1,6 +1,7 @@
 """Compares two training runs of mygpt-ddp: per-step losses (metrics.jsonl) and final checkpoints.
 
 usage: compare_runs.py TOLERANCE "LABEL|RUN_A|RUN_B|same" "LABEL|RUN_A|RUN_B|different" ...
+       compare_runs.py fp16-adamw "LABEL|RUN_A|RUN_B|same" ...   (bounds derived from fp16 and AdamW; below)
 
 A checkpoint is a safetensors file: "model.*" tensors are the weights and "loader.position" is the
 data position. It is read here with a few lines of Python rather than the safetensors package, so the
@@ -89,13 +90,68 @@ def compare(run_a, run_b, tolerance, expect_different):
     return (not within) if expect_different else within, summary, problems
 
 
+# fp16's unit roundoff: a rounding changes a value by at most this fraction of it.
+FP16_UNIT_ROUNDOFF = 2.0 ** -11
+
+
+def records(run):
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        return {r["step"]: r for r in (json.loads(line) for line in f if line.strip()) if "loss" in r}
+
+
+def compare_fp16_adamw(run_a, run_b, expect_different):
+    """Two fp16 runs that differ only in how their arithmetic is rounded (another order of additions,
+    another CPU's fp16 instructions). No fixed tolerance holds on every CPU, so each bound follows from
+    fp16's unit roundoff u and the run's own learning rates:
+      - loss and gradient norm of every step: within 8u of each other, relative. The norm is where an
+        error of the loss scaling shows (a gradient left scaled is 4096x larger; AdamW would hide it);
+      - the median weight: within 8u x (sum of the learning rates). A weight with a real gradient
+        moves by about lr x g / |g| per step, and a relative error of a few u in g moves it by a few u x lr;
+        a step taken on one side only moves most weights by about lr, far outside this bound;
+      - every weight: within 2 x (sum of the learning rates). A weight whose gradient is only rounding
+        noise (zero in theory) gets AdamW steps of up to lr of either sign on either side, whatever u is.
+    """
+    u = FP16_UNIT_ROUNDOFF
+    rec_a, rec_b = records(run_a), records(run_b)
+    problems = []
+    if sorted(rec_a) != sorted(rec_b) or not rec_a:
+        return expect_different, f"steps differ: {sorted(rec_a)} vs {sorted(rec_b)}", []
+    lr_sum = sum(r["lr"] for r in rec_a.values())
+    worst_rel = 0.0
+    for step in sorted(rec_a):
+        for key in ("loss", "grad_norm"):
+            a, b = rec_a[step].get(key), rec_b[step].get(key)
+            if a is None or b is None:
+                continue
+            rel = abs(a - b) / max(abs(a), abs(b), 1e-30)
+            worst_rel = max(worst_rel, rel)
+            if rel > 8 * u:
+                problems.append(f"step {step}: {key} {a} vs {b} (relative {rel:.3g} > 8u = {8 * u:.3g})")
+    _, state_a = final_state(run_a)
+    _, state_b = final_state(run_b)
+    names = sorted(k for k in state_a if k.startswith("model."))
+    diffs = torch.cat([(state_a[k].double() - state_b[k].double()).abs().flatten() for k in names])
+    median, largest = diffs.median().item(), diffs.max().item()
+    if median > 8 * u * lr_sum:
+        problems.append(f"median weight difference {median:.3g} > 8u x sum(lr) = {8 * u * lr_sum:.3g}")
+    if largest > 2 * lr_sum:
+        problems.append(f"largest weight difference {largest:.3g} > 2 x sum(lr) = {2 * lr_sum:.3g}")
+    summary = (f"loss/norm relative diff {worst_rel:.3g} (bound {8 * u:.3g}), weights: median diff {median:.3g} "
+               f"(bound {8 * u * lr_sum:.3g}), max {largest:.3g} (bound {2 * lr_sum:.3g})")
+    within = not problems
+    return (not within) if expect_different else within, summary, problems
+
+
 def main():
-    tolerance = float(sys.argv[1])
+    mode = sys.argv[1]
     all_ok = True
     for spec in sys.argv[2:]:
         label, run_a, run_b, expectation = spec.split("|")
         try:
-            ok, summary, problems = compare(run_a, run_b, tolerance, expectation == "different")
+            if mode == "fp16-adamw":
+                ok, summary, problems = compare_fp16_adamw(run_a, run_b, expectation == "different")
+            else:
+                ok, summary, problems = compare(run_a, run_b, float(mode), expectation == "different")
         except (OSError, RuntimeError, SystemExit) as e:  # a missing run was reported by the caller
             ok, summary, problems = False, f"cannot compare: {e}", []
         print(f"{'PASS' if ok else 'FAIL'}: {label}: {summary}")
