@@ -18,6 +18,10 @@ check "the log path ($output) names no folder that Slurm would need to exist" te
 mkdir -p "$WORK/fake"
 cat >"$WORK/fake/srun" <<'SRUN'
 #!/usr/bin/env bash
+if [[ $* == --mpi=list ]]; then  # the plugins this fake Slurm has
+  printf 'MPI plugin types are...\n\tnone\n\tcray_shasta\n%s' "${FAKE_MPI_PLUGINS:-}"
+  exit 0
+fi
 printf '%s\n' "$*" >>"$WORK/srun.args"
 out=""; prev=""
 for a in "$@"; do [[ $prev == --out ]] && out=$a; prev=$a; done
@@ -39,7 +43,7 @@ job() {
   [[ -n $nodes ]] || { nodes=1; per_node=2; }
   shift $(( $# > 1 ? 2 : 1 ))
   rm -rf "$WORK/out" "$WORK/srun.args" "$WORK/scontrol.args"
-  env WORK="$WORK" FAKE_SRUN="$mode" PATH="$WORK/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=$nodes \
+  env WORK="$WORK" FAKE_SRUN="$mode" FAKE_MPI_PLUGINS=$'\tpmi2\n\tpmix\n' PATH="$WORK/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=$nodes \
     SLURM_NTASKS_PER_NODE=$per_node SLURM_NTASKS=$((nodes * per_node)) SLURM_JOB_NODELIST=node1 SLURM_CPUS_PER_TASK=1 \
     REPO="$REPO_DIR" DATA_DIR="$WORK/data" OUT_DIR="$WORK/out" BINARY="$WORK/fake/mygpt-ddp" STEPS=10 "$@" \
     bash "$SCRIPT" >"$WORK/job_$mode.out" 2>&1
@@ -52,6 +56,19 @@ job stop
 check "an early stop with a checkpoint exits 0 (exit $RC)" test "$RC" -eq 0
 check "... and requeues the job (scontrol requeue 42)" grep -qx "requeue 42" "$WORK/scontrol.args"
 check "srun runs the binary with --mpi=pmix and --resume auto" grep -q -- "--mpi=pmix .*--resume auto" "$WORK/srun.args"
+job finish 1 FAKE_MPI_PLUGINS=$'\tpmi2\n'
+check "a Slurm with PMI2 only: --mpi=pmi2" grep -q -- "--mpi=pmi2 " "$WORK/srun.args"
+job finish 1 MYGPT_SRUN_MPI=pmi3
+check "MYGPT_SRUN_MPI=pmi3 is refused (exit $RC)" test "$RC" -eq 2
+for nodes in 1 2 4 8; do  # Debian's slurm-wlm: no MPI plugin; the ranks meet through the c10d store
+  job finish "$nodes" FAKE_MPI_PLUGINS=
+  if [[ $RC -eq 0 ]] && grep -q -- "--mpi=none .*--resume auto" "$WORK/srun.args" &&
+     grep -q "ranks meet through a c10d store" "$WORK/job_finish.out"; then
+    pass "$nodes node(s), a Slurm without PMIx: srun --mpi=none, the store rendezvous announced"
+  else
+    fail "$nodes node(s), a Slurm without PMIx" "exit $RC: $(cat "$WORK/srun.args" "$WORK/job_finish.out" 2>/dev/null | tail -n 3)"
+  fi
+done
 job finish
 check "a finished run exits 0 (exit $RC)" test "$RC" -eq 0
 check "... and is not requeued" test ! -e "$WORK/scontrol.args"
