@@ -3,8 +3,8 @@
 # call and keeps nothing between calls), each writing its PASS/FAIL rows as its steps finish:
 #   tests     ctest -L cuda: the CUDA and NCCL tests, each under a CTest timeout
 #   run       a short builtin:sort run on cuda: trains, checkpoints, samples, evaluates, samples on CPU
-#   nccl      mpirun -np <GPUs> on NCCL (one GPU: the whole multi-rank path with one rank); 2+ GPUs: a
-#             stalled peer must end the job
+#   nccl      torchrun, then mpirun (where there is one), -np <GPUs> on NCCL (one GPU: the whole multi-rank
+#             path with one rank); 2+ GPUs: a stalled peer must end the job
 #   memcheck  compute-sanitizer memcheck on a few steps, judged by its ERROR SUMMARY
 #   bench     scripts/bench_gpt2_gpu.sh (GPT-2 124M against PyTorch eager and torch.compile; minutes)
 # Default phases: tests run nccl memcheck. The raw material of the run (nvidia-smi, versions of driver,
@@ -192,22 +192,39 @@ phase_run() {
 
 phase_nccl() {
   local ranks=$gpus backend=nccl
-  [[ $device == cpu ]] && { ranks=2; backend=mpi; }
-  # One GPU: one rank, which still takes the NCCL path of a larger job (MPI bootstrap, communicator,
-  # bucket hooks, watchdog, stop flag).
-  if step nccl "train_np$ranks" mpirun --oversubscribe --bind-to none -np "$ranks" "$bin" train builtin:sort \
-       "${tiny[@]}" --threads 1 --steps 60 --eval-every 30 --out "$out/nccl/sort_np$ranks" --overwrite; then
-    if grep -q "backend $backend" "$out/nccl/train_np$ranks.log"; then
-      row nccl PASS backend "$(grep -m1 -o "world: .*backend $backend" "$out/nccl/train_np$ranks.log")"
-    else
-      row nccl FAIL backend "the run did not use the $backend backend (log nccl/train_np$ranks.log)"
-    fi
+  [[ $device == cpu ]] && { ranks=2; backend=gloo; }
+  # One GPU: one rank, which still takes the NCCL path of a larger job (bootstrap, communicator, bucket
+  # hooks, watchdog, stop flag). First without MPI: torchrun from the node's own torch, ranks meeting
+  # through a c10d store (what a node with nothing but python3 and torch can run; Open MPI's plugins are
+  # never loaded); then through mpirun where there is one. --comm-timeout 30: a hung collective ends the
+  # step in seconds, not the 600-s default. NCCL_DEBUG=INFO: what NCCL chose, in the log.
+  local run_flags=("${tiny[@]}" --threads 1 --steps 60 --eval-every 30 --comm-timeout 30 --overwrite)
+  if step nccl "torchrun_np$ranks" env NCCL_DEBUG=INFO "$PYTHON" -m torch.distributed.run --standalone \
+       --nproc-per-node "$ranks" --no-python "$bin" train builtin:sort "${run_flags[@]}" --out "$out/nccl/sort_torchrun"; then
+    nccl_backend_row "torchrun_np$ranks" "$backend"
+  fi
+  rm -f "$out/nccl/sort_torchrun"/ckpt_*
+  [[ $device == cpu ]] && backend=mpi
+  if ! command -v mpirun >/dev/null 2>&1; then
+    skip nccl "mpirun_np$ranks" "no mpirun on this node (the MPI route; torchrun's ran above)"
+  elif step nccl "mpirun_np$ranks" env NCCL_DEBUG=INFO mpirun --oversubscribe --bind-to none -np "$ranks" "$bin" train \
+       builtin:sort "${run_flags[@]}" --out "$out/nccl/sort_np$ranks"; then
+    nccl_backend_row "mpirun_np$ranks" "$backend"
   fi
   rm -f "$out/nccl/sort_np$ranks"/ckpt_*
-  if (( gpus >= 2 )) && [[ $device == cuda ]]; then
+  if (( gpus >= 2 )) && [[ $device == cuda ]] && command -v mpirun >/dev/null 2>&1; then
     step nccl stalled_peer bash "$repo/tests/cuda/stalled_peer_test.sh" "$bin" mpirun
   else
-    skip nccl stalled_peer "needs two GPUs (one rank per GPU)"
+    skip nccl stalled_peer "needs two GPUs (one rank per GPU) and mpirun"
+  fi
+}
+
+# nccl_backend_row STEP BACKEND: whether the run of STEP used BACKEND (its world line says).
+nccl_backend_row() {
+  if grep -q "backend $2" "$out/nccl/$1.log"; then
+    row nccl PASS "$1.backend" "$(grep -m1 -o "world: .*backend $2.*" "$out/nccl/$1.log")"
+  else
+    row nccl FAIL "$1.backend" "the run did not use the $2 backend (log nccl/$1.log)"
   fi
 }
 

@@ -108,14 +108,14 @@ evidence="$WORK/evidence"
 run_cmd cpu_check env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --out "$evidence" \
   --pack "$WORK/pack" run nccl memcheck
 check "(2) phases run nccl memcheck on CPU: exit 0 (exit $RC): $(tail -n 2 "$WORK/cpu_check.err")" test "$RC" -eq 0
-for name in run.train run.generate run.eval run.generate_on_cpu nccl.train_np2 nccl.backend memcheck.memcheck \
+for name in run.train run.generate run.eval run.generate_on_cpu nccl.torchrun_np2 nccl.torchrun_np2.backend nccl.mpirun_np2 nccl.mpirun_np2.backend memcheck.memcheck \
             memcheck.error_summary; do
   check "(2) ... row PASS $name" grep -qE "^PASS +$name " "$evidence/${name%%.*}/rows.txt"
 done
 check "(2) ... stalled_peer skipped with one GPU" grep -qE '^SKIP +nccl.stalled_peer ' "$evidence/nccl/rows.txt"
 check "(2) ... facts name the GPU and the driver" bash -c "grep -q 'NVIDIA H100' '$evidence/facts.txt' && grep -q 'driver 580.00.00' '$evidence/facts.txt'"
 check "(2) ... summary.txt gathers every row ($(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null) rows)" \
-  test "$(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null)" -eq 9
+  test "$(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null)" -eq 11
 check "(2) ... no checkpoint kept as evidence" bash -c "! find '$evidence' -name 'ckpt_*' | grep -q ."
 check "(2) ... the pack: summary.txt and one tarball of the folder" \
   bash -c "cmp -s '$WORK/pack/summary.txt' '$evidence/summary.txt' && tar -tzf '$WORK/pack/gpu-run.tar.gz' | grep -q '^evidence/run/train.log$' && [[ \$(ls '$WORK/pack' | wc -l) -eq 2 ]]"
