@@ -94,7 +94,8 @@ for extra in "$lib"/openmpi/lib/libmca_common_{sm,monitoring,ompio}.so*; do [[ -
 # kit_ctest_dir fills in on the node; and the test scripts they run.
 python=$(cache_value MYGPT_TORCH_PYTHON)
 mpiexec=$(cache_value MPIEXEC_EXECUTABLE)
-placeholders() { sed -e "s|$python|@PYTHON@|g" -e "s|$mpiexec|@KIT@/bin/mpiexec|g" -e "s|$build|@KIT@/build|g" -e "s|$repo|@KIT@/src|g"; }
+torchrun=$(cache_value MYGPT_TORCHRUN)
+placeholders() { sed -e "s|$python|@PYTHON@|g" ${torchrun:+-e "s|$torchrun|@TORCHRUN@|g"} -e "s|$mpiexec|@KIT@/bin/mpiexec|g" -e "s|$build|@KIT@/build|g" -e "s|$repo|@KIT@/src|g"; }
 grep -E 'mygpt_cuda|\[=\[cuda_' "$build/tests/CTestTestfile.cmake" | placeholders >"$new/ctest/CTestTestfile.cmake"
 for f in "$build/tests/mygpt_cuda"*"["*.cmake; do placeholders <"$f" >"$new/ctest/$(basename "$f")"; done
 ls "$new/ctest/"*_tests.cmake >/dev/null 2>&1 || die "no CUDA tests listed in build/tests (did the discovery step run?)"

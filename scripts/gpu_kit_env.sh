@@ -51,7 +51,9 @@ kit_ctest_dir() {
   mkdir -p "$1" || return 1
   local f
   for f in "$kit_dir"/ctest/*; do
-    sed -e "s|@KIT@|$kit_dir|g" -e "s|@PYTHON@|$PYTHON|g" "$f" >"$1/$(basename "$f")"
+    # torchrun beside the node's python (the one-rank NCCL job without MPI).
+    sed -e "s|@KIT@|$kit_dir|g" -e "s|@PYTHON@|$PYTHON|g" -e "s|@TORCHRUN@|$(dirname "$PYTHON")/torchrun|g" "$f" \
+      >"$1/$(basename "$f")"
   done
   # The CTest files name the discovered-tests file by its place in the kit.
   sed -i "s|$kit_dir/ctest/|$1/|g" "$1"/*

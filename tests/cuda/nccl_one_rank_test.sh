@@ -19,6 +19,8 @@ device=${4:-cuda}
 if [[ $(basename "$launcher_path") == torchrun ]]; then
   launcher=torchrun
   LAUNCH=("$launcher_path" --standalone --nproc-per-node 1 --no-python)
+  # A node whose torch has no torchrun script on the PATH still has the module.
+  [[ -x $launcher_path ]] || LAUNCH=("$python" -m torch.distributed.run --standalone --nproc-per-node 1 --no-python)
   stop_signal=TERM
   backend=nccl; [[ $device == cpu ]] && backend=gloo
 else
