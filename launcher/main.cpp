@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -62,6 +63,12 @@ int fail(const mygpt::JobSession* job, int code, const std::string& message,
   std::cerr << (several_ranks ? "rank " + std::to_string(job->world().rank) + ": " : std::string()) +
                    "mygpt-ddp: error: " + first_line(message, otherwise) + "\n"
             << std::flush;
+  // A GPU node's first contact with a CUDA error: the first line alone may lose its context (the GPU kit
+  // sets this). The one line above stays first, whole.
+  const char* full = std::getenv("MYGPT_FULL_ERRORS");
+  if (full != nullptr && std::string(full) == "1" && message.find('\n') != std::string::npos) {
+    std::cerr << "mygpt-ddp: the whole error (MYGPT_FULL_ERRORS=1):\n" + message + "\n" << std::flush;
+  }
   if (several_ranks) job->abort_job(code);
   return code;
 }

@@ -2,12 +2,17 @@
 # The environment of a GPU kit (scripts/gpu_kit.sh copies this file into the kit as gpu_env.sh); source
 # it on the node. It finds the node's torch (the rules of scripts/torch_python.sh: PYTHON, else python3),
 # checks that it is the torch the kit was built against, puts that torch's libraries and the CUDA and NCCL
-# libraries beside it (site-packages/nvidia/*/lib) on the library path after the kit's own, checks that
+# libraries beside it (site-packages/nvidia/*/lib) on the library path after the kit's own and before the
+# node's, checks that
 # every library of the kit's binaries resolves, and defines kit_ctest_dir. Returns 1 with one line
 # saying what is wrong otherwise.
 kit_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+kit_node_library_path=${LD_LIBRARY_PATH:-}  # the node's own: it goes after torch's (see kit_setup)
 # shellcheck source=/dev/null
 source "$kit_dir/env.sh"  # Open MPI, PMIx and hwloc relocated into the kit (written by setup.sh)
+# CUDA errors on a node's first contact: the whole LibTorch message, not its first line only; NCCL's
+# warnings in every log (gpu_check.sh's NCCL phase asks for INFO).
+export MYGPT_FULL_ERRORS=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 # shellcheck source=scripts/torch_python.sh
 source "$kit_dir/src/scripts/torch_python.sh"
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -38,7 +43,13 @@ kit_setup() {
     return 1
   fi
   libs=$(kit_torch_libs "$PYTHON") || { echo "gpu kit: cannot locate the torch of $PYTHON" >&2; return 1; }
-  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$libs"
+  # The kit's libraries, then torch's and the CUDA and NCCL beside it, then the node's own: a CUDA toolkit
+  # or another NCCL on the node's path must not stand in for the ones this torch was built with.
+  local kit_part=${LD_LIBRARY_PATH:-}
+  [ -n "$kit_node_library_path" ] && kit_part=${kit_part%"$kit_node_library_path"}
+  kit_part=${kit_part%:}
+  LD_LIBRARY_PATH=${kit_part:+$kit_part:}$libs${kit_node_library_path:+:$kit_node_library_path}
+  export LD_LIBRARY_PATH
   missing=$(ldd "$kit_dir/build/mygpt-ddp" "$kit_dir"/build/tests/* 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
   if [ -n "$missing" ]; then
     echo "gpu kit: libraries found neither in the kit nor beside the torch of $PYTHON: $missing" >&2

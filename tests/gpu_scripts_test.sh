@@ -82,6 +82,9 @@ EOF
 cat >"$fakes/compute-sanitizer" <<'EOF'
 #!/bin/sh
 # Runs the program after the options, as compute-sanitizer does; FAKE_SANITIZER_ERRORS errors reported.
+if [ -n "${FAKE_SANITIZER_REFUSES:-}" ]; then  # as in a gVisor sandbox
+  echo "========= Internal Sanitizer Error: The Sanitizer failed to initialize (gVisor)"; exit 255
+fi
 while [ "${1#--}" != "$1" ]; do shift 2; done
 "$@"; rc=$?
 echo "========= ERROR SUMMARY: ${FAKE_SANITIZER_ERRORS:-0} errors"
@@ -124,6 +127,11 @@ run_cmd memcheck_errors env PATH="$fakes:$PATH" FAKE_SANITIZER_ERRORS=3 bash "$c
   --device cpu --out "$WORK/errors" memcheck
 check "(2) memcheck errors in the ERROR SUMMARY: exit 1 (exit $RC), a FAIL row though the program passed" \
   bash -c "[[ $RC -eq 1 ]] && grep -qE '^FAIL +memcheck.error_summary .*3 error' '$WORK/errors/memcheck/rows.txt' && grep -qE '^PASS +memcheck.memcheck ' '$WORK/errors/memcheck/rows.txt'"
+
+run_cmd memcheck_refused env PATH="$fakes:$PATH" FAKE_SANITIZER_REFUSES=1 bash "$checkout/scripts/gpu_check.sh" \
+  --device cpu --out "$WORK/refused" memcheck
+check "(2) a machine where compute-sanitizer cannot instrument: a SKIP row with its reason, exit 0 (exit $RC)" \
+  bash -c "[[ $RC -eq 0 ]] && grep -qE '^SKIP +memcheck.memcheck .*Sanitizer failed to initialize' '$WORK/refused/memcheck/rows.txt'"
 
 cat >"$fakes/ctest" <<'EOF'
 #!/bin/sh
@@ -174,6 +182,9 @@ if cc -shared -fPIC -o "$site/torch/lib/libfaketorch.so" "$WORK/faketorch.c" 2>/
   got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh" && echo "$LD_LIBRARY_PATH" && "$1/build/mygpt-ddp" && echo ran' kit "$kit" 2>&1)
   check "(4) the kit finds the node's torch, and the CUDA/NCCL folders beside it: $(echo "$got" | tr '\n' ' ')" \
     has "$got" "$site/torch/lib:$site/nvidia/cu13/lib:$site/nvidia/nccl/lib" $'\nran'
+  got=$(LD_LIBRARY_PATH=/node/cuda/lib64 PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh" && echo "$LD_LIBRARY_PATH"' kit "$kit" 2>&1)
+  check "(4) the node's own LD_LIBRARY_PATH comes after torch's libraries: $got" \
+    has "$got" "$site/nvidia/nccl/lib:/node/cuda/lib64"
   echo "__version__ = '2.12.0+cu130'" >"$site/torch/version.py"
   got=$(PYTHON="$WORK/node_python" bash -c 'source "$1/gpu_env.sh"' kit "$kit" 2>&1)
   check "(4) another torch version is refused in one line: $got" \
