@@ -9,13 +9,16 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <stdexcept>
 
 #include "common/file_io.h"
 #include "common/folder_claim.h"
 #include "common/progress.h"
 #include "common/strprintf.h"
+#include "dataloader/document_reader.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
+#include "dataloader/parallel_encoder.h"
 #include "dataloader/text_codec.h"
 #include "dataloader/token_shard_writer.h"
 #include "launcher/commands.h"
@@ -33,6 +36,7 @@ struct PrepareFlags {
   std::optional<int64_t> val_tokens;
   bool overwrite{};
   bool quiet{};
+  int64_t threads{};
 };
 
 const OptionTable<PrepareFlags>& prepare_flag_table() {
@@ -59,6 +63,10 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
           "write into an --out that holds shards of an earlier prepare, deleting its train*/val* .bin files and "
           "tokenizer files (char_vocab.txt, encoder.json, vocab.bpe) first, nothing else")
         .init(false);
+    t.add("threads", &P::threads,
+          "tokenizer threads; 0: one per core. The shards are the same, byte for byte, whatever the number")
+        .init(0)
+        .check(non_negative);
     quiet_flag(t, &P::quiet);
     return t;
   }();
@@ -82,45 +90,29 @@ std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
   return found;
 }
 
-std::string read_file(const std::string& path) {
-  std::string text = read_text_file(path, "input file");
-  if (text.empty()) throw std::invalid_argument("input file '" + path + "' is empty");
-  return text;
-}
-
-bool is_json_lines(const std::string& path, const std::string& text) {
-  const auto ext = std::filesystem::path(path).extension().string();
-  if (ext == ".jsonl" || ext == ".json") return true;
-  const auto first = text.find_first_not_of(" \t\r\n");
-  return first != std::string::npos && text[first] == '{';
-}
-
-// Calls on_document for every document of the file.
-template <typename F>
-void for_each_document(const std::string& path, const std::string& text, F&& on_document) {
-  if (!is_json_lines(path, text)) {
-    on_document(std::string_view(text));
-    return;
-  }
-  size_t line_number = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    ++line_number;
-    const std::string_view line(text.data() + start, end - start);
-    start = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      throw std::invalid_argument("'" + path + "' line " + std::to_string(line_number) + " is not valid JSON");
+// The distinct characters of every document, each once (a first pass of the character tokenizer, which
+// must know its vocabulary before it numbers anything).
+std::string distinct_characters(const std::vector<std::string>& inputs) {
+  std::vector<bool> seen(0x110000, false);
+  std::string characters;
+  for (const auto& path : inputs) {
+    DocumentReader reader(path);
+    while (const auto piece = reader.next()) {
+      const std::string& text = piece->text;
+      for (std::size_t i = 0; i < text.size();) {  // whole UTF-8 (DocumentReader checked it)
+        const auto lead = static_cast<unsigned char>(text[i]);
+        const std::size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        uint32_t cp = length == 1 ? lead : lead & (0xFF >> (length + 1));
+        for (std::size_t k = 1; k < length; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        if (cp < seen.size() && !seen[cp]) {
+          seen[cp] = true;
+          characters.append(text, i, length);
+        }
+        i += length;
+      }
     }
-    if (!record.is_object() || !record.contains("text") || !record["text"].is_string()) {
-      throw std::invalid_argument("'" + path + "' line " + std::to_string(line_number) + " has no \"text\" string");
-    }
-    on_document(record["text"].get_ref<const std::string&>());
   }
+  return characters;
 }
 
 int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
@@ -128,28 +120,32 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   const auto& inputs = f.input;
   const std::string& out_dir = *f.out;
   const auto shard_tokens = static_cast<uint64_t>(f.shard_tokens);
-  uint64_t corpus_bytes = 0;
   const TokenizerKind kind = f.tokenizer;
-
-  std::vector<std::string> texts;
-  for (const auto& path : inputs) {
-    texts.push_back(read_file(path));
-    corpus_bytes += texts.back().size();
+  // Streamed: the files are opened (and checked) now, read piece by piece below.
+  uint64_t corpus_bytes = 0;
+  for (const auto& path : inputs) corpus_bytes += DocumentReader(path).size();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (f.threads > static_cast<int64_t>(cores) * 4 || f.threads > 1024) {
+    throw std::invalid_argument(strprintf("--threads %lld is far above this machine's %u cores (at most %u)",
+                                          static_cast<long long>(f.threads), cores, std::min(cores * 4, 1024u)));
   }
+  const int threads = f.threads > 0 ? static_cast<int>(f.threads) : static_cast<int>(cores);
   // Without --val-tokens a tenth of the corpus validates (nanoGPT's split), estimated from its size so
   // that the corpus can stream through, its last val_tokens held back for the val shards.
   const uint64_t val_tokens =
       f.val_tokens ? static_cast<uint64_t>(*f.val_tokens)
                    : std::min<uint64_t>(1048576, corpus_bytes / (kind == TokenizerKind::gpt2 ? 3 : 1) / 10);
   std::unique_ptr<TextCodec> codec;
+  std::function<std::unique_ptr<TextCodec>()> make_codec;
   if (kind == TokenizerKind::gpt2) {
     if (!f.vocab) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
-    codec = make_text_codec(TokenizerKind::gpt2, *f.vocab);
+    const std::string vocab = *f.vocab;
+    make_codec = [vocab] { return make_text_codec(TokenizerKind::gpt2, vocab); };
   } else {
-    std::string all;
-    for (const auto& t : texts) all += t;
-    codec = make_char_codec_for(all);
+    const std::string characters = distinct_characters(inputs);
+    make_codec = [characters] { return make_char_codec_for(characters); };
   }
+  codec = make_codec();
   if (codec->vocab_size() > 65536) {
     throw std::invalid_argument("--tokenizer char: the --input files hold " + std::to_string(codec->vocab_size()) +
                                 " distinct characters, more than uint16 token shards can number (65536)");
@@ -182,17 +178,39 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     held_back.erase(held_back.begin(), held_back.begin() + static_cast<std::ptrdiff_t>(n));
   };
   try {
+    // Batches of about 4 MiB of text go to the threads; at most two per thread wait or are done but not
+    // written, so memory stays flat whatever the corpus. Tokens are written in the order of the text.
+    ParallelEncoder encoder(make_codec, threads);
+    const std::size_t max_pending = 2 * static_cast<std::size_t>(threads);
+    auto write_oldest = [&] {
+      std::vector<int32_t> ids = encoder.take();
+      write(ids);
+    };
+    uint64_t bytes_before = 0;  // of the files already read
     for (size_t i = 0; i < inputs.size(); ++i) {
-      for_each_document(inputs[i], texts[i], [&](std::string_view doc) {
-        std::vector<int32_t> ids;
-        if (codec->end_of_text() >= 0) ids.push_back(static_cast<int32_t>(codec->end_of_text()));
-        for (int64_t id : codec->encode(doc)) ids.push_back(static_cast<int32_t>(id));
-        write(ids);
-        bytes += doc.size();
+      DocumentReader reader(inputs[i]);
+      std::vector<TextPiece> batch;
+      std::size_t batch_bytes = 0;
+      auto submit = [&] {
+        if (batch.empty()) return;
+        if (encoder.pending() >= max_pending) write_oldest();
+        encoder.submit(std::move(batch));
+        batch.clear();
+        batch_bytes = 0;
+      };
+      while (auto piece = reader.next()) {
+        batch_bytes += piece->text.size();
+        batch.push_back(std::move(*piece));
+        if (batch_bytes >= (std::size_t{4} << 20)) submit();
+        bytes = bytes_before + reader.bytes_read();
         progress.update(static_cast<double>(bytes) / 1e6,
-                        strprintf("file %zu/%zu, %llu tokens", i + 1, inputs.size(), static_cast<unsigned long long>(total)));
-      });
+                        strprintf("file %zu/%zu, %llu tokens, %d thread(s)", i + 1, inputs.size(),
+                                  static_cast<unsigned long long>(total), threads));
+      }
+      submit();
+      bytes_before += reader.size();
     }
+    while (encoder.pending() > 0) write_oldest();
     progress.finish();
     const size_t n = held_back.size() > val_tokens ? held_back.size() - val_tokens : 0;
     train.append(std::span<const int32_t>(held_back.data(), n));

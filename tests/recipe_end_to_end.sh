@@ -114,6 +114,19 @@ prepare_checks() {
       fail "prepare summary" "$(tail -1 "$WORK/prepare.out")"
   fi
 
+  # --threads: the same shards, byte for byte, from 1 and from 2 threads (the text is tokenized in pieces
+  # cut where the tokens cannot change, and written in order).
+  if expect_ok prepare_t1 prepare --vocab "$GPT2" --input "$SHAKESPEARE" --out "$WORK/t1" --threads 1 --shard-tokens 100000 &&
+     expect_ok prepare_t2 prepare --vocab "$GPT2" --input "$SHAKESPEARE" --out "$WORK/t2" --threads 2 --shard-tokens 100000; then
+    if diff -r "$WORK/t1" "$WORK/t2" >/dev/null && [[ -n $(ls "$WORK/t1"/*.bin 2>/dev/null) ]]; then
+      pass "prepare --threads 1 and --threads 2 write the same shards, byte for byte"
+    else
+      fail "prepare --threads 1 and 2 differ" "$(diff -rq "$WORK/t1" "$WORK/t2" | head -3)"
+    fi
+  fi
+  bad_prepare "prepare: --threads far above the cores" "--threads 100000 is far above" "$WORK/p_threads" \
+    --vocab "$GPT2" --input "$SHAKESPEARE" --threads 100000
+
   # JSON lines: each line's "text" is a document, preceded by <|endoftext|> (50256); blank lines skipped.
   printf '{"text": "Hello world"}\n\n{"id": 2, "text": "Second doc here."}\n' >"$WORK/docs.jsonl"
   if expect_ok prepare_jsonl prepare --vocab "$GPT2" --input "$WORK/docs.jsonl" --out "$WORK/jsonl" --val-tokens 0; then

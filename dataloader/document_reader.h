@@ -1,0 +1,53 @@
+#pragma once
+// The documents of `prepare`'s input files, read as a stream (a corpus of any size passes through a few
+// MiB of memory): a JSON-lines file (.jsonl/.json, or text starting with '{') gives one document per
+// line (its "text" field); any other file is one document, handed out in pieces cut only where cutting
+// cannot change its tokens. A cut goes right after a '\n' that has a printable ASCII character on each
+// side: GPT-2's pre-tokenizer then ends a piece exactly there whether the text is cut or not (a longer
+// run of whitespace would not: "\n\n" at the end of a piece is one token, before a letter two), and
+// the character tokenizer maps characters one by one. A file without such a place stays in one piece.
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mygpt {
+
+struct TextPiece {
+  std::string text;
+  bool starts_document = false;  // the tokenizer's <|endoftext|> goes before it
+};
+
+class DocumentReader {
+ public:
+  // Opens `path` (std::invalid_argument naming it when it is not a readable regular file, or empty).
+  // Pieces of plain text are about piece_bytes long.
+  explicit DocumentReader(const std::string& path, std::size_t piece_bytes = std::size_t{1} << 20);
+  // The next piece, or none at the end. Throws std::invalid_argument naming the file (and line) for text
+  // that is not UTF-8, a line that is not JSON, or one without a "text" string.
+  std::optional<TextPiece> next();
+  // Bytes of the file consumed so far, and its size.
+  uint64_t bytes_read() const { return consumed_; }
+  uint64_t size() const { return size_; }
+  bool json_lines() const { return json_lines_; }
+
+ private:
+  std::optional<TextPiece> next_line_document();
+  std::optional<TextPiece> next_text_piece();
+
+  std::string path_;
+  std::ifstream in_;
+  std::size_t piece_bytes_;
+  uint64_t size_ = 0, consumed_ = 0;
+  bool json_lines_ = false;
+  bool started_ = false;  // a plain text's first piece was handed out
+  uint64_t line_number_ = 0;
+  std::string carry_;  // plain text read but not handed out yet
+};
+
+// The largest position in [from, before] of `text` at which a cut is safe (see above); none when there is
+// no such place there.
+std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t from, std::size_t before);
+
+}  // namespace mygpt

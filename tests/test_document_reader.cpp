@@ -1,0 +1,143 @@
+// prepare's streamed input and parallel tokenizing: pieces cut where GPT-2's pre-tokenizer (and the
+// character tokenizer) give the same tokens as the whole text, JSON-lines documents, and the same tokens
+// in the same order on any number of threads.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "dataloader/document_reader.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "dataloader/parallel_encoder.h"
+#include "dataloader/text_codec.h"
+#include "tests/scratch_dir.h"
+
+namespace mygpt {
+namespace {
+
+const std::string kGpt2Dir = std::string(MYGPT_SHARED_DATA_DIR) + "/gpt2";
+const std::string kShakespeare = std::string(MYGPT_SHARED_DATA_DIR) + "/tinyshakespeare.txt";
+
+std::string write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+std::vector<TextPiece> all_pieces(const std::string& path, std::size_t piece_bytes) {
+  DocumentReader reader(path, piece_bytes);
+  std::vector<TextPiece> pieces;
+  while (auto piece = reader.next()) pieces.push_back(std::move(*piece));
+  EXPECT_EQ(reader.bytes_read(), reader.size());
+  return pieces;
+}
+
+// Text where a careless cut would change GPT-2's tokens: runs of newlines and spaces before letters
+// ("\n\n" is one token at the end of a piece, two before a letter), a no-break space, digits.
+std::string tricky_text() {
+  std::string text;
+  for (int i = 0; i < 400; ++i) {
+    text += "Line " + std::to_string(i) + ".\n\nNext  \n line\n" + (i % 3 ? "x" : " y") + "\xC2\xA0z\n\n\n" +
+            (i % 5 ? "a\nb" : "'s\n12") + "\n";
+  }
+  return text;
+}
+
+TEST(DocumentReader, CutsOnlyWhereTheTokensStayTheSame) {
+  if (!std::filesystem::exists(kGpt2Dir + "/encoder.json")) GTEST_SKIP() << "no GPT-2 files in " << kGpt2Dir;
+  const ScratchDir dir;
+  const auto gpt2 = make_text_codec(TokenizerKind::gpt2, kGpt2Dir);
+  std::vector<std::string> texts = {tricky_text()};
+  if (std::filesystem::exists(kShakespeare)) {
+    std::ifstream in(kShakespeare, std::ios::binary);
+    texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (const std::string& text : texts) {
+    const std::string path = write_file(dir.path() / "text.txt", text);
+    const auto chars = make_char_codec_for(text);
+    for (const TextCodec* codec : {gpt2.get(), chars.get()}) {
+      const std::vector<TextPiece> pieces = all_pieces(path, 997);
+      EXPECT_GT(pieces.size(), 10u) << "the text was cut into pieces";
+      EXPECT_TRUE(pieces.front().starts_document);
+      std::string joined;
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        joined += pieces[i].text;
+        if (i > 0) {
+          EXPECT_FALSE(pieces[i].starts_document);
+        }
+      }
+      EXPECT_EQ(joined, text) << "the pieces are the text";
+      std::vector<int32_t> whole;
+      if (codec->end_of_text() >= 0) whole.push_back(static_cast<int32_t>(codec->end_of_text()));
+      for (int64_t id : codec->encode(text)) whole.push_back(static_cast<int32_t>(id));
+      EXPECT_EQ(encode_batch(*codec, pieces), whole) << "tokens of the pieces == tokens of the whole text";
+    }
+  }
+}
+
+TEST(DocumentReader, NoSafePlaceKeepsTheTextWhole) {
+  const ScratchDir dir;
+  const std::string text(5000, 'a');  // no newline at all
+  EXPECT_EQ(all_pieces(write_file(dir.path() / "a.txt", text), 100).size(), 1u);
+  EXPECT_FALSE(last_safe_cut("a\n\nb", 0, 3).has_value()) << "two newlines: not a safe cut";
+  EXPECT_FALSE(last_safe_cut("a \nb", 0, 3).has_value()) << "a space before the newline: not safe";
+  EXPECT_EQ(last_safe_cut("ab\ncd\nef", 0, 7), 6u);
+}
+
+TEST(DocumentReader, JsonLinesAreDocumentsAndBadLinesAreNamed) {
+  const ScratchDir dir;
+  const auto pieces =
+      all_pieces(write_file(dir.path() / "d.jsonl", "{\"text\": \"one\"}\n\n{\"text\": \"two\\nlines\"}\n"), 4);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[1].text, "two\nlines");
+  EXPECT_TRUE(pieces[0].starts_document && pieces[1].starts_document);
+  const std::string bad = write_file(dir.path() / "bad.jsonl", "{\"text\": \"ok\"}\n{\"txt\": 1}\n");
+  try {
+    all_pieces(bad, 1 << 20);
+    ADD_FAILURE() << "a line without a text field was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl' line 2 has no \"text\" string"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(DocumentReader((dir.path() / "missing.txt").string()), std::invalid_argument);
+  EXPECT_THROW(DocumentReader(write_file(dir.path() / "empty.txt", "")), std::invalid_argument);
+  const std::string latin1 = write_file(dir.path() / "latin1.txt", "caf\xE9\nabc\n");
+  EXPECT_THROW(all_pieces(latin1, 1 << 20), std::invalid_argument);
+}
+
+TEST(ParallelEncoder, SameTokensInTheSameOrderOnAnyNumberOfThreads) {
+  std::string text;  // ASCII, so that any slice of it is whole characters
+  for (int i = 0; i < 1000; ++i) text += "word " + std::to_string(i * 7919 % 1000) + (i % 9 ? " " : ".\n");
+  const auto make = [&text] { return make_char_codec_for(text); };
+  std::vector<std::vector<TextPiece>> batches;
+  for (int b = 0; b < 40; ++b) {
+    batches.push_back({TextPiece{text.substr(static_cast<size_t>(b) * 97, 500), b % 7 == 0}});
+  }
+  std::vector<int32_t> expected;
+  const auto codec = make();
+  for (const auto& batch : batches) {
+    const auto tokens = encode_batch(*codec, batch);
+    expected.insert(expected.end(), tokens.begin(), tokens.end());
+  }
+  for (int threads : {1, 2, 5}) {
+    ParallelEncoder encoder(make, threads);
+    std::vector<int32_t> got;
+    for (const auto& batch : batches) {
+      if (encoder.pending() >= 3) {
+        const auto tokens = encoder.take();
+        got.insert(got.end(), tokens.begin(), tokens.end());
+      }
+      encoder.submit(batch);
+    }
+    while (encoder.pending() > 0) {
+      const auto tokens = encoder.take();
+      got.insert(got.end(), tokens.begin(), tokens.end());
+    }
+    EXPECT_EQ(got, expected) << threads << " thread(s)";
+  }
+  // A codec that cannot be made is reported to the caller, not lost in a thread.
+  ParallelEncoder broken([]() -> std::unique_ptr<TextCodec> { throw std::invalid_argument("no vocabulary"); }, 2);
+  broken.submit(batches[0]);
+  EXPECT_THROW(broken.take(), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace mygpt
