@@ -8,13 +8,14 @@
 //
 // ShuffledBatchLoader keeps that position but reads rows of T tokens in a fresh order every epoch: the
 // stream is cut into blocks of T tokens, the blocks are permuted from (seed, epoch) alone, and batch k
-// is the rows of blocks k*B .. k*B+B-1 of that order. Each row starts at its own offset below T in its
-// block, drawn from (seed, epoch, block), so an epoch shows rows at every phase of the text: every
-// block starts one row per epoch and every token is read once per epoch on average (a row may overlap
-// the next block's row, or leave a gap before it, by fewer than T tokens). Ranks, resume and the
-// N x A == 1 x N*A equivalence work as for the sequential loader, while a small corpus seen for many
-// epochs is not walked in the same consecutive chunks each time (which trains worse: Tiny
-// Shakespeare's validation loss 1.97 against 1.88, docs/BENCHMARKS.md).
+// is the rows of blocks k*B .. k*B+B-1 of that order. A row starts at an offset below T in its block
+// that rises with the block through every value below T in an epoch, from a shift drawn per epoch, so
+// an epoch shows rows at every phase of the text and cuts it elsewhere each epoch, while it still reads
+// its data once: rows overlap only where the offset wraps from T - 1 to 0 (by fewer than T tokens), and
+// the gaps between rows add up to fewer than T tokens. Ranks, resume and the N x A == 1 x N*A
+// equivalence work as for the sequential loader, while a small corpus seen for many epochs is not
+// walked in the same consecutive chunks each time (which trains worse: Tiny Shakespeare's validation
+// loss 1.97 against 1.88, docs/BENCHMARKS.md).
 //
 // RandomBatchSampler draws B random offsets per batch (nanoGPT's get_batch), from its own generator
 // seeded from (seed, rank) so that ranks see different samples.
@@ -99,7 +100,7 @@ class ShuffledBatchLoader final : public BatchLoader {
  private:
   struct EpochOrder {
     uint64_t epoch = UINT64_MAX;
-    uint64_t offset_seed = 0;    // the rows' offsets within their blocks come from it
+    uint64_t shift = 0;          // block 0's offset; the others' rise from it
     std::vector<uint32_t> rows;  // a permutation of the blocks 0 .. rows_per_epoch - 1
   };
   const EpochOrder& order_of(uint64_t epoch);
