@@ -162,8 +162,11 @@ bad cfg_fifo "config file 'fifo' is not a regular file" train text.txt "${TINY[@
 bad cfg_unknown "unrecognised option 'bogus-option'" train text.txt "${TINY[@]}" --config cfg_unknown.cfg --out out_cfg_unknown
 bad cfg_bad_value "config file 'cfg_badvalue.cfg'.*steps" train text.txt "${TINY[@]}" --config cfg_badvalue.cfg --out out_cfg_bad_value
 bad cfg_negative "--lr" train text.txt "${TINY[@]}" --config cfg_negative.cfg --out out_cfg_negative
-printf 'st%%canonical_option%%s = 2\n' >cfg_placeholder.cfg
+# Boost formats its messages by replacing %name% tokens and never ends on a value that holds one.
+printf 'steps = 2%%canonical_option%%\n' >cfg_placeholder.cfg
 bad cfg_placeholder "config file 'cfg_placeholder.cfg' holds '%canonical_option%'" train text.txt "${TINY[@]}" --config cfg_placeholder.cfg --out out_cfg_placeholder
+printf 'st%%canonical_option%%s = 2\n' >cfg_placeholder_name.cfg
+bad cfg_placeholder_name "config file 'cfg_placeholder_name.cfg' line 1 is not a .name = value. line" train text.txt "${TINY[@]}" --config cfg_placeholder_name.cfg --out out_cfg_placeholder_name
 bad arg_placeholder "argument holds '%canonical_option%'" train text.txt "${TINY[@]}" --x%canonical_option%y --out out_arg_placeholder
 # Every unknown name of a nanoGPT config in one line, each with its hint.
 bad cfg_nanogpt "unrecognised options 'out_dir' \(nanoGPT's out_dir is out here\), 'eval_interval' .*, 'always_save_checkpoint' \(nanoGPT's always_save_checkpoint: .*\), 'wandb_log' \(.*\), 'n_layer' \(names use dashes: n-layer\)" train text.txt "${TINY[@]}" --config cfg_nanogpt.py --out out_cfg_nanogpt
