@@ -69,30 +69,63 @@ std::string read_whole_file(const fs::path& path, std::string_view what, std::si
   return bytes;
 }
 
+namespace {
+
+// The bytes at `i` that begin a well-formed UTF-8 character (shortest form, no surrogates, at most
+// U+10FFFF): `whole` with its length, or not whole with the length of its maximal subpart (the longest
+// start of a well-formed sequence there, at least 1 byte), which Unicode (ch. 3, "U+FFFD Substitution of
+// Maximal Subparts"), Python's errors="replace" and so Hugging Face and tiktoken replace by one U+FFFD.
+struct Utf8Sequence {
+  std::size_t length;
+  bool whole;
+};
+
+Utf8Sequence utf8_sequence_at(std::string_view text, std::size_t i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  if (lead < 0x80) return {1, true};
+  // Leads C0/C1 only start overlong forms and F5..FF would pass U+10FFFF; E0, ED, F0 and F4 restrict
+  // their second byte (overlong forms, surrogates, beyond U+10FFFF).
+  const std::size_t extra = lead >= 0xC2 && lead <= 0xDF   ? 1
+                            : (lead >> 4) == 0xE           ? 2
+                            : lead >= 0xF0 && lead <= 0xF4 ? 3
+                                                           : 0;
+  if (extra == 0) return {1, false};
+  const unsigned char low = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
+  const unsigned char high = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+  for (std::size_t k = 1; k <= extra; ++k) {
+    if (i + k >= text.size()) return {k, false};  // cut off at the end
+    const auto byte = static_cast<unsigned char>(text[i + k]);
+    const bool fits = k == 1 ? byte >= low && byte <= high : (byte >> 6) == 0x2;
+    if (!fits) return {k, false};
+  }
+  return {extra + 1, true};
+}
+
+}  // namespace
+
 std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    // Leads C0/C1 only start overlong forms and F5..FF would pass U+10FFFF; E0, ED, F0 and F4 restrict
-    // their second byte (overlong forms, surrogates, beyond U+10FFFF).
-    const std::size_t extra = lead >= 0xC2 && lead <= 0xDF   ? 1
-                              : (lead >> 4) == 0xE           ? 2
-                              : lead >= 0xF0 && lead <= 0xF4 ? 3
-                                                             : 0;
-    if (extra == 0 || i + extra >= text.size()) return i;  // not a lead byte, or cut off at the end
-    const auto second = static_cast<unsigned char>(text[i + 1]);
-    const unsigned char low = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
-    const unsigned char high = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
-    if (second < low || second > high) return i;
-    for (std::size_t k = 2; k <= extra; ++k) {
-      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return i;
-    }
-    i += extra + 1;
+    const Utf8Sequence sequence = utf8_sequence_at(text, i);
+    if (!sequence.whole) return i;
+    i += sequence.length;
   }
   return std::nullopt;
+}
+
+std::string with_invalid_utf8_replaced(std::string_view bytes) {
+  static constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD
+  std::string text;
+  text.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const Utf8Sequence sequence = utf8_sequence_at(bytes, i);
+    if (sequence.whole) {
+      text.append(bytes.substr(i, sequence.length));
+    } else {
+      text.append(kReplacementCharacter);
+    }
+    i += sequence.length;
+  }
+  return text;
 }
 
 namespace {

@@ -46,6 +46,11 @@ std::string read_whole_file(const std::filesystem::path& path, std::string_view 
 // that does not start or continue a well-formed UTF-8 sequence (shortest form, no surrogates, at most
 // U+10FFFF), or none.
 std::optional<std::size_t> first_invalid_utf8(std::string_view text);
+// Text for people from bytes a model produced: GPT-2's tokens are bytes, and a sample may hold a character
+// cut by its end or bytes that never form one. Each maximal run of bytes that does not become a whole
+// character is one U+FFFD, as Python's decode(errors="replace") makes it (Hugging Face's and tiktoken's
+// decode); well-formed text comes back unchanged.
+std::string with_invalid_utf8_replaced(std::string_view bytes);
 // Throws std::invalid_argument "<source> is not UTF-8 text: byte 0xNN at byte offset K ..." unless text is
 // UTF-8; source names the file ("data file 'x.txt'") or the option.
 void require_utf8(std::string_view text, std::string_view source);

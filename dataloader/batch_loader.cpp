@@ -158,12 +158,11 @@ ShuffledBatchLoader::ShuffledBatchLoader(std::shared_ptr<const TokenSource> sour
   require_enough_tokens(*source_, batch_size, seq_len);
   if (world_size <= 0 || rank < 0 || rank >= world_size) throw std::logic_error("bad rank/world size");
   const auto t = static_cast<uint64_t>(seq_len);
-  // Each epoch's rows start at its own shift in [0, T), so rows do not cut the text at the same places
-  // every epoch; a stream too short to keep a batch of rows after such a shift keeps shift 0. A row
-  // reads T + 1 tokens (inputs, targets).
+  // Block i's row starts at an offset in [0, T) within it (row_start); a stream too short to keep a
+  // batch of rows after such an offset keeps offset 0. A row reads T + 1 tokens (inputs, targets).
   const uint64_t usable = source_->size() - 1;
-  max_shift_ = (usable - (t - 1)) / t >= static_cast<uint64_t>(batch_size) ? t - 1 : 0;
-  rows_per_epoch_ = (usable - max_shift_) / t;
+  max_offset_ = (usable - (t - 1)) / t >= static_cast<uint64_t>(batch_size) ? t - 1 : 0;
+  rows_per_epoch_ = (usable - max_offset_) / t;
   if (rows_per_epoch_ > std::numeric_limits<uint32_t>::max()) {
     throw std::invalid_argument("--data-order shuffled: the data holds more than 2^32 rows of --seq-len tokens; "
                                 "use --data-order sequential");
@@ -177,7 +176,7 @@ const ShuffledBatchLoader::EpochOrder& ShuffledBatchLoader::order_of(uint64_t ep
   EpochOrder& o = orders_[epoch % 2];
   SplitMix64 random{seed_ ^ (0xD1B54A32D192ED03ULL * (epoch + 1))};
   o.epoch = epoch;
-  o.shift = random.below(max_shift_ + 1);
+  o.shift = random.below(max_offset_ + 1);
   o.rows.resize(rows_per_epoch_);
   for (uint64_t i = 0; i < rows_per_epoch_; ++i) o.rows[i] = static_cast<uint32_t>(i);
   for (uint64_t i = rows_per_epoch_; i > 1; --i) std::swap(o.rows[i - 1], o.rows[random.below(i)]);  // Fisher-Yates
@@ -186,7 +185,18 @@ const ShuffledBatchLoader::EpochOrder& ShuffledBatchLoader::order_of(uint64_t ep
 
 uint64_t ShuffledBatchLoader::row_start(uint64_t row) {
   const EpochOrder& o = order_of(row / rows_per_epoch_);
-  return o.shift + static_cast<uint64_t>(o.rows[row % rows_per_epoch_]) * static_cast<uint64_t>(seq_len_);
+  const uint64_t block = o.rows[row % rows_per_epoch_];
+  // One offset for a whole epoch started every row at the same place modulo T, so data made of
+  // records whose length shares a factor with T (builtin:sort's 14-token lines, T = 32) showed only
+  // some of the record phases in an epoch, and the model learned those phases instead of the task.
+  // The offset rises with the block instead, by at most one token from a block to the next, through
+  // every value below T in an epoch (then a batch of permuted blocks holds rows at every phase), and
+  // starts at the epoch's shift (so each epoch cuts the text elsewhere). Rising, the rows do not
+  // overlap, except once by fewer than T tokens where the offset wraps to 0, and the gaps between them
+  // add up to fewer than T tokens: an epoch still reads its data once.
+  const uint64_t span = max_offset_ + 1;
+  const auto ramp = static_cast<uint64_t>(static_cast<unsigned __int128>(block) * span / rows_per_epoch_);
+  return block * static_cast<uint64_t>(seq_len_) + (o.shift + ramp) % span;
 }
 
 Batch ShuffledBatchLoader::next(const torch::Device& device) {

@@ -7,11 +7,15 @@
 // accumulation W*A reads, which is what makes distributed training equal to single-process training.
 //
 // ShuffledBatchLoader keeps that position but reads rows of T tokens in a fresh order every epoch: the
-// epoch's rows (starting at a per-epoch shift below T) are permuted from (seed, epoch) alone, and batch
-// k is rows k*B .. k*B+B-1 of that order. Ranks, resume and the N x A == 1 x N*A equivalence work as
-// for the sequential loader, while a small corpus seen for many epochs is not walked in the same
-// consecutive chunks each time (which trains worse: Tiny Shakespeare's validation loss 1.97 against
-// 1.88, docs/BENCHMARKS.md).
+// stream is cut into blocks of T tokens, the blocks are permuted from (seed, epoch) alone, and batch k
+// is the rows of blocks k*B .. k*B+B-1 of that order. A row starts at an offset below T in its block
+// that rises with the block through every value below T in an epoch, from a shift drawn per epoch, so
+// an epoch shows rows at every phase of the text and cuts it elsewhere each epoch, while it still reads
+// its data once: rows overlap only where the offset wraps from T - 1 to 0 (by fewer than T tokens), and
+// the gaps between rows add up to fewer than T tokens. Ranks, resume and the N x A == 1 x N*A
+// equivalence work as for the sequential loader, while a small corpus seen for many epochs is not
+// walked in the same consecutive chunks each time (which trains worse: Tiny Shakespeare's validation
+// loss 1.97 against 1.88, docs/BENCHMARKS.md).
 //
 // RandomBatchSampler draws B random offsets per batch (nanoGPT's get_batch), from its own generator
 // seeded from (seed, rank) so that ranks see different samples.
@@ -96,8 +100,8 @@ class ShuffledBatchLoader final : public BatchLoader {
  private:
   struct EpochOrder {
     uint64_t epoch = UINT64_MAX;
-    uint64_t shift = 0;
-    std::vector<uint32_t> rows;  // a permutation of 0 .. rows_per_epoch - 1
+    uint64_t shift = 0;          // block 0's offset; the others' rise from it
+    std::vector<uint32_t> rows;  // a permutation of the blocks 0 .. rows_per_epoch - 1
   };
   const EpochOrder& order_of(uint64_t epoch);
 
@@ -105,7 +109,7 @@ class ShuffledBatchLoader final : public BatchLoader {
   int64_t batch_size_, seq_len_;
   uint64_t seed_;
   int rank_, world_size_;
-  uint64_t max_shift_ = 0, rows_per_epoch_ = 0;
+  uint64_t max_offset_ = 0, rows_per_epoch_ = 0;
   uint64_t position_ = 0;
   EpochOrder orders_[2];  // a batch may straddle two epochs
 };

@@ -3,6 +3,7 @@
 #include <torch/cuda.h>
 #include <torch/mps.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mygpt {
@@ -37,6 +38,17 @@ torch::Device pick_device(const std::string& spec, int local_rank, int local_siz
     return torch::Device(torch::kMPS);
   }
   throw std::invalid_argument("unknown device '" + spec + "' (expected auto, cuda, mps or cpu)");
+}
+
+void require_sane_thread_count(const std::string& flag, int64_t threads, unsigned cores) {
+  constexpr int64_t kThreadsPerCore = 4, kMostThreads = 1024;
+  // hardware_concurrency may not know the cores (0); then only the absolute bound applies.
+  const int64_t limit = cores == 0 ? kMostThreads : std::min(kMostThreads, kThreadsPerCore * cores);
+  if (threads > limit) {
+    throw std::invalid_argument("--" + flag + " " + std::to_string(threads) + " is far more than this machine's " +
+                                (cores == 0 ? std::string("cores") : std::to_string(cores) + " cores") +
+                                " (at most " + std::to_string(limit) + "; 0 picks the cores divided by the ranks)");
+  }
 }
 
 void seed_everything(uint64_t seed) {

@@ -16,6 +16,11 @@ torch::Device pick_device(const std::string& spec, int local_rank = 0, int local
 // rank sees exactly one (one GPU bound per task); otherwise std::invalid_argument (oversubscription).
 int cuda_index_for_rank(int local_rank, int local_size, int visible_gpus);
 
+// A thread count far above the machine's cores is a mistake, and an expensive one: 1000 threads die in
+// libgomp, 100000 hang while being created. Refuses (std::invalid_argument naming `flag` and the core
+// count) more than 4 threads a core or more than 1024, before any thread is started.
+void require_sane_thread_count(const std::string& flag, int64_t threads, unsigned cores);
+
 // Seeds the CPU generator and, where present, every CUDA device and MPS.
 void seed_everything(uint64_t seed);
 

@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/file_io.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
@@ -63,7 +64,8 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
     auto out = generate(m.model, prompt_tensor, sampling).squeeze(0).to(torch::kCPU);
     std::vector<int64_t> ids(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel());
     if (f.num_samples > 1) std::cout << "--- sample " << i + 1 << " ---\n";
-    std::cout << m.codec->decode(ids) << std::endl;
+    // GPT-2's tokens are bytes: a sample may cut a character or hold bytes that are no UTF-8 at all.
+    std::cout << with_invalid_utf8_replaced(m.codec->decode(ids)) << std::endl;
   }
   return 0;
 }

@@ -2,11 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
-#include <sstream>
 #include <map>
-
-#include "common/file_io.h"
 
 namespace mygpt {
 
@@ -21,70 +17,6 @@ void refuse_placeholder_text(const std::string& text, const std::string& where) 
   }
 }
 
-std::string read_config_file(const std::string& path) {
-  // A config file is small; refusing large ones keeps a mistyped path (a dataset) from being read whole.
-  return read_whole_file(path, "config file", std::size_t{1} << 20);
-}
-
-namespace {
-
-constexpr std::size_t kMaxConfigDepth = 16;
-
-std::string trimmed(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
-}
-
-// Appends path's text (include lines blanked, so Boost's line numbers stay right) and then its includes',
-// the last include first. `chain` holds the files that include this one, for cycles.
-void read_config_tree(const std::filesystem::path& path, std::vector<std::filesystem::path>& chain,
-                      std::vector<ConfigFileText>& out) {
-  std::error_code ec;
-  const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
-  const std::filesystem::path key = ec ? path : canonical;
-  if (std::find(chain.begin(), chain.end(), key) != chain.end()) {
-    std::string cycle;
-    for (auto it = std::find(chain.begin(), chain.end(), key); it != chain.end(); ++it) cycle += it->string() + " -> ";
-    throw std::invalid_argument("config file '" + chain.back().string() + "' includes '" + path.string() +
-                                "', which is already being read (an include cycle: " + cycle + key.string() + ")");
-  }
-  if (chain.size() == kMaxConfigDepth) {
-    throw std::invalid_argument("config file '" + path.string() + "' is included more than " +
-                                std::to_string(kMaxConfigDepth) + " files deep");
-  }
-  std::istringstream lines(read_config_file(path.string()));
-  std::string text;
-  std::vector<std::filesystem::path> includes;
-  for (std::string line; std::getline(lines, line);) {
-    // Boost's syntax: `name = value`, '#' starts a comment.
-    const std::string content = trimmed(line.substr(0, line.find('#')));
-    const auto eq = content.find('=');
-    if (eq != std::string::npos && trimmed(content.substr(0, eq)) == "config") {
-      const std::string target = trimmed(content.substr(eq + 1));
-      if (target.empty()) throw std::invalid_argument("config file '" + path.string() + "': 'config =' names no file");
-      // Relative to the including file, wherever the program runs.
-      includes.push_back(std::filesystem::path(target).is_absolute() ? std::filesystem::path(target)
-                                                                      : path.parent_path() / target);
-      line.clear();
-    }
-    text += line + "\n";
-  }
-  out.push_back({path.string(), std::move(text)});
-  chain.push_back(key);
-  for (auto it = includes.rbegin(); it != includes.rend(); ++it) read_config_tree(*it, chain, out);
-  chain.pop_back();
-}
-
-}  // namespace
-
-std::vector<ConfigFileText> read_config_files(const std::string& path) {
-  std::vector<ConfigFileText> files;
-  std::vector<std::filesystem::path> chain;
-  read_config_tree(path, chain, files);
-  return files;
-}
-
 std::string unknown_option_hint(const std::string& unknown, const std::vector<std::string>& known) {
   std::string name = unknown.substr(unknown.find_first_not_of('-') == std::string::npos ? 0 : unknown.find_first_not_of('-'));
   const auto is_known = [&](const std::string& n) { return std::find(known.begin(), known.end(), n) != known.end(); };
@@ -93,14 +25,52 @@ std::string unknown_option_hint(const std::string& unknown, const std::vector<st
       {"learning_rate", "lr"},          {"max_iters", "steps"},         {"lr_decay_iters", "steps"},
       {"warmup_iters", "warmup-steps"}, {"eval_iters", "eval-steps"},   {"eval_interval", "eval-every"},
       {"log_interval", "log-every"},    {"out_dir", "out"},             {"dataset", "data"},
-      {"gradient_accumulation_steps", "grad-accum"}, {"grad_clip", "grad-clip"}};
+      {"gradient_accumulation_steps", "grad-accum"}, {"grad_clip", "grad-clip"}, {"start", "prompt"}};
   if (const auto it = nanogpt.find(name); it != nanogpt.end() && is_known(it->second)) {
     return " (nanoGPT's " + name + " is " + it->second + " here)";
+  }
+  // nanoGPT's names (train.py, sample.py) that nothing here corresponds to, and what to do instead.
+  static const std::map<std::string, std::string> nanogpt_without_equivalent = {
+      {"always_save_checkpoint",
+       "checkpoints are written every --checkpoint-every steps and at the end, whatever the validation loss; drop "
+       "it"},
+      {"eval_only", "`mygpt-ddp eval --checkpoint DIR --val DATA` evaluates a checkpoint"},
+      {"wandb_log", "no Weights & Biases here: --out's metrics.jsonl holds the curves; drop it"},
+      {"wandb_project", "no Weights & Biases here: --out's metrics.jsonl holds the curves; drop it"},
+      {"wandb_run_name", "no Weights & Biases here: --out's metrics.jsonl holds the curves; drop it"},
+      {"decay_lr", "the learning rate always decays from --lr to --min-lr; --min-lr equal to --lr keeps it flat"},
+      {"dtype", "--precision is fp32, bf16, fp16 or auto"},
+      {"compile", "no torch.compile in C++; drop it"},
+      {"backend", "the communicator follows the device (NCCL on CUDA, MPI or Gloo on CPU); drop it"},
+      {"init_from", "--init-from takes a checkpoint or a Hugging Face folder; 'resume' is --resume auto, "
+                    "'scratch' is the default"}};
+  if (const auto it = nanogpt_without_equivalent.find(name); it != nanogpt_without_equivalent.end()) {
+    return " (nanoGPT's " + name + ": " + it->second + ")";
   }
   std::string dashed = name;
   std::replace(dashed.begin(), dashed.end(), '_', '-');
   if (dashed != name && is_known(dashed)) return " (names use dashes: " + dashed + ")";
   return "";
+}
+
+void refuse_unknown_config_names(const std::vector<ConfigFile>& files, const std::vector<std::string>& known) {
+  std::string message;
+  for (const auto& [path, entries] : files) {
+    std::vector<std::string> unknown;
+    for (const auto& entry : entries) {
+      const bool is_known = entry.name == "help" || std::find(known.begin(), known.end(), entry.name) != known.end();
+      if (!is_known && std::find(unknown.begin(), unknown.end(), entry.name) == unknown.end()) {
+        unknown.push_back(entry.name);
+      }
+    }
+    if (unknown.empty()) continue;
+    message += (message.empty() ? "" : "; ") + ("config file '" + path + "': unrecognised option") +
+               (unknown.size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < unknown.size(); ++i) {
+      message += (i == 0 ? "'" : ", '") + unknown[i] + "'" + unknown_option_hint(unknown[i], known);
+    }
+  }
+  if (!message.empty()) throw std::invalid_argument(message);
 }
 
 }  // namespace mygpt

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/file_io.h"
+#include "launcher/config_file.h"
 
 namespace mygpt {
 
@@ -332,7 +333,8 @@ class OptionTable {
     }
     po::options_description general("General");
     general.add_options()("config", po::value<std::string>(),
-                          "read options from FILE (lines `name = value`, the names above); flags given here win")(
+                          "read options from FILE (lines `name = value`, the names above, values quoted or not, "
+                          "`config = FILE` includes another); flags given here win")(
         "help,h", "show this help");
     all.add(general);
     return all;
@@ -371,22 +373,15 @@ class OptionTable {
   std::function<std::string(const Config&)> recipe_of_;
 };
 
-// The text of a --config file, refusing anything that is not a regular file (a folder, a FIFO).
-std::string read_config_file(const std::string& path);
-
-// A --config file and the files it includes with `config = FILE` lines (FILE relative to the including
-// file's folder), in the order their values take precedence: a file's own lines before its includes,
-// a later include before an earlier one. The include lines are blanked out of the texts. An include
-// cycle, a chain deeper than 16 files or an empty `config =` is std::invalid_argument naming the files.
-struct ConfigFileText {
-  std::string path, text;
-};
-std::vector<ConfigFileText> read_config_files(const std::string& path);
-
 // For an option name nobody defined (as Boost reports it: "--n_layer", "learning_rate"), the name it
 // most likely means among `known`, as a hint to append: " (names use dashes: n-layer)", " (nanoGPT's
 // learning_rate is lr here)"; empty when there is none.
 std::string unknown_option_hint(const std::string& unknown, const std::vector<std::string>& known);
+
+// Config files naming options that `known` lacks are refused in one line that lists every such name of
+// every file, each with its hint: converting a nanoGPT config took one run per name when only the first
+// was reported.
+void refuse_unknown_config_names(const std::vector<ConfigFile>& files, const std::vector<std::string>& known);
 
 // Boost.Program_options formats its error messages by replacing %name% tokens and never ends when the
 // text it substitutes holds such a token again (found by fuzzing: `--x%canonical_option%` hung the
@@ -412,19 +407,22 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
   parsed.help = values.count("help") > 0;
   if (parsed.help) return parsed;
   if (values.count("config")) {
-    for (const auto& [path, text] : read_config_files(values["config"].as<std::string>())) {
-      refuse_placeholder_text(text, "config file '" + path + "'");
-      std::istringstream file(text);
+    const std::vector<ConfigFile> files = read_config_files(values["config"].as<std::string>());
+    refuse_unknown_config_names(files, known);
+    for (const auto& [path, entries] : files) {
+      po::parsed_options from_file(&desc);
+      for (const auto& entry : entries) {
+        refuse_placeholder_text(entry.name + " = " + entry.value, "config file '" + path + "'");
+        po::option option(entry.name, {entry.value});
+        option.original_tokens = {entry.name, entry.value};
+        from_file.options.push_back(std::move(option));
+      }
       try {
-        const auto from_file = po::parse_config_file(file, desc);
         // Every value of the file is checked, also those a flag overrides; then stored after the command
         // line (and the files before it), so values given there keep theirs.
         po::variables_map file_values;
         po::store(from_file, file_values);
         po::store(from_file, values);
-      } catch (const po::unknown_option& e) {
-        throw std::invalid_argument("config file '" + path + "': " + e.what() +
-                                    unknown_option_hint(e.get_option_name(), known));
       } catch (const po::error& e) {
         throw std::invalid_argument("config file '" + path + "': " + e.what());
       }

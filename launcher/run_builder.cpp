@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/file_io.h"
 #include "dataloader/hellaswag_reader.h"
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
@@ -56,7 +57,8 @@ std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTo
     generator.set_current_seed(generator.current_seed());  // the same sample stream every time
     auto out = generate(m, torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device), sampling, generator);
     out = out.squeeze(0).to(torch::kCPU);
-    return codec->decode(std::vector<int64_t>(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel()));
+    return with_invalid_utf8_replaced(
+        codec->decode(std::vector<int64_t>(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel())));
   };
 }
 

@@ -60,6 +60,8 @@ open("cfg_unknown.cfg", "w").write("bogus-option = 3\n")
 open("cfg_badvalue.cfg", "w").write("steps = many\n")
 open("cfg_negative.cfg", "w").write("lr = -1\n")
 open("cfg_garbage.cfg", "wb").write(b"\x00\x01\x02=\xff\n[[[\n")
+open("cfg_nanogpt.py", "w").write("out_dir = 'out-shakespeare-char'\neval_interval = 250 # keep frequent\n"
+                                  "always_save_checkpoint = False\nwandb_log = False\nn_layer = 6\n")
 PY
 mkdir -p shards_val_only empty_dir vocab_missing vocab_bad hf_relu hf_noweights hf_badweights mixed
 cp good.bin shards_val_only/val_000000.bin
@@ -147,6 +149,11 @@ bad opt_init_and_resume "--init-from.*--resume" train text.txt "${TINY[@]}" --in
 bad opt_init_shape "--n-layer 3 differs" train text.txt "${TINY[@]}" --init-from "$CKPT" --n-layer 3 --out out_opt_init_shape
 bad opt_fresh_into_run "--out 'ckpt' holds an earlier run" train text.txt "${TINY[@]}" --out ckpt
 bad opt_missing_value "--lr" train text.txt "${TINY[@]}" --out out_opt_missing_value --lr
+# Thread counts far above the cores (any machine: both are above the absolute bound of 1024): 1000
+# threads died in libgomp, 100000 hung while being created.
+bad opt_threads_many "--threads 5000 is far more than this machine's [0-9]+ cores \(at most [0-9]+" train text.txt "${TINY[@]}" --threads 5000 --out out_opt_threads_many
+bad opt_threads_huge "--threads 100000 is far more than" train text.txt "${TINY[@]}" --threads 100000 --out out_opt_threads_huge
+bad plan_threads_huge "--threads 100000 is far more than" plan --threads 100000
 
 # --- --config -------------------------------------------------------------------------------------
 bad cfg_missing "config file 'no.cfg' does not exist" train text.txt "${TINY[@]}" --config no.cfg --out out_cfg_missing
@@ -155,9 +162,14 @@ bad cfg_fifo "config file 'fifo' is not a regular file" train text.txt "${TINY[@
 bad cfg_unknown "unrecognised option 'bogus-option'" train text.txt "${TINY[@]}" --config cfg_unknown.cfg --out out_cfg_unknown
 bad cfg_bad_value "config file 'cfg_badvalue.cfg'.*steps" train text.txt "${TINY[@]}" --config cfg_badvalue.cfg --out out_cfg_bad_value
 bad cfg_negative "--lr" train text.txt "${TINY[@]}" --config cfg_negative.cfg --out out_cfg_negative
-printf 'st%%canonical_option%%s = 2\n' >cfg_placeholder.cfg
+# Boost formats its messages by replacing %name% tokens and never ends on a value that holds one.
+printf 'steps = 2%%canonical_option%%\n' >cfg_placeholder.cfg
 bad cfg_placeholder "config file 'cfg_placeholder.cfg' holds '%canonical_option%'" train text.txt "${TINY[@]}" --config cfg_placeholder.cfg --out out_cfg_placeholder
+printf 'st%%canonical_option%%s = 2\n' >cfg_placeholder_name.cfg
+bad cfg_placeholder_name "config file 'cfg_placeholder_name.cfg' line 1 is not a .name = value. line" train text.txt "${TINY[@]}" --config cfg_placeholder_name.cfg --out out_cfg_placeholder_name
 bad arg_placeholder "argument holds '%canonical_option%'" train text.txt "${TINY[@]}" --x%canonical_option%y --out out_arg_placeholder
+# Every unknown name of a nanoGPT config in one line, each with its hint.
+bad cfg_nanogpt "unrecognised options 'out_dir' \(nanoGPT's out_dir is out here\), 'eval_interval' .*, 'always_save_checkpoint' \(nanoGPT's always_save_checkpoint: .*\), 'wandb_log' \(.*\), 'n_layer' \(names use dashes: n-layer\)" train text.txt "${TINY[@]}" --config cfg_nanogpt.py --out out_cfg_nanogpt
 bad cfg_garbage "cfg_garbage.cfg|option|syntax" train text.txt "${TINY[@]}" --config cfg_garbage.cfg --out out_cfg_garbage
 
 # --- generate -------------------------------------------------------------------------------------

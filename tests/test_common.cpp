@@ -117,6 +117,32 @@ TEST(FileIo, TextFilesMustBeUtf8AndTheErrorNamesTheFileAndTheByteOffset) {
   EXPECT_EQ(read_text_file(dir.write("ok.txt", "na\xC3\xAFve"), "data file"), "na\xC3\xAFve");
 }
 
+// generate printed GPT-2 samples byte for byte, invalid UTF-8 included. The expected texts are Python's
+// bytes.decode("utf-8", errors="replace") (what Hugging Face's and tiktoken's decode give), one U+FFFD
+// per maximal subpart of a broken sequence.
+TEST(FileIo, BytesThatNeverBecomeUtf8AreShownAsReplacementCharacters) {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", ""},
+      {"plain", "plain"},
+      {"caf\xC3\xA9 \xF0\x9F\x98\x80", "caf\xC3\xA9 \xF0\x9F\x98\x80"},
+      {"caf\xE9", "caf" + r},
+      {"ab\x80", "ab" + r},
+      {"\xC0\xAF", r + r},                        // an overlong form: two bytes that start nothing
+      {"x\xE0\x80\xAF", "x" + r + r + r},         // E0 needs A0..BF next
+      {"xy\xED\xA0\x80", "xy" + r + r + r},       // a surrogate
+      {"\xF4\x90\x80\x80", r + r + r + r},       // beyond U+10FFFF
+      {"\xF5\x80", r + r},
+      {"ok\xE2\x82", "ok" + r},                   // a character cut by the end of the sample: one
+      {"\xF0\x9F\x98" "A", r + "A"},             // three bytes of an emoji, then a letter: one
+      {"\xE2\x82\xE2\x82\xAC", r + "\xE2\x82\xAC"},  // a cut character, then a whole one
+      {"\xFF\xFE", r + r}};
+  for (const auto& [bytes, text] : cases) {
+    EXPECT_EQ(with_invalid_utf8_replaced(bytes), text) << bytes;
+    EXPECT_FALSE(first_invalid_utf8(with_invalid_utf8_replaced(bytes)));
+  }
+}
+
 TEST(FileIo, OutputFoldersAreCreatedOrRefusedByName) {
   ScratchDir dir;
   create_output_directory(dir.path() / "a" / "b", "--out");

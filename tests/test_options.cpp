@@ -267,6 +267,61 @@ TEST(OptionTables, NanoGptStyleNamesGetAHint) {
   EXPECT_EQ(unknown_option_hint("--stepz", {"steps"}), "");
 }
 
+// nanoGPT's config/*.py are Python: strings quoted, True/False, comments after values.
+TEST(OptionTables, ConfigValuesMayBeQuotedAsNanoGptWritesThem) {
+  ScratchDir dir;
+  const auto cfg = dir.write("quoted.cfg",
+                             "out = \"o/cfg run\"  # a comment after the value\n"
+                             "sample-prompt = ' # not a comment '\n"
+                             "data = 'builtin:sort'\n"
+                             "overwrite = True\n"
+                             "lr = 1e-3 # unquoted values are trimmed\n");
+  const auto parsed = train_flag_table().parse({"--config", cfg.string()});
+  EXPECT_EQ(parsed.config.train.out, "o/cfg run");
+  EXPECT_EQ(parsed.config.train.sample_prompt, " # not a comment ");
+  EXPECT_EQ(parsed.config.data.data, "builtin:sort");
+  EXPECT_TRUE(parsed.config.runtime.overwrite);
+  EXPECT_DOUBLE_EQ(parsed.config.train.lr, 1e-3);
+  const auto included = dir.write("includes.cfg", "config = \"quoted.cfg\"\n");
+  EXPECT_EQ(train_flag_table().parse({"--config", included.string()}).config.train.out, "o/cfg run");
+
+  const auto open_quote = dir.write("open.cfg", "steps = 3\nout = \"o/run\n");
+  expect_refused([&] { train_flag_table().parse({"--config", open_quote.string()}); },
+                 {"open.cfg' line 2", "never closed"});
+  const auto trailing = dir.write("trailing.cfg", "out = 'a' 'b'\n");
+  expect_refused([&] { train_flag_table().parse({"--config", trailing.string()}); },
+                 {"trailing.cfg' line 1", "after the quoted value"});
+  const auto section = dir.write("section.cfg", "[train]\nsteps = 3\n");
+  expect_refused([&] { train_flag_table().parse({"--config", section.string()}); },
+                 {"section.cfg' line 1 is not a `name = value` line"});
+}
+
+// nanoGPT's Shakespeare config took one run per unknown name when only the first was reported.
+TEST(OptionTables, EveryUnknownNameOfAConfigIsReportedAtOnceWithItsHint) {
+  ScratchDir dir;
+  dir.write("more.cfg", "wandb_log = False\n");
+  const auto cfg = dir.write("train_shakespeare_char.py",
+                             "config = more.cfg\n"
+                             "out_dir = 'out-shakespeare-char'\n"
+                             "always_save_checkpoint = False\n"
+                             "n_layer = 6\n"
+                             "learning_rate = 1e-3 # with baby networks can afford to go a bit higher\n"
+                             "n_layer = 6\n"
+                             "stepz = 5\n"
+                             "compile = False\n");
+  expect_refused([&] { train_flag_table().parse({"--config", cfg.string()}); },
+                 {"train_shakespeare_char.py': unrecognised options 'out_dir' (nanoGPT's out_dir is out here), "
+                  "'always_save_checkpoint' (nanoGPT's always_save_checkpoint: checkpoints are written every "
+                  "--checkpoint-every steps",
+                  "'n_layer' (names use dashes: n-layer), 'learning_rate' (nanoGPT's learning_rate is lr here), "
+                  "'stepz', 'compile' (nanoGPT's compile: no torch.compile",
+                  "; config file '" + (dir.path() / "more.cfg").string() + "': unrecognised option 'wandb_log' "
+                  "(nanoGPT's wandb_log: no Weights & Biases"});
+  // Unknown names come before bad values: all of them in the first run.
+  const auto both = dir.write("both.cfg", "steps = many\nbogus = 1\n");
+  expect_refused([&] { train_flag_table().parse({"--config", both.string()}); }, {"unrecognised option 'bogus'"});
+}
+
 TEST(OptionTables, NamesAreUniqueAndTheTextFormListsEverySetOption) {
   const auto& rows = train_flag_table().rows();
   std::set<std::string> names;
@@ -381,6 +436,17 @@ TEST(DeviceChoice, EachRankGetsItsOwnGpuOrIsRefused) {
   // More ranks than the GPUs each sees, but more than one visible: oversubscription.
   EXPECT_THROW(cuda_index_for_rank(2, 4, 2), std::invalid_argument);
   EXPECT_THROW(cuda_index_for_rank(0, 3, 2), std::invalid_argument);
+}
+
+TEST(DeviceChoice, ThreadCountsFarAboveTheCoresAreRefused) {
+  EXPECT_NO_THROW(require_sane_thread_count("threads", 8, 2));
+  expect_refused([] { require_sane_thread_count("threads", 9, 2); }, {"--threads 9", "2 cores", "at most 8"});
+  // 1024 at most, however many cores (a thread per core of a 512-core machine is still a sane run).
+  EXPECT_NO_THROW(require_sane_thread_count("threads", 1024, 512));
+  expect_refused([] { require_sane_thread_count("threads", 1025, 512); }, {"at most 1024"});
+  expect_refused([] { require_sane_thread_count("threads", 1025, 0); }, {"at most 1024"});
+  // Through the option table, before any thread is started.
+  expect_refused([] { train_flag_table().parse({"--threads", "100000"}); }, {"--threads 100000"});
 }
 
 }  // namespace
