@@ -3,7 +3,9 @@
 #include <torch/cuda.h>
 #include <torch/mps.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 namespace mygpt {
 
@@ -37,6 +39,14 @@ torch::Device pick_device(const std::string& spec, int local_rank, int local_siz
     return torch::Device(torch::kMPS);
   }
   throw std::invalid_argument("unknown device '" + spec + "' (expected auto, cuda, mps or cpu)");
+}
+
+int64_t set_cpu_threads(int64_t threads, int ranks_on_node) {
+  if (threads == 0) {
+    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / std::max(1, ranks_on_node));
+  }
+  torch::set_num_threads(static_cast<int>(threads));
+  return threads;
 }
 
 void seed_everything(uint64_t seed) {

@@ -16,6 +16,10 @@ torch::Device pick_device(const std::string& spec, int local_rank = 0, int local
 // rank sees exactly one (one GPU bound per task); otherwise std::invalid_argument (oversubscription).
 int cuda_index_for_rank(int local_rank, int local_size, int visible_gpus);
 
+// Sets LibTorch's intra-op CPU threads: `threads`, or when 0 the node's cores divided by the ranks on
+// it (at least one). Returns the count set.
+int64_t set_cpu_threads(int64_t threads, int ranks_on_node = 1);
+
 // Seeds the CPU generator and, where present, every CUDA device and MPS.
 void seed_everything(uint64_t seed);
 

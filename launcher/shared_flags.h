@@ -13,6 +13,14 @@ auto& device_flag(OptionTable<Config>& table, Path... path) {
   return table.add("device", path..., "auto, cuda, mps or cpu (auto: cuda > mps > cpu)").init("auto");
 }
 
+// Intra-op CPU threads; one thread is often fastest for generation on a machine other jobs share.
+template <typename Config, typename... Path>
+auto& threads_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("threads", path..., "intra-op CPU threads (per rank); 0 means the node's cores divided by its ranks")
+      .init(0)
+      .check(non_negative);
+}
+
 template <typename Config, typename... Path>
 auto& quiet_flag(OptionTable<Config>& table, Path... path) {
   return table.add("quiet", path..., "no progress lines (on a terminal one redrawn line, in a log one every ~10 s)")

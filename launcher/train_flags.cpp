@@ -197,10 +197,7 @@ OptionTable<TrainFlags> make_table() {
 
   t.group("Run");
   device_flag(t, &F::runtime, &R::device).read_by(kPlanCommand);
-  t.add("threads", &F::runtime, &R::threads,
-        "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks")
-      .init(0)
-      .check(non_negative);
+  threads_flag(t, &F::runtime, &R::threads);
   t.add("out", &F::train, &T::out, "output folder: checkpoints, metrics.jsonl")
       .init("out")
       .check(not_empty)
