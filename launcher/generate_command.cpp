@@ -2,12 +2,14 @@
 // give the same text. Samples are drawn several at a time (one forward pass per token for the batch,
 // with the KV cache); the first of each batch is printed token by token as it is produced.
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/strprintf.h"
 #include "common/utf8_stream.h"
 
 #include "launcher/commands.h"
@@ -33,6 +35,7 @@ struct GenerateFlags {
   int64_t threads{};
   bool kv_cache{};
   bool print_ids{};
+  bool timing{};
 };
 
 // Rows sampled together: enough to share each weight read among them, few enough that their KV caches
@@ -60,6 +63,7 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
         .init(true);
     t.add("print-ids", &G::print_ids, "print each sample's token ids (prompt included) instead of its text")
         .init(false);
+    t.add("timing", &G::timing, "after each batch of samples, its generation speed on stderr (tokens/s)").init(false);
     return t;
   }();
   return table;
@@ -107,7 +111,17 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
         std::cout << stream.push(m.codec->decode({next[0][0].item<int64_t>()})) << std::flush;
       };
     }
-    const auto out = generate(m.model, prompt_row.expand({rows, -1}).contiguous(), sampling, std::nullopt, show);
+    const auto start = std::chrono::steady_clock::now();
+    const auto out = generate(m.model, prompt_row.expand({rows, -1}).contiguous(), sampling, std::nullopt, show)
+                         .to(torch::kCPU);  // also waits for a GPU to finish
+    if (f.timing) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cerr << strprintf("timing: %lld prompt + %lld new tokens x %lld sample(s) in %.3f s: %.2f new tokens/s per "
+                             "sample (prompt read and printing included)",
+                             static_cast<long long>(prompt_ids.size()), static_cast<long long>(f.max_new_tokens),
+                             static_cast<long long>(rows), seconds, static_cast<double>(f.max_new_tokens) / seconds)
+                << std::endl;
+    }
     if (f.print_ids) {
       for (int64_t r = 0; r < rows; ++r) print_ids(row_ids(out, r));
       continue;
