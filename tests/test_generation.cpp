@@ -15,6 +15,7 @@
 #include "model/sampling.h"
 #include "reference_python.h"
 #include "scratch_dir.h"
+#include "trainer/mixed_precision.h"
 
 #ifndef MYGPT_HF_REFERENCE_SCRIPT
 #define MYGPT_HF_REFERENCE_SCRIPT ""
@@ -134,6 +135,16 @@ TEST(KvCacheGeneration, ReportsEachStepsTokensAsTheyComeAndRestoresTrainingMode)
   expect_same_tokens(torch::cat(steps, 1), out.slice(1, 3));
   EXPECT_TRUE(model->is_training());
   EXPECT_EQ(generate(model, prompts, greedy(0, true)).size(1), 3);
+}
+
+TEST(KvCacheGeneration, RunsUnderBf16AutocastAsTrainingSamplesDo) {
+  // The cache takes the dtype the attention produces (bf16 here), not the weights' fp32.
+  auto model = scrambled_model(small_config(16), 15);
+  const auto prompts = random_prompts(2, 4, 101, 16);
+  AutocastScope autocast(torch::kCPU, Precision::bf16);
+  const auto out = generate(model, prompts, greedy(20, true));
+  EXPECT_EQ(out.size(1), 24);
+  EXPECT_TRUE((out >= 0).all().item<bool>() && (out < 101).all().item<bool>());
 }
 
 // ---- agreement with transformers ----
