@@ -3,6 +3,7 @@
 // with the KV cache); the first of each batch is printed token by token as it is produced.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
@@ -112,14 +113,17 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
       };
     }
     const auto start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();  // this process's CPU time: steadier on a shared machine
     const auto out = generate(m.model, prompt_row.expand({rows, -1}).contiguous(), sampling, std::nullopt, show)
                          .to(torch::kCPU);  // also waits for a GPU to finish
     if (f.timing) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::cerr << strprintf("timing: %lld prompt + %lld new tokens x %lld sample(s) in %.3f s: %.2f new tokens/s per "
-                             "sample (prompt read and printing included)",
+      const double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+      const auto tokens = static_cast<double>(f.max_new_tokens);
+      std::cerr << strprintf("timing: %lld prompt + %lld new tokens x %lld sample(s) in %.3f s, %.3f s of CPU: %.2f new "
+                             "tokens/s per sample, %.2f per CPU second (prompt read and printing included)",
                              static_cast<long long>(prompt_ids.size()), static_cast<long long>(f.max_new_tokens),
-                             static_cast<long long>(rows), seconds, static_cast<double>(f.max_new_tokens) / seconds)
+                             static_cast<long long>(rows), seconds, cpu_seconds, tokens / seconds, tokens / cpu_seconds)
                 << std::endl;
     }
     if (f.print_ids) {

@@ -11,7 +11,8 @@
 #
 # tok/s = new tokens / the wall time of the generation call (prompt read included, model load and
 # process start not): ours is generate's --timing line, transformers' a perf_counter around
-# generate() after one untimed warm-up call. Ours runs once per rep (a fresh process each), transformers
+# generate() after one untimed warm-up call. tok/s per CPU second divides by the process's CPU time
+# over the same call instead: on a machine other jobs share it is the steadier measure of the work. Ours runs once per rep (a fresh process each), transformers
 # --reps times in one process, between our first and later runs. --uncached-tokens 0 skips the uncached
 # run; --model-flags (hf_generate.py make's flags, e.g. "--n-layer 2") shrinks the model, for a quick
 # check of the script itself.
@@ -73,26 +74,28 @@ import json, re, statistics, sys
 work, reps, new_tokens, uncached_tokens = sys.argv[1], *map(int, sys.argv[2:])
 def ours(name):
     text = open(f"{work}/{name}.log").read()
-    rate = float(re.search(r"^timing: .*: ([0-9.]+) new tokens/s", text, re.M).group(1))
+    m = re.search(r"^timing: .*: ([0-9.]+) new tokens/s per sample, ([0-9.]+) per CPU second", text, re.M)
     ids = [int(t) for t in re.search(r"^[0-9]+( [0-9]+)*$", text, re.M).group(0).split()]
-    return rate, ids
+    return float(m.group(1)), float(m.group(2)), ids
 hf = json.loads([l for l in open(f"{work}/hf.log") if l.startswith("RESULT ")][-1][len("RESULT "):])
 runs = [ours(f"cached-{r}") for r in range(1, reps + 1)]
-ours_rates = [r for r, _ in runs]
-hf_median = statistics.median(hf["tok_per_s"])
-same = all(ids == hf["ids"] for _, ids in runs)
+med = statistics.median
+hf_wall, hf_cpu = med(hf["tok_per_s"]), med(hf["tok_per_cpu_s"])
+same = all(ids == hf["ids"] for _, _, ids in runs)
 prompt_tokens = len(hf["ids"]) - new_tokens
-print(f"| side (1 prompt of {prompt_tokens} tokens, greedy) | new tokens | runs | tok/s, median | tok/s, best | speed vs transformers (median) | token ids |")
-print("|---|---:|---:|---:|---:|---:|---|")
-print(f"| mygpt-ddp generate (KV cache) | {new_tokens} | {reps} | {statistics.median(ours_rates):.1f} | {max(ours_rates):.1f} "
-      f"| {statistics.median(ours_rates) / hf_median:.2f}x | {'equal to transformers' if same else 'DIFFER from transformers'} |")
-print(f"| transformers {hf['transformers']} generate() (KV cache) | {new_tokens} | {reps} | {hf_median:.1f} "
-      f"| {max(hf['tok_per_s']):.1f} | 1.00x | |")
+print(f"| side (1 prompt of {prompt_tokens} tokens, greedy) | new tokens | runs | tok/s, median | tok/s, best "
+      "| tok/s per CPU second, median | speed vs transformers: wall / CPU time | token ids |")
+print("|---|---:|---:|---:|---:|---:|---:|---|")
+def row(side, tokens, rates, cpu_rates, note):
+    print(f"| {side} | {tokens} | {len(rates)} | {med(rates):.1f} | {max(rates):.1f} | {med(cpu_rates):.1f} "
+          f"| {med(rates) / hf_wall:.2f}x / {med(cpu_rates) / hf_cpu:.2f}x | {note} |")
+row("mygpt-ddp generate (KV cache)", new_tokens, [r[0] for r in runs], [r[1] for r in runs],
+    "equal to transformers'" if same else "DIFFER from transformers'")
+row(f"transformers {hf['transformers']} generate() (KV cache)", new_tokens, hf["tok_per_s"], hf["tok_per_cpu_s"], "")
 if uncached_tokens:
-    rate, ids = ours("uncached")
-    prefix_same = ids == hf["ids"][:len(ids)]
-    print(f"| mygpt-ddp generate --kv-cache false | {uncached_tokens} | 1 | {rate:.1f} | {rate:.1f} "
-          f"| {rate / hf_median:.2f}x | {'a prefix of' if prefix_same else 'DIFFER from'} the cached run's |")
+    rate, cpu_rate, ids = ours("uncached")
+    row("mygpt-ddp generate --kv-cache false", uncached_tokens, [rate], [cpu_rate],
+        "a prefix of transformers'" if ids == hf["ids"][:len(ids)] else "DIFFER from transformers'")
 PY
 run_commands=()
 for name in cached-1 hf uncached; do
@@ -101,5 +104,5 @@ done
 bench_report "Greedy generation on CPU, $threads thread(s): mygpt-ddp generate vs transformers generate()" "$table" \
   "versions: torch $torch_version on both sides (.venv); transformers $("$python" -c 'import transformers; print(transformers.__version__)')" \
   "model: GPT2LMHeadModel(GPT2Config(${model_flags:-124M shape: 12 layers, 12 heads, 768 wide, 1024 positions, vocab 50257})), random weights (seed 1), saved with save_pretrained; prompt: \"$prompt\" (GPT-2 BPE, GPT2_VOCAB = shared/data/gpt2)" \
-  "OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads; tok/s = new tokens / wall time of the generation call (prompt read included, load not)" \
+  "OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads; tok/s = new tokens / wall time (or process CPU time) of the generation call (prompt read included, load not)" \
   "${run_commands[@]}"
