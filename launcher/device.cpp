@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 namespace mygpt {
 
@@ -49,6 +50,14 @@ void require_sane_thread_count(const std::string& flag, int64_t threads, unsigne
                                 (cores == 0 ? std::string("cores") : std::to_string(cores) + " cores") +
                                 " (at most " + std::to_string(limit) + "; 0 picks the cores divided by the ranks)");
   }
+}
+
+int64_t set_cpu_threads(int64_t threads, int ranks_on_node) {
+  if (threads == 0) {
+    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / std::max(1, ranks_on_node));
+  }
+  torch::set_num_threads(static_cast<int>(threads));
+  return threads;
 }
 
 void seed_everything(uint64_t seed) {

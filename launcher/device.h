@@ -21,6 +21,10 @@ int cuda_index_for_rank(int local_rank, int local_size, int visible_gpus);
 // count) more than 4 threads a core or more than 1024, before any thread is started.
 void require_sane_thread_count(const std::string& flag, int64_t threads, unsigned cores);
 
+// Sets LibTorch's intra-op CPU threads: `threads`, or when 0 the node's cores divided by the ranks on
+// it (at least one). Returns the count set.
+int64_t set_cpu_threads(int64_t threads, int ranks_on_node = 1);
+
 // Seeds the CPU generator and, where present, every CUDA device and MPS.
 void seed_everything(uint64_t seed);
 

@@ -41,6 +41,7 @@ struct EvalFlags {
   Precision precision{};
   std::optional<std::string> vocab;
   std::string device;
+  int64_t threads{};
   bool quiet{};
 };
 
@@ -69,6 +70,7 @@ const OptionTable<EvalFlags>& eval_flag_table() {
     precision_flag(t, &E::precision);
     vocab_flag(t, &E::vocab);
     device_flag(t, &E::device);
+    threads_flag(t, &E::threads);
     quiet_flag(t, &E::quiet);
     return t;
   }();
@@ -225,7 +227,9 @@ int run_eval(const Parsed<EvalFlags>& flags, const JobSession&) {
   if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag or --task");
   refuse_options_of_other_modes(flags);
   const torch::Device device = pick_device(f.device);
+  const int64_t threads = set_cpu_threads(f.threads);
   std::cout << "device: " << device_name(device) << std::endl;
+  if (device.is_cpu()) std::cout << "threads: " << threads << std::endl;
   const Precision precision = precision_for_device(f.precision, device);
   // Token data needs no tokenizer, and a model trained on it without --vocab has none.
   const bool need_tokenizer = !f.val || is_text_file(*f.val);
@@ -233,6 +237,7 @@ int run_eval(const Parsed<EvalFlags>& flags, const JobSession&) {
   std::cout << "model: " << m.description << std::endl;
   if (f.val) return evaluate_val_loss(f, m, device, precision);
   if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, precision);
+  if (device.is_cpu()) lay_out_for_decoding(m.model);  // greedy answers, one token at a time
   return evaluate_builtin_task(f, m, device);
 }
 

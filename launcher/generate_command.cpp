@@ -1,8 +1,17 @@
 // `mygpt-ddp generate`: samples from a checkpoint or a Hugging Face GPT-2 folder. Same seed and device
-// give the same text.
+// give the same text. Samples are drawn several at a time (one forward pass per token for the batch,
+// with the KV cache); the first of each batch is printed token by token as it is produced.
+#include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/strprintf.h"
+#include "common/utf8_stream.h"
 
 #include "common/file_io.h"
 #include "launcher/commands.h"
@@ -25,7 +34,15 @@ struct GenerateFlags {
   uint64_t seed{};
   std::string device;
   std::optional<std::string> vocab;
+  int64_t threads{};
+  bool kv_cache{};
+  bool print_ids{};
+  bool timing{};
 };
+
+// Rows sampled together: enough to share each weight read among them, few enough that their KV caches
+// (75 MB per row for GPT-2 124M at 1024 positions) stay small.
+constexpr int64_t kMaxSamplesPerBatch = 8;
 
 const OptionTable<GenerateFlags>& generate_flag_table() {
   static const OptionTable<GenerateFlags> table = [] {
@@ -41,9 +58,27 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
     seed_flag(t, &G::seed);
     device_flag(t, &G::device);
     vocab_flag(t, &G::vocab);
+    threads_flag(t, &G::threads);
+    t.add("kv-cache", &G::kv_cache,
+          "keep the context's attention keys and values (one new position per token); false re-reads the whole "
+          "context for every token")
+        .init(true);
+    t.add("print-ids", &G::print_ids, "print each sample's token ids (prompt included) instead of its text")
+        .init(false);
+    t.add("timing", &G::timing, "after each batch of samples, its generation speed on stderr (tokens/s)").init(false);
     return t;
   }();
   return table;
+}
+
+std::vector<int64_t> row_ids(const torch::Tensor& tokens, int64_t row) {
+  const auto ids = tokens[row].to(torch::kCPU).contiguous();
+  return {ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()};
+}
+
+void print_ids(const std::vector<int64_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+  std::cout << std::endl;
 }
 
 int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
@@ -52,20 +87,56 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
     throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");
   }
   const torch::Device device = pick_device(f.device);
+  const int64_t threads = set_cpu_threads(f.threads);
   std::cout << "device: " << device_name(device) << std::endl;
+  if (device.is_cpu()) std::cout << "threads: " << threads << std::endl;
   InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
   std::cout << "model: " << m.description << std::endl;
-  const SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k, /*vocab_limit=*/m.token_count};
+  if (device.is_cpu()) lay_out_for_decoding(m.model);
+  SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k, /*vocab_limit=*/m.token_count};
+  sampling.kv_cache = f.kv_cache;
   const std::vector<int64_t> prompt_ids = m.codec->encode(f.prompt);
 
   seed_everything(f.seed);
-  auto prompt_tensor = torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device);
-  for (int64_t i = 0; i < f.num_samples; ++i) {
-    auto out = generate(m.model, prompt_tensor, sampling).squeeze(0).to(torch::kCPU);
-    std::vector<int64_t> ids(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel());
-    if (f.num_samples > 1) std::cout << "--- sample " << i + 1 << " ---\n";
-    // GPT-2's tokens are bytes: a sample may cut a character or hold bytes that are no UTF-8 at all.
-    std::cout << with_invalid_utf8_replaced(m.codec->decode(ids)) << std::endl;
+  const auto prompt_row = torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device);
+  for (int64_t first = 0; first < f.num_samples; first += kMaxSamplesPerBatch) {
+    const int64_t rows = std::min(kMaxSamplesPerBatch, f.num_samples - first);
+    auto header = [&](int64_t sample) {
+      if (f.num_samples > 1 && !f.print_ids) std::cout << "--- sample " << sample + 1 << " ---\n";
+    };
+    // The batch's first sample is streamed: its text as it grows, whole characters only.
+    Utf8StreamDecoder stream;
+    NewTokensCallback show;
+    if (!f.print_ids) {
+      header(first);
+      std::cout << stream.push(m.codec->decode(prompt_ids)) << std::flush;
+      show = [&](const torch::Tensor& next) {
+        std::cout << stream.push(m.codec->decode({next[0][0].item<int64_t>()})) << std::flush;
+      };
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();  // this process's CPU time: steadier on a shared machine
+    const auto out = generate(m.model, prompt_row.expand({rows, -1}).contiguous(), sampling, std::nullopt, show)
+                         .to(torch::kCPU);  // also waits for a GPU to finish
+    if (f.timing) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+      const auto tokens = static_cast<double>(f.max_new_tokens);
+      std::cerr << strprintf("timing: %lld prompt + %lld new tokens x %lld sample(s) in %.3f s, %.3f s of CPU: %.2f new "
+                             "tokens/s per sample, %.2f per CPU second (prompt read and printing included)",
+                             static_cast<long long>(prompt_ids.size()), static_cast<long long>(f.max_new_tokens),
+                             static_cast<long long>(rows), seconds, cpu_seconds, tokens / seconds, tokens / cpu_seconds)
+                << std::endl;
+    }
+    if (f.print_ids) {
+      for (int64_t r = 0; r < rows; ++r) print_ids(row_ids(out, r));
+      continue;
+    }
+    std::cout << stream.finish() << std::endl;
+    for (int64_t r = 1; r < rows; ++r) {
+      header(first + r);
+      std::cout << with_invalid_utf8_replaced(m.codec->decode(row_ids(out, r))) << std::endl;
+    }
   }
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "dataloader/text_codec.h"
 #include "dataloader/token_shard_writer.h"
 #include "launcher/commands.h"
+#include "launcher/device.h"
 #include "launcher/shared_flags.h"
 
 namespace mygpt {
@@ -66,7 +67,10 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
     t.add("threads", &P::threads,
           "tokenizer threads; 0: one per core. The shards are the same, byte for byte, whatever the number")
         .init(0)
-        .check(non_negative);
+        .check(non_negative)
+        .check([](const std::string& flag, const int64_t& threads) {
+          require_sane_thread_count(flag, threads, std::thread::hardware_concurrency());
+        });
     quiet_flag(t, &P::quiet);
     return t;
   }();
@@ -125,10 +129,6 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   uint64_t corpus_bytes = 0;
   for (const auto& path : inputs) corpus_bytes += DocumentReader(path).size();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (f.threads > static_cast<int64_t>(cores) * 4 || f.threads > 1024) {
-    throw std::invalid_argument(strprintf("--threads %lld is far above this machine's %u cores (at most %u)",
-                                          static_cast<long long>(f.threads), cores, std::min(cores * 4, 1024u)));
-  }
   const int threads = f.threads > 0 ? static_cast<int>(f.threads) : static_cast<int>(cores);
   // Without --val-tokens a tenth of the corpus validates (nanoGPT's split), estimated from its size so
   // that the corpus can stream through, its last val_tokens held back for the val shards.

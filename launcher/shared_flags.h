@@ -3,6 +3,9 @@
 // to the field it fills (e.g. device_flag(table, &TrainFlags::runtime, &RuntimeOptions::device)).
 #include <string>
 
+#include <thread>
+
+#include "launcher/device.h"
 #include "launcher/option_table.h"
 #include "trainer/mixed_precision.h"
 
@@ -11,6 +14,18 @@ namespace mygpt {
 template <typename Config, typename... Path>
 auto& device_flag(OptionTable<Config>& table, Path... path) {
   return table.add("device", path..., "auto, cuda, mps or cpu (auto: cuda > mps > cpu)").init("auto");
+}
+
+// Intra-op CPU threads; one thread is often fastest for generation on a machine other jobs share.
+template <typename Config, typename... Path>
+auto& threads_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("threads", path...,
+                   "intra-op CPU threads (per rank); 0 means the node's cores divided by its ranks; at most 4 a core")
+      .init(0)
+      .check(non_negative)
+      .check([](const std::string& flag, const int64_t& threads) {
+        require_sane_thread_count(flag, threads, std::thread::hardware_concurrency());
+      });
 }
 
 template <typename Config, typename... Path>

@@ -56,9 +56,7 @@ int run_train(const Parsed<TrainFlags>& flags, const JobSession& job) {
   // Topology and device: cuda:<local rank> on GPUs; on CPU the node's cores are shared among its ranks.
   const WorldInfo& w = job.world();
   const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);
-  int64_t threads = f.runtime.threads;
-  if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / w.local_size);
-  torch::set_num_threads(static_cast<int>(threads));
+  const int64_t threads = set_cpu_threads(f.runtime.threads, w.local_size);
   JobCommunicators comms(job, device, f.runtime.comm_timeout, f.runtime.rendezvous);
   require_same_config_on_all_ranks(comms.host(), train_flag_table().to_text(f) + "build=" + MYGPT_VERSION);
   Communicator& comm = comms.device();

@@ -199,13 +199,7 @@ OptionTable<TrainFlags> make_table() {
 
   t.group("Run");
   device_flag(t, &F::runtime, &R::device).read_by(kPlanCommand);
-  t.add("threads", &F::runtime, &R::threads,
-        "intra-op CPU threads per rank; 0 means the node's cores divided by its ranks; at most 4 a core")
-      .init(0)
-      .check(non_negative)
-      .check([](const std::string& flag, const int64_t& threads) {
-        require_sane_thread_count(flag, threads, std::thread::hardware_concurrency());
-      });
+  threads_flag(t, &F::runtime, &R::threads);
   t.add("out", &F::train, &T::out, "output folder: checkpoints, metrics.jsonl")
       .init("out")
       .check(not_empty)

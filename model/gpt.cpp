@@ -52,6 +52,30 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   return resid_dropout_(c_proj(y));
 }
 
+torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  auto qkv = c_attn(x).split(C, /*dim=*/2);
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2); };
+  const auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  const int64_t past = cache.length();
+  auto [keys, values] = cache.append(layer, k, v);
+  torch::Tensor y;
+  if (past == 0) {
+    // A first read is forward()'s computation exactly (its own fresh keys, the causal kernel), so the
+    // cached and uncached paths agree bit for bit on it.
+    y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, 0.0, /*is_causal=*/true);
+  } else if (T == 1) {
+    // One new position sees every cached one: no mask at all.
+    y = at::scaled_dot_product_attention(q, keys, values, /*attn_mask=*/{}, 0.0, /*is_causal=*/false);
+  } else {
+    // Several new positions: query i sees the past and new positions up to its own (a causal mask
+    // aligned to the bottom right, which is_causal's top-left alignment is not).
+    auto allowed = torch::ones({T, past + T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).tril(past);
+    y = at::scaled_dot_product_attention(q, keys, values, allowed, 0.0, /*is_causal=*/false);
+  }
+  return c_proj(y.transpose(1, 2).contiguous().view({B, T, C}));
+}
+
 MlpImpl::MlpImpl(const GptConfig& config) {
   c_fc = register_module("c_fc", make_linear(config.n_embd, 4 * config.n_embd, config.bias));
   c_proj = register_module("c_proj", make_linear(4 * config.n_embd, config.n_embd, config.bias));
@@ -85,6 +109,11 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
       break;
   }
   return whole(x);
+}
+
+torch::Tensor BlockImpl::forward_cached(torch::Tensor x, KvCache& cache, int64_t layer) {
+  x = x + attn->forward_cached(ln_1(x), cache, layer);
+  return x + mlp(ln_2(x));
 }
 
 GptImpl::GptImpl(const GptConfig& config) : config_(config) {
@@ -136,6 +165,21 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
 
 torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx) {
   return torch::linear(hidden_states(idx).select(1, -1), wte->weight);
+}
+
+torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx, KvCache& cache) {
+  const int64_t past = cache.length(), T = idx.size(1);
+  if (cache.capacity() != config_.block_size || past + T > config_.block_size) {
+    throw std::logic_error("last_token_logits: " + std::to_string(past + T) + " positions in a cache of " +
+                           std::to_string(cache.capacity()) + " for block size " + std::to_string(config_.block_size));
+  }
+  auto pos = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto x = drop_(wte(idx) + wpe(pos));
+  for (int64_t layer = 0; layer < static_cast<int64_t>(h->size()); ++layer) {
+    x = h[layer]->as<BlockImpl>()->forward_cached(x, cache, layer);
+  }
+  cache.advance(T);
+  return torch::linear(ln_f(x.select(1, -1)), wte->weight);
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit) {

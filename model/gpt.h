@@ -9,6 +9,7 @@
 #include "model/chunked_lm_loss.h"
 #include "model/activation_recompute.h"
 #include "model/gpt_config.h"
+#include "model/kv_cache.h"
 
 namespace mygpt {
 
@@ -26,6 +27,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
+  // x (B, T, C) at the positions after those in `cache`: attends to the cached keys and values and its
+  // own (causally), and stores its own in the cache as `layer`. No dropout (generation only).
+  torch::Tensor forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer);
 
   torch::nn::Linear c_attn{nullptr};  // q, k and v projections in one matmul
   torch::nn::Linear c_proj{nullptr};  // output projection, a residual-stream writer
@@ -54,6 +58,7 @@ class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const GptConfig& config);
   torch::Tensor forward(torch::Tensor x);
+  torch::Tensor forward_cached(torch::Tensor x, KvCache& cache, int64_t layer);
 
   LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -73,6 +78,12 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor hidden_states(const torch::Tensor& idx);
   // Logits of the last position only (B, vocab_size), all that sampling needs.
   torch::Tensor last_token_logits(const torch::Tensor& idx);
+  // The same logits when idx (B, T) continues the positions already in `cache` (an empty cache: idx
+  // starts at position 0): only idx's positions are computed, and their keys and values join the cache.
+  // cache.length() + T must not pass the block size (std::logic_error). For generation: eval mode.
+  torch::Tensor last_token_logits(const torch::Tensor& idx, KvCache& cache);
+  // A cache sized for this model (block_size positions).
+  KvCache make_kv_cache() const { return KvCache(config_.n_layer, config_.block_size); }
   // Mean cross-entropy of the next-token prediction against targets (B, T). vocab_limit > 0 scores
   // over the first vocab_limit ids only: the tokenizer's tokens without the padding rows, as a sampler
   // with that limit (and an exported, unpadded model) sees the distribution.

@@ -16,6 +16,17 @@ void check_vocab_limit(int64_t vocab_limit, int64_t vocab) {
 
 }  // namespace
 
+void lay_out_for_decoding(Gpt& model) {
+  torch::NoGradGuard no_grad;
+  auto column_major = [](torch::Tensor& weight) {
+    if (weight.dim() == 2 && weight.is_contiguous()) weight.set_data(weight.t().contiguous().t());
+  };
+  for (auto& module : model->modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::LinearImpl>()) column_major(linear->weight);
+  }
+  column_major(model->wte->weight);
+}
+
 torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit) {
   const int64_t vocab = logits.size(-1);
   check_vocab_limit(vocab_limit, vocab);
@@ -25,42 +36,67 @@ torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit) {
   return limited;
 }
 
+namespace {
+
+// The next token of each row (B, 1) from its logits (B, vocab), as the options say.
+torch::Tensor choose_next(torch::Tensor logits, const SamplingOptions& options, std::optional<at::Generator>& generator) {
+  if (options.temperature == 0.0) return logits.argmax(-1, /*keepdim=*/true);
+  logits = logits / options.temperature;
+  if (options.top_k > 0 && options.top_k < logits.size(-1)) {
+    // Everything below the k-th largest logit gets zero probability.
+    auto kth = std::get<0>(logits.topk(options.top_k, -1)).select(-1, -1).unsqueeze(-1);
+    logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+  }
+  auto probs = torch::softmax(logits, -1);
+  if (generator && generator->device() != probs.device()) {
+    // A generator of another device (a CPU one while training on a GPU): draw there, a small copy.
+    return torch::multinomial(probs.to(generator->device()), 1, false, generator).to(probs.device());
+  }
+  return torch::multinomial(probs, 1, /*replacement=*/false, generator);
+}
+
+torch::Tensor last_block(const torch::Tensor& tokens, int64_t block_size) {
+  const int64_t T = tokens.size(1);
+  return T > block_size ? tokens.slice(1, T - block_size) : tokens;
+}
+
+// The logits that follow `tokens` (B, T), whose last column `next` is the newest token. With a cache
+// that holds every earlier position of the window, only `next` is computed; a full cache is refilled
+// from the last block (the window slid by one, so every position moved).
+torch::Tensor logits_after(Gpt& model, const torch::Tensor& tokens, const torch::Tensor& next,
+                           std::optional<KvCache>& cache) {
+  const int64_t block_size = model->config().block_size;
+  if (!cache) return model->last_token_logits(last_block(tokens, block_size));
+  if (!cache->full()) return model->last_token_logits(next, *cache);
+  cache->clear();
+  return model->last_token_logits(last_block(tokens, block_size), *cache);
+}
+
+}  // namespace
+
 torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& options,
-                       std::optional<at::Generator> generator) {
+                       std::optional<at::Generator> generator, const NewTokensCallback& on_new_tokens) {
   if (options.max_new_tokens < 0) throw std::invalid_argument("max new tokens must not be negative");
   if (options.temperature < 0) throw std::invalid_argument("temperature must not be negative");
   if (options.top_k < 0) throw std::invalid_argument("top-k must not be negative");
   if (prompt.dim() != 2 || prompt.size(1) == 0) throw std::invalid_argument("the prompt must not be empty");
   check_vocab_limit(options.vocab_limit, model->config().vocab_size);
+  if (options.max_new_tokens == 0) return prompt;
 
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
+  std::optional<KvCache> cache;
+  if (options.kv_cache) cache.emplace(model->make_kv_cache());
   const int64_t block_size = model->config().block_size;
   auto tokens = prompt;
+  auto logits = cache ? model->last_token_logits(last_block(tokens, block_size), *cache)
+                      : model->last_token_logits(last_block(tokens, block_size));
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int64_t T = tokens.size(1);
-    auto context = T > block_size ? tokens.slice(1, T - block_size) : tokens;
-    auto logits = limit_vocab(model->last_token_logits(context).to(torch::kFloat), options.vocab_limit);  // (B, vocab)
-    torch::Tensor next;
-    if (options.temperature == 0.0) {
-      next = logits.argmax(-1, /*keepdim=*/true);
-    } else {
-      logits = logits / options.temperature;
-      if (options.top_k > 0 && options.top_k < logits.size(-1)) {
-        // Everything below the k-th largest logit gets zero probability.
-        auto kth = std::get<0>(logits.topk(options.top_k, -1)).select(-1, -1).unsqueeze(-1);
-        logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
-      }
-      auto probs = torch::softmax(logits, -1);
-      if (generator && generator->device() != probs.device()) {
-        // A generator of another device (a CPU one while training on a GPU): draw there, a small copy.
-        next = torch::multinomial(probs.to(generator->device()), 1, false, generator).to(probs.device());
-      } else {
-        next = torch::multinomial(probs, 1, /*replacement=*/false, generator);
-      }
-    }
+    auto next = choose_next(limit_vocab(logits.to(torch::kFloat), options.vocab_limit), options, generator);
     tokens = torch::cat({tokens, next}, 1);
+    if (on_new_tokens) on_new_tokens(next);
+    if (i + 1 < options.max_new_tokens) logits = logits_after(model, tokens, next, cache);
   }
   model->train(was_training);
   return tokens;

@@ -187,6 +187,8 @@ bad gen_tokens_negative "--max-new-tokens" generate --checkpoint ckpt "${CPU[@]}
 bad gen_prompt_outside "character 'Z' is not in the tokenizer's vocabulary" generate --checkpoint ckpt "${CPU[@]}" --prompt "Z"
 bad gen_vocab_on_char "--vocab does not apply" generate --checkpoint ckpt "${CPU[@]}" --vocab vocab_bad
 bad gen_hf_relu "activation_function" generate --checkpoint hf_relu "${CPU[@]}"
+bad gen_threads_negative "--threads" generate --checkpoint ckpt "${CPU[@]}" --threads -1
+bad gen_kv_cache_word "--kv-cache" generate --checkpoint ckpt "${CPU[@]}" --kv-cache maybe
 bad eval_hf_noweights "hf_noweights.*model.safetensors" eval --checkpoint hf_noweights --val good.bin "${CPU[@]}"
 bad eval_hf_badweights "hf_badweights/model.safetensors" eval --checkpoint hf_badweights --val good.bin "${CPU[@]}"
 bad gen_no_checkpoint "--checkpoint" generate "${CPU[@]}"
@@ -199,6 +201,7 @@ bad eval_val_fifo "fifo" eval --checkpoint ckpt --val fifo "${CPU[@]}"
 bad eval_val_binary_text "binary.txt" eval --checkpoint ckpt --val binary.txt "${CPU[@]}"
 bad eval_hellaswag_char "--hellaswag needs a model that reads GPT-2 tokens" eval --checkpoint ckpt --hellaswag hs_bad.jsonl "${CPU[@]}"
 bad eval_task_unknown "builtin:nope" eval --checkpoint ckpt --task builtin:nope "${CPU[@]}"
+bad eval_threads_word "--threads" eval --checkpoint ckpt --task builtin:sort --threads many "${CPU[@]}"
 bad eval_batch_zero "--batch-size" eval --checkpoint ckpt --val text.txt --batch-size 0 "${CPU[@]}"
 bad eval_seq_len_long "--seq-len" eval --checkpoint ckpt --val text.txt --seq-len 4096 "${CPU[@]}"
 bad eval_flipped "flipped.safetensors" eval --checkpoint flipped.safetensors --val text.txt "${CPU[@]}"

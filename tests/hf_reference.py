@@ -7,9 +7,12 @@
       Each folder loaded with GPT2LMHeadModel.from_pretrained.
   dtypes OUT_FILE --check OUR_FILE
       Writes one tensor of every dtype with safetensors.torch.save_file and reads back OUR_FILE.
+  greedy DIR --tokens "..." --max-new-tokens N
+      GPT2LMHeadModel.generate (greedy, with its KV cache) from the folder's model on each row of prompts.
 
 Prints one JSON line: per model {"loss", "token_losses"} (labels = input ids, transformers shifts them),
-or for dtypes the tensors read from OUR_FILE as {name: {"dtype", "shape", "values"}}.
+for dtypes the tensors read from OUR_FILE as {name: {"dtype", "shape", "values"}}, or for greedy
+{"ids": rows of prompt + new token ids}.
 """
 import argparse
 import json
@@ -61,6 +64,20 @@ def loss(args):
     print(json.dumps([losses(GPT2LMHeadModel.from_pretrained(d), tokens) for d in args.dirs]))
 
 
+def greedy(args):
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(args.dir).eval()
+    prompts = parse_tokens(args.tokens)
+    # No end-of-text stop (the small test vocabularies lack GPT-2's id 50256): exactly N new tokens.
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        out = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                             max_new_tokens=args.max_new_tokens, min_new_tokens=args.max_new_tokens, use_cache=True)
+    print(json.dumps({"ids": out.tolist()}))
+
+
 DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
     "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
@@ -97,6 +114,11 @@ def main():
     p.add_argument("out_file")
     p.add_argument("--check", required=True)
     p.set_defaults(run=dtypes)
+    p = sub.add_parser("greedy")
+    p.add_argument("dir")
+    p.add_argument("--tokens", required=True)
+    p.add_argument("--max-new-tokens", type=int, required=True)
+    p.set_defaults(run=greedy)
     args = parser.parse_args()
     args.run(args)
 

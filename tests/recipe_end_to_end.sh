@@ -124,7 +124,7 @@ prepare_checks() {
       fail "prepare --threads 1 and 2 differ" "$(diff -rq "$WORK/t1" "$WORK/t2" | head -3)"
     fi
   fi
-  bad_prepare "prepare: --threads far above the cores" "--threads 100000 is far above" "$WORK/p_threads" \
+  bad_prepare "prepare: --threads far above the cores" "--threads 100000 is far more than" "$WORK/p_threads" \
     --vocab "$GPT2" --input "$SHAKESPEARE" --threads 100000
 
   # JSON lines: each line's "text" is a document, preceded by <|endoftext|> (50256); blank lines skipped.

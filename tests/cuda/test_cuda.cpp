@@ -21,6 +21,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 #include "tests/training_fixture.h"
+#include "trainer/mixed_precision.h"
 #include "trainer/muon.h"
 #include "trainer/stateful_parts.h"
 
@@ -224,6 +225,36 @@ std::unique_ptr<Communicator> one_rank_nccl() {
   } catch (const std::invalid_argument&) {
     return nullptr;  // this build has no NCCL backend
   }
+}
+
+// The KV cache on a GPU: greedy tokens equal the uncached path's across the block size (TF32 off, so
+// both paths do fp32 arithmetic), and under bf16 autocast the cache holds what the attention makes.
+TEST(Cuda, KvCacheGreedyTokensEqualTheUncachedPath) {
+  REQUIRE_CUDA();
+  at::globalContext().setFloat32MatmulPrecision("highest");
+  GptConfig config = preset_config("tiny");
+  config.block_size = 16;
+  config.vocab_size = kVocab;
+  torch::manual_seed(3);
+  Gpt model(config);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.copy_(0.3 * torch::randn_like(p));
+  }
+  model->to(kCuda);
+  const auto prompts = torch::randint(kVocab, {3, 5}, torch::kLong).to(kCuda);
+  SamplingOptions greedy{/*max_new_tokens=*/30, /*temperature=*/0.0, /*top_k=*/0, /*vocab_limit=*/0};
+  const auto cached = generate(model, prompts, greedy);
+  greedy.kv_cache = false;
+  EXPECT_TRUE(torch::equal(cached, generate(model, prompts, greedy)));
+  greedy.kv_cache = true;
+  torch::Tensor bf16;
+  {
+    AutocastScope autocast(kCuda, Precision::bf16);
+    bf16 = generate(model, prompts, greedy);
+  }
+  EXPECT_EQ(bf16.sizes(), cached.sizes());
+  at::globalContext().setFloat32MatmulPrecision("high");
 }
 
 TEST(Nccl, CollectivesOfEveryTypeAndOp) {
