@@ -21,7 +21,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
 bench_options new-tokens=200 reps=3 threads=1 uncached-tokens=50 model-flags="" \
-  prompt="The history of the city begins with a small village on the river, where farmers and traders met" \
+  prompt="The history of the city begins with a small village on the river, where farmers and traders once met" \
   vocab="$repo/../shared/data/gpt2" -- "$@"
 [[ $new_tokens =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--new-tokens must be a positive whole number, got '$new_tokens'"
 [[ $reps =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--reps must be a positive whole number, got '$reps'"

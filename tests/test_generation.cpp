@@ -34,6 +34,8 @@ GptConfig small_config(int64_t block_size, int64_t vocab_size = 101) {
 // Large weights give the logits wide margins, so that greedy choices do not hinge on the last bits of
 // float arithmetic (which the two paths order differently) and a wrong position or key moves them.
 Gpt scrambled_model(const GptConfig& config, int seed) {
+  // One thread: these matmuls are too small to share, and on a busy machine extra threads only wait.
+  torch::set_num_threads(1);
   torch::manual_seed(seed);
   Gpt model(config);
   torch::NoGradGuard no_grad;
