@@ -280,8 +280,9 @@ assert all('time' in r and 'elapsed_s' in r for r in rows), 'a row without time'
   if [[ $rc_a -ne 0 || $rc_b -ne 0 || $rc_c -ne 0 ]]; then
     fail "generate" "exit codes $rc_a $rc_b $rc_c; stderr: $(head -c 300 "$WORK/gen_a.err")"
   else
-    loaded=$(sed -n '2p' "$WORK/gen_a.out")
-    sample=$(sed -n '3p' "$WORK/gen_a.out")
+    # The header lines (device, threads on a CPU, model), then the sample.
+    loaded=$(grep -m1 '^model: ' "$WORK/gen_a.out")
+    sample=$(sed -n '/^model: /{n;p;q}' "$WORK/gen_a.out")
     if [[ $loaded == "model: checkpoint $OUT/ckpt_"*" (step "* ]]; then pass "generate names the checkpoint it loaded: $loaded"; else fail "generate names the checkpoint it loaded" "'$loaded'"; fi
     if [[ $sample == "$PROMPT"* && $(wc -c <"$WORK/gen_a.out") -gt 120 ]]; then
       pass "generate: the sample continues the prompt: $(printf '%s' "$sample" | head -c 60)"
