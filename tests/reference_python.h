@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,18 @@ inline nlohmann::json run_python_json(const std::string& script, const std::vect
   }
   const auto last_line = output.substr(output.rfind('\n', output.size() - 2) + 1);
   return nlohmann::json::parse(last_line);
+}
+
+// A (rows, columns) tensor of token ids as the reference scripts' --tokens argument: "1,2,3;4,5,6".
+inline std::string tokens_argument(const torch::Tensor& tokens) {
+  std::string out;
+  for (int64_t row = 0; row < tokens.size(0); ++row) {
+    for (int64_t col = 0; col < tokens.size(1); ++col) {
+      if (col > 0 || row > 0) out += col > 0 ? ',' : ';';
+      out += std::to_string(tokens[row][col].item<int64_t>());
+    }
+  }
+  return out;
 }
 
 }  // namespace mygpt::testing

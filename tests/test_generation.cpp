@@ -172,17 +172,6 @@ TEST(KvCacheGeneration, RunsUnderBf16AutocastAsTrainingSamplesDo) {
 
 // ---- agreement with transformers ----
 
-std::string tokens_argument(const torch::Tensor& tokens) {
-  std::string out;
-  for (int64_t row = 0; row < tokens.size(0); ++row) {
-    for (int64_t col = 0; col < tokens.size(1); ++col) {
-      if (col > 0 || row > 0) out += col > 0 ? ',' : ';';
-      out += std::to_string(tokens[row][col].item<int64_t>());
-    }
-  }
-  return out;
-}
-
 TEST(KvCacheTransformers, GreedyTokensEqualTransformersGenerateOnAnExport) {
   if (!testing::python_imports("transformers, safetensors")) {
     GTEST_SKIP() << "transformers is not importable by '" << testing::reference_python()
@@ -197,7 +186,7 @@ TEST(KvCacheTransformers, GreedyTokensEqualTransformersGenerateOnAnExport) {
   const int64_t new_tokens = 50;  // 60 positions: within transformers' 64 (it cannot slide past them)
   const auto reference = testing::run_python_json(
       MYGPT_HF_REFERENCE_SCRIPT,
-      {"greedy", (dir.path() / "hf").string(), "--tokens", tokens_argument(prompts), "--max-new-tokens",
+      {"greedy", (dir.path() / "hf").string(), "--tokens", testing::tokens_argument(prompts), "--max-new-tokens",
        std::to_string(new_tokens)},
       dir.path());
   ASSERT_FALSE(reference.is_null());

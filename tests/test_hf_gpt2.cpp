@@ -485,17 +485,6 @@ nlohmann::json run_reference(const std::vector<std::string>& args, const fs::pat
   return testing::run_python_json(MYGPT_HF_REFERENCE_SCRIPT, args, scratch);
 }
 
-std::string tokens_argument(const torch::Tensor& tokens) {
-  std::string out;
-  for (int64_t row = 0; row < tokens.size(0); ++row) {
-    for (int64_t col = 0; col < tokens.size(1); ++col) {
-      if (col > 0 || row > 0) out += col > 0 ? ',' : ';';
-      out += std::to_string(tokens[row][col].item<int64_t>());
-    }
-  }
-  return out;
-}
-
 void expect_losses_match(const torch::Tensor& ours, const nlohmann::json& theirs) {
   const auto expected = theirs["token_losses"].get<std::vector<double>>();
   ASSERT_EQ(ours.numel(), static_cast<int64_t>(expected.size()));
@@ -511,7 +500,7 @@ TEST(HfGpt2Transformers, ImportReproducesTheLossOfTransformers) {
   const auto tokens = fixed_tokens(50257);
   const auto single = dir.path() / "single", sharded = dir.path() / "sharded";
   const auto reference = run_reference({"make", single.string(), "--sharded-copy", sharded.string(), "--vocab", "50257",
-                                        "--seed", "3", "--tokens", tokens_argument(tokens)},
+                                        "--seed", "3", "--tokens", testing::tokens_argument(tokens)},
                                        dir.path());
   ASSERT_FALSE(reference.is_null());
   ASSERT_TRUE(fs::exists(sharded / "model.safetensors.index.json"));
@@ -538,7 +527,7 @@ TEST(HfGpt2Transformers, TransformersReproducesTheLossOfAnExport) {
   export_hf_gpt2(biasless, 100, dir.path() / "biasless");
   const auto tokens = fixed_tokens(100);
   const auto reference = run_reference({"loss", (dir.path() / "padded").string(), (dir.path() / "biasless").string(),
-                                        "--tokens", tokens_argument(tokens)},
+                                        "--tokens", testing::tokens_argument(tokens)},
                                        dir.path());
   ASSERT_FALSE(reference.is_null());
   expect_losses_match(token_losses(padded, tokens, 100), reference[0]);
