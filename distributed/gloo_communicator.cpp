@@ -12,16 +12,14 @@
 namespace mygpt {
 namespace {
 
-std::string first_line(const std::string& message) { return message.substr(0, message.find('\n')); }
-
-// Waits for a Gloo work item, turning its failure into one line.
+// Waits for a Gloo work item, naming what failed (main prints the first line; MYGPT_FULL_ERRORS=1 the rest).
 void finish(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
   try {
     work->wait();
   } catch (const c10::Error& e) {
-    throw std::runtime_error(std::string("Gloo ") + what + " failed: " + first_line(e.what_without_backtrace()));
+    throw std::runtime_error(std::string("Gloo ") + what + " failed: " + e.what_without_backtrace());
   } catch (const std::exception& e) {
-    throw std::runtime_error(std::string("Gloo ") + what + " failed: " + first_line(e.what()));
+    throw std::runtime_error(std::string("Gloo ") + what + " failed: " + e.what());
   }
 }
 
@@ -56,7 +54,7 @@ class GlooCommunicator final : public Communicator {
     try {
       group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
     } catch (const c10::Error& e) {
-      throw std::runtime_error("Gloo could not connect the ranks: " + first_line(e.what_without_backtrace()));
+      throw std::runtime_error(std::string("Gloo could not connect the ranks: ") + e.what_without_backtrace());
     }
   }
 

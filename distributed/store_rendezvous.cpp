@@ -78,11 +78,6 @@ std::string random_name() {
   return strprintf("%08x%08x", random(), random());
 }
 
-// A c10d exception's first line (their messages carry context lines and backtraces).
-std::string first_line(const std::string& message) {
-  return message.substr(0, message.find('\n'));
-}
-
 }  // namespace
 
 RendezvousMethod RendezvousMethod::parse(const std::string& value) {
@@ -142,12 +137,12 @@ void StoreRendezvous::open_tcp(const LaunchEnvironment& launch, std::chrono::mil
     }
     if (options.isServer) {
       throw std::runtime_error("rank 0 could not serve the rendezvous at " + where_ + " (from " + launch.master_source +
-                               "): " + first_line(message));
+                               "): " + message);
     }
     throw std::runtime_error("rank " + std::to_string(launch.rank) + " could not reach the rendezvous at " + where_ +
                              " within " + seconds_text(timeout) + " (from " + launch.master_source + "; " +
                              (launch.agent_store ? "torchrun's agent serves it" : "rank 0 serves it") +
-                             "): " + first_line(message));
+                             "): " + message);
   }
 }
 
