@@ -55,11 +55,13 @@ std::string Progress::line(double done, const std::string& extra) const {
   return text;
 }
 
+bool Progress::due() const {
+  return !quiet_ && std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count() >= interval_s_;
+}
+
 void Progress::update(double done, const std::string& extra) {
-  if (quiet_) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (std::chrono::duration<double>(now - last_).count() < interval_s_) return;
-  last_ = now;
+  if (!due()) return;
+  last_ = std::chrono::steady_clock::now();
   if (terminal_) {
     out_ << "\r\033[K" << line(done, extra) << std::flush;  // redrawn in place
     drew_ = true;

@@ -17,6 +17,8 @@ class Progress {
   Progress(std::string what, double total, std::string unit, bool quiet, std::ostream& out);
   // Reports `done` (and extra text such as a running accuracy) when a line is due.
   void update(double done, const std::string& extra = "");
+  // Whether update would print now (so that a caller updating per item formats its extra text only then).
+  bool due() const;
   // Ends the redrawn line on a terminal; nothing in a log (the caller prints its result).
   void finish();
 

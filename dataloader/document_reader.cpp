@@ -18,7 +18,68 @@ bool is_json_lines_start(const std::string& path, const std::string& head) {
   return first != std::string::npos && head[first] == '{';
 }
 
+// The last top-level "text" member of a JSON record (the last, as a parse into a document keeps it), read
+// with nlohmann's SAX interface: FineWeb's records carry a dozen other members that need no copies.
+class RecordTextField : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool record_is_object = false;
+  std::optional<std::string> text;  // none: no "text" member, or its last one is not a string
+
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t) override { return scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return scalar(); }
+  bool number_float(number_float_t, const string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return scalar(); }
+  bool string(string_t& value) override {
+    if (at_text_) text = std::move(value);
+    at_text_ = false;
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) record_is_object = true;
+    return open();
+  }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& name) override {
+    at_text_ = depth_ == 1 && name == "text";
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool scalar() {
+    if (at_text_) text.reset();
+    at_text_ = false;
+    return true;
+  }
+  bool open() {
+    scalar();
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+  int depth_ = 0;
+  bool at_text_ = false;  // the next value is the record's "text"
+};
+
+std::string json_line_text(const std::string& line, const std::string& where) {
+  RecordTextField record;
+  if (!nlohmann::json::sax_parse(line, &record)) throw std::invalid_argument(where + " is not valid JSON");
+  if (!record.record_is_object || !record.text) throw std::invalid_argument(where + " has no \"text\" string");
+  return std::move(*record.text);
+}
+
 }  // namespace
+
+std::string text_of(const TextPiece& piece) {
+  return piece.json_line.empty() ? piece.text : json_line_text(piece.text, piece.json_line);
+}
 
 std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t from, std::size_t before) {
   if (text.size() < 3) return std::nullopt;
@@ -28,7 +89,8 @@ std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t fr
   return std::nullopt;
 }
 
-DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes) : path_(path), piece_bytes_(piece_bytes) {
+DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes, JsonParsing json_parsing)
+    : path_(path), piece_bytes_(piece_bytes), json_parsing_(json_parsing) {
   require_regular_file(path, "input file");
   std::error_code ec;
   size_ = std::filesystem::file_size(path, ec);
@@ -50,17 +112,9 @@ std::optional<TextPiece> DocumentReader::next_line_document() {
     consumed_ += line.size() + 1;
     ++line_number_;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "'" + path_ + "' line " + std::to_string(line_number_);
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      throw std::invalid_argument(where + " is not valid JSON");
-    }
-    if (!record.is_object() || !record.contains("text") || !record["text"].is_string()) {
-      throw std::invalid_argument(where + " has no \"text\" string");
-    }
-    return TextPiece{record["text"].get<std::string>(), true};
+    std::string where = "'" + path_ + "' line " + std::to_string(line_number_);
+    if (json_parsing_ == JsonParsing::by_caller) return TextPiece{std::move(line), true, std::move(where)};
+    return TextPiece{json_line_text(line, where), true, {}};
   }
   consumed_ = size_;
   return std::nullopt;
@@ -68,7 +122,7 @@ std::optional<TextPiece> DocumentReader::next_line_document() {
 
 std::optional<TextPiece> DocumentReader::next_text_piece() {
   const auto hand_out = [this](std::size_t length) {
-    TextPiece piece{carry_.substr(0, length), !started_};
+    TextPiece piece{carry_.substr(0, length), !started_, {}};
     carry_.erase(0, length);
     // Whole UTF-8 characters: a cut lies between two ASCII characters.
     require_utf8(piece.text, "input file '" + path_ + "' (from byte " + std::to_string(consumed_) + ")");

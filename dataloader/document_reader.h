@@ -15,15 +15,21 @@
 namespace mygpt {
 
 struct TextPiece {
-  std::string text;
+  std::string text;              // the text, or (json_line set) the JSON line that holds it
   bool starts_document = false;  // the tokenizer's <|endoftext|> goes before it
+  std::string json_line;         // not empty: `text` is this JSON line ("'f.jsonl' line 7"), not parsed yet
 };
+
+// Whether a JSON-lines reader parses each line itself or hands out the line for the caller to parse
+// with text_of (on the threads that tokenize: parsing is about a third of `prepare`'s work).
+enum class JsonParsing { by_reader, by_caller };
 
 class DocumentReader {
  public:
   // Opens `path` (std::invalid_argument naming it when it is not a readable regular file, or empty).
   // Pieces of plain text are about piece_bytes long.
-  explicit DocumentReader(const std::string& path, std::size_t piece_bytes = std::size_t{1} << 20);
+  explicit DocumentReader(const std::string& path, std::size_t piece_bytes = std::size_t{1} << 20,
+                          JsonParsing json_parsing = JsonParsing::by_reader);
   // The next piece, or none at the end. Throws std::invalid_argument naming the file (and line) for text
   // that is not UTF-8, a line that is not JSON, or one without a "text" string.
   std::optional<TextPiece> next();
@@ -41,10 +47,15 @@ class DocumentReader {
   std::size_t piece_bytes_;
   uint64_t size_ = 0, consumed_ = 0;
   bool json_lines_ = false;
+  JsonParsing json_parsing_;
   bool started_ = false;  // a plain text's first piece was handed out
   uint64_t line_number_ = 0;
   std::string carry_;  // plain text read but not handed out yet
 };
+
+// The text of a piece: its own, or that of its JSON line's top-level "text" member. Throws
+// std::invalid_argument naming the line when it is not JSON or has no "text" string.
+std::string text_of(const TextPiece& piece);
 
 // The largest position in [from, before] of `text` at which a cut is safe (see above); none when there is
 // no such place there.

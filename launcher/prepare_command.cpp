@@ -188,7 +188,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     };
     uint64_t bytes_before = 0;  // of the files already read
     for (size_t i = 0; i < inputs.size(); ++i) {
-      DocumentReader reader(inputs[i]);
+      DocumentReader reader(inputs[i], std::size_t{1} << 20, JsonParsing::by_caller);
       std::vector<TextPiece> batch;
       std::size_t batch_bytes = 0;
       auto submit = [&] {
@@ -203,9 +203,11 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
         batch.push_back(std::move(*piece));
         if (batch_bytes >= (std::size_t{4} << 20)) submit();
         bytes = bytes_before + reader.bytes_read();
-        progress.update(static_cast<double>(bytes) / 1e6,
-                        strprintf("file %zu/%zu, %llu tokens, %d thread(s)", i + 1, inputs.size(),
-                                  static_cast<unsigned long long>(total), threads));
+        if (progress.due()) {
+          progress.update(static_cast<double>(bytes) / 1e6,
+                          strprintf("file %zu/%zu, %llu tokens, %d thread(s)", i + 1, inputs.size(),
+                                    static_cast<unsigned long long>(total), threads));
+        }
       }
       submit();
       bytes_before += reader.size();

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # `mygpt-ddp prepare --threads N` against tiktoken's encode_ordinary_batch(num_threads=N), side by side,
-# on a JSON-lines corpus built from a text (its paragraphs as documents, the text repeated to --mb MB),
+# on a FineWeb-shaped JSON-lines corpus (documents among metadata members) built from a text's paragraphs
+# and HellaSwag's tasks, repeated to --mb MB,
 # for N = 1 and 2 (and --threads-list): MB/s of each (ours: the whole command, read + tokenize + write;
 # tiktoken: the encode call alone, its documents already in memory), the token counts (which must agree),
-# whether our shards are byte-identical across N, and our peak RSS on the corpus and on one --big-mb times
-# larger (flat memory: the corpus streams through). Prints the CPU model and appends to docs/BENCHMARKS.md.
+# whether our shards are byte-identical across N, and our peak RSS on the corpus and on a --big-mb MB one
+# (flat memory: the corpus streams through). Prints the CPU model and appends to docs/BENCHMARKS.md.
 #
-# usage: scripts/bench_prepare_threads.sh [--input FILE] [--vocab DIR] [--mb 40] [--big-mb 400]
+# usage: scripts/bench_prepare_threads.sh [--input FILE] [--hellaswag FILE] [--vocab DIR] [--mb 400] [--big-mb 3000]
 #                                         [--threads-list "1 2"] [--no-append]
 set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-bench_options input="$repo/../shared/data/tinyshakespeare.txt" vocab="$repo/../shared/data/gpt2" mb=40 big-mb=400 \
+bench_options input="$repo/../shared/data/tinyshakespeare.txt" hellaswag="$repo/../shared/data/hellaswag/hellaswag_val_full.txt" \
+  vocab="$repo/../shared/data/gpt2" mb=400 big-mb=3000 \
   threads-list="1 2" -- "$@"
 bench_need_built "$repo/build/mygpt-ddp" "$python"
 "$python" -c 'import tiktoken' 2>/dev/null || bench_die "tiktoken is not installed in .venv: $python -m pip install tiktoken"
@@ -22,20 +24,31 @@ bench_need_vocab "$vocab"
 bench_work_dir
 binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
 
-# The corpus: the text's blank-line-separated paragraphs as JSON-lines documents, repeated to size.
+# The corpus, shaped like FineWeb's JSON lines: each record a document in "text" among metadata members
+# (id, dump, url, date, language, score, token_count) that must be parsed past; the documents are the
+# input text's blank-line-separated paragraphs interleaved with HellaSwag's contexts and endings (modern
+# English, where the text may be old), repeated to size.
 make_corpus() {  # make_corpus MB FILE
-  "$python" - "$input" "$1" "$2" <<'PY'
-import json, sys
+  "$python" - "$input" "$hellaswag" "$1" "$2" <<'PY'
+import json, os, sys
 text = open(sys.argv[1], encoding="utf-8").read()
 docs = [p for p in text.split("\n\n") if p.strip()]
-target, out = int(sys.argv[2]) * 1_000_000, sys.argv[3]
-written = 0
+if os.path.exists(sys.argv[2]):
+    lines = open(sys.argv[2], encoding="utf-8").read().split("\n")
+    tasks = [" ".join(lines[i:i + 6][:1] + lines[i + 2:i + 6]) for i in range(0, len(lines) - 5, 6)]
+    docs = [d for pair in zip(docs * (len(tasks) // len(docs) + 1), tasks) for d in pair]
+target, out = int(sys.argv[3]) * 1_000_000, sys.argv[4]
+written, n = 0, 0
 with open(out, "w", encoding="utf-8") as f:
     while written < target:
         for d in docs:
-            line = json.dumps({"text": d}) + "\n"
+            record = {"text": d, "id": f"<urn:uuid:{n:032x}>", "dump": "CC-MAIN-2024-10",
+                      "url": f"https://example.org/{n % 9973}/page-{n}.html", "date": "2024-02-21T10:11:12Z",
+                      "language": "en", "language_score": 0.93, "token_count": len(d) // 4, "score": 3.14}
+            line = json.dumps(record) + "\n"
             f.write(line)
             written += len(line.encode())
+            n += 1
             if written >= target:
                 break
 PY
@@ -73,6 +86,9 @@ n=$(echo "$threads_list" | awk '{print $NF}')
   --threads "$n" --val-tokens 0 --quiet >"$work/big.log" 2>&1 || { cat "$work/big.log" >&2; bench_die "prepare of the big corpus failed"; }
 rm -rf "$work/big" "$work/big.jsonl"
 read -r big_s big_kb <"$work/time_big"
+# What the binary holds before reading anything (LibTorch's libraries): the floor under every RSS above.
+/usr/bin/time -f "%M" -o "$work/time_help" "$binary" --help >/dev/null
+read -r floor_kb <"$work/time_help"
 bench_report "prepare --threads against tiktoken" "$table" \
   "Ours: the whole command (read, tokenize, write shards); tiktoken: encode_ordinary_batch alone, on documents already in memory." \
-  "Peak RSS of prepare on a ${big_mb} MB corpus with $n thread(s): $(awk -v k="$big_kb" 'BEGIN { printf "%.0f MiB", k/1024 }') ($(awk -v s="$big_s" -v m="$big_mb" 'BEGIN { printf "%.1f MB/s", m/s }'))."
+  "Peak RSS of prepare on a ${big_mb} MB corpus with $n thread(s): $(awk -v k="$big_kb" 'BEGIN { printf "%.0f MiB", k/1024 }') ($(awk -v s="$big_s" -v m="$big_mb" 'BEGIN { printf "%.1f MB/s", m/s }')); the binary's own floor (\`mygpt-ddp --help\`, LibTorch's libraries loaded): $(awk -v k="$floor_kb" 'BEGIN { printf "%.0f MiB", k/1024 }')."

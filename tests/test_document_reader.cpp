@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "dataloader/document_reader.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
@@ -103,19 +104,65 @@ TEST(DocumentReader, JsonLinesAreDocumentsAndBadLinesAreNamed) {
   EXPECT_THROW(all_pieces(latin1, 1 << 20), std::invalid_argument);
 }
 
+// The SAX reading of a record's "text" against nlohmann's whole-document parse (the reference it replaces),
+// on records a careless reader gets wrong, read by the reader and handed to the caller alike.
+TEST(DocumentReader, JsonTextAsTheWholeDocumentParseReadsIt) {
+  const ScratchDir dir;
+  const std::vector<std::string> good = {
+      R"({"text": "plain"})",
+      R"({"id": "<urn:1>", "meta": {"text": "nested, not this"}, "text": "escaped \"quote\" \u00e9\ud83d\ude00\n", "score": 3.5})",
+      R"({"text": "first", "list": [{"text": 1}, "text"], "text": "last wins"})",
+      R"({"text": ""})",
+  };
+  const std::vector<std::string> bad = {
+      R"({"text": 5})",        R"({"text": "a", "text": null})", R"(["text", "array"])", R"({"meta": {"text": "x"}})",
+      R"({"text": "unterminated})", R"({"text": "x"} trailing)",     "{\"text\": \"bad \xff byte\"}",
+  };
+  std::string file;
+  for (const auto& line : good) file += line + "\n";
+  const std::string path = write_file(dir.path() / "good.jsonl", file);
+  for (JsonParsing parsing : {JsonParsing::by_reader, JsonParsing::by_caller}) {
+    DocumentReader reader(path, 1 << 20, parsing);
+    for (const auto& line : good) {
+      const auto piece = reader.next();
+      ASSERT_TRUE(piece.has_value());
+      EXPECT_EQ(piece->json_line.empty(), parsing == JsonParsing::by_reader);
+      EXPECT_EQ(text_of(*piece), nlohmann::json::parse(line)["text"].get<std::string>()) << line;
+    }
+    EXPECT_FALSE(reader.next().has_value());
+  }
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    const std::string bad_path = write_file(dir.path() / ("bad" + std::to_string(i) + ".jsonl"), "{\"text\": \"ok\"}\n" + bad[i]);
+    DocumentReader reader(bad_path, 1 << 20, JsonParsing::by_caller);
+    EXPECT_EQ(text_of(*reader.next()), "ok");
+    const auto piece = reader.next();  // handed out unparsed: the error comes from text_of, naming the line
+    ASSERT_TRUE(piece.has_value());
+    try {
+      text_of(*piece);
+      ADD_FAILURE() << "accepted: " << bad[i];
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(".jsonl' line 2 "), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ParallelEncoder, SameTokensInTheSameOrderOnAnyNumberOfThreads) {
   std::string text;  // ASCII, so that any slice of it is whole characters
   for (int i = 0; i < 1000; ++i) text += "word " + std::to_string(i * 7919 % 1000) + (i % 9 ? " " : ".\n");
   const auto make = [&text] { return make_char_codec_for(text); };
   std::vector<std::vector<TextPiece>> batches;
   for (int b = 0; b < 40; ++b) {
-    batches.push_back({TextPiece{text.substr(static_cast<size_t>(b) * 97, 500), b % 7 == 0}});
+    batches.push_back({TextPiece{text.substr(static_cast<size_t>(b) * 97, 500), b % 7 == 0, {}}});
   }
   std::vector<int32_t> expected;
   const auto codec = make();
-  for (const auto& batch : batches) {
-    const auto tokens = encode_batch(*codec, batch);
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    const auto tokens = encode_batch(*codec, batches[b]);
     expected.insert(expected.end(), tokens.begin(), tokens.end());
+    if (b % 2 == 1) {  // every other batch goes to the threads as a JSON line, parsed there: the same tokens
+      batches[b][0].text = nlohmann::json{{"text", batches[b][0].text}}.dump();
+      batches[b][0].json_line = "'test.jsonl' line 1";
+    }
   }
   for (int threads : {1, 2, 5}) {
     ParallelEncoder encoder(make, threads);
