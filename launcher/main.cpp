@@ -12,6 +12,7 @@
 
 #include "distributed/job_session.h"
 #include "launcher/commands.h"
+#include "launcher/memory_reuse.h"
 
 namespace {
 
@@ -76,6 +77,7 @@ int fail(const mygpt::JobSession* job, int code, const std::string& message,
 }  // namespace
 
 int main(int argc, char** argv) {
+  mygpt::keep_freed_memory_for_reuse();
   std::unique_ptr<mygpt::JobSession> job;
   try {
     job = std::make_unique<mygpt::JobSession>();

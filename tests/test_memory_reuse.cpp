@@ -1,0 +1,55 @@
+// The allocator policy main sets first: freed blocks stay in the process for the next step (no mmap per
+// large block, no trimming), unless the environment tunes malloc itself. Each GoogleTest runs in a process
+// of its own under CTest, so changing malloc's settings here touches no other test.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "launcher/memory_reuse.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace mygpt {
+namespace {
+
+extern "C" char** environ;
+
+bool environment_has_malloc_settings() {
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "MALLOC_", 7) == 0 || std::strncmp(*e, "GLIBC_TUNABLES=", 15) == 0) return true;
+  }
+  return false;
+}
+
+#if defined(__GLIBC__)
+TEST(MemoryReuse, LargeBlocksComeFromTheHeapAndStayAfterFree) {
+  if (environment_has_malloc_settings()) GTEST_SKIP() << "this environment tunes malloc (MALLOC_* or GLIBC_TUNABLES)";
+  ASSERT_TRUE(keep_freed_memory_for_reuse());
+  constexpr std::size_t kBlock = std::size_t{256} << 20;  // far above glibc's largest mmap threshold (32 MiB)
+  const struct mallinfo2 before = mallinfo2();
+  auto* block = static_cast<char*>(std::malloc(kBlock));
+  ASSERT_NE(block, nullptr);
+  std::memset(block, 1, kBlock);
+  EXPECT_EQ(mallinfo2().hblkhd, before.hblkhd) << "a 256 MiB block was served by mmap: freeing it unmaps it";
+  std::free(block);
+  const struct mallinfo2 after = mallinfo2();
+  EXPECT_GE(after.arena, before.arena + kBlock) << "the heap was trimmed after the free: the next step faults again";
+  EXPECT_GE(after.fordblks, kBlock) << "the freed block is not kept for reuse";
+}
+
+TEST(MemoryReuse, TheUsersMallocSettingsStand) {
+  ASSERT_EQ(setenv("MALLOC_ARENA_MAX", "2", 1), 0);
+  EXPECT_FALSE(keep_freed_memory_for_reuse());
+  unsetenv("MALLOC_ARENA_MAX");
+  ASSERT_EQ(setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1000", 1), 0);
+  EXPECT_FALSE(keep_freed_memory_for_reuse());
+  unsetenv("GLIBC_TUNABLES");
+}
+#endif
+
+}  // namespace
+}  // namespace mygpt
