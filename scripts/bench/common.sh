@@ -98,7 +98,10 @@ bench_machine_facts() {
   torch_version="$("$python" -c 'import torch; print(torch.__version__)')"
   mpi_version=""
   command -v mpirun >/dev/null && mpi_version="$(mpirun --version 2>&1 | head -n 1)"
-  echo "torch $torch_version${mpi_version:+ | $mpi_version} | $cpus CPUs ($cpu_model) | $mem | load average at start: $load${1:+ | $1}"
+  # The vector extensions that decide which kernels LibTorch and inductor pick (a figure holds on its kind).
+  cpu_vector="$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+    grep -xE 'avx2|fma|avx512f|avx512_vnni|avx512_bf16|avx512_fp16|amx_bf16|amx_tile' | paste -sd, -)"
+  echo "torch $torch_version${mpi_version:+ | $mpi_version} | $cpus CPUs ($cpu_model; ${cpu_vector:-no AVX2}) | $mem | load average at start: $load${1:+ | $1}"
   if awk -v n="$cpus" '{ exit !($1 > n) }' /proc/loadavg; then
     echo "$bench_name: warning: the load average exceeds the CPU count; wall-clock times will be slow and noisy" >&2
   fi

@@ -48,6 +48,7 @@ def parse_args(argv):
                             skip_steps=2, log_every=1)
     for name, value in GPT2_SHAPE.items():
         p.add_argument("--" + name.replace("_", "-"), type=int, default=value)
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (inductor's C++ code; default: eager)")
     return p.parse_args(argv)
 
 
@@ -64,9 +65,12 @@ def main(argv=None):
     model = twin.Gpt(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd, dropout=0.0)
     ranks.say(ranks.header())
     ranks.say(f"data: {len(paths)} shard(s) in {args.data} | {tokens.numel()} tokens")
-    ranks.say(f"model: {model.summary()}")
-    twin.train(args, ranks.wrap(model, args.bucket_mb), model, ranks.loader(tokens, args.batch_size, seq_len),
-               ranks, seq_len)
+    ranks.say(f"model: {model.summary()} | {'torch.compile' if args.compile else 'eager'}")
+    forward = ranks.wrap(model, args.bucket_mb)
+    if args.compile:
+        forward = torch.compile(forward)  # around DDP, as PyTorch's DDP notes advise
+    twin.train(args, forward, model, ranks.loader(tokens, args.batch_size, seq_len), ranks, seq_len,
+               mode="compile" if args.compile else "eager")
     ranks.close()
 
 
