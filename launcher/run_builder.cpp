@@ -16,6 +16,7 @@
 #include "model/attention_backend.h"
 #include "model/lm_loss_cuda.h"
 #include "model/sampling.h"
+#include "trainer/validation_batches.h"
 
 namespace mygpt {
 namespace {
@@ -114,6 +115,8 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   if (data.val && data.val->size() > static_cast<uint64_t>(options.batch_size * options.seq_len)) {
     parts.val_loader = std::make_unique<ShardedBatchLoader>(data.val, options.batch_size, options.seq_len, comm.rank(),
                                                             comm.world_size());
+    const std::string note = validation_batches(options.eval_steps, *parts.val_loader).note;
+    if (options.eval_every > 0 && !note.empty()) output.print(note);
   } else if (options.eval_every > 0) {
     output.print("note: no validation data of at least one batch; validation loss is off");
   }

@@ -222,7 +222,7 @@ OptionTable<TrainFlags> make_table() {
   t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps; 0 disables")
       .init(250)
       .check(non_negative);
-  t.add("eval-steps", &F::train, &T::eval_steps, "validation batches per rank and evaluation")
+  t.add("eval-steps", &F::train, &T::eval_steps, "validation batches of --batch-size rows per evaluation, all ranks together (split across them); at most what the validation data holds")
       .init(20)
       .recipe("shakespeare-char", 200)
       .check(positive);
