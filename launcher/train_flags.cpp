@@ -261,7 +261,7 @@ OptionTable<TrainFlags> make_table() {
       })
       .read_by(kPlanCommand);
   t.add("comm-timeout", &F::runtime, &R::comm_timeout,
-        "seconds a collective (NCCL, Gloo) or the rendezvous may take before the job is declared dead; 0 waits forever")
+        "seconds a collective (NCCL, MPI, Gloo) or the rendezvous may take before the job is declared dead; 0 waits forever")
       .init(600.0)
       .check(non_negative);
   t.add("rendezvous", &F::runtime, &R::rendezvous,
