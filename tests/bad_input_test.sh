@@ -105,6 +105,10 @@ bad train_out_of_range "out_of_range.bin.*not below vocab_size" train out_of_ran
 bad train_header_only "header_only.bin" train header_only.bin "${TINY[@]}" --vocab-size 64 --out out_train_header_only
 bad train_odd_raw "odd_raw.bin.*odd size" train odd_raw.bin "${TINY[@]}" --vocab-size 64 --out out_train_odd_raw
 # Text under a token file's name trained as raw uint16 (loss 10.8, exit 0) before it was recognized.
+# A model no machine holds (7e11 parameters, under the 2^40 cap) allocated for half a minute and died in
+# the allocator or by the OOM killer; it is refused before anything is allocated.
+bad train_too_big "needs about [0-9.]+ GiB per rank.*(MemAvailable|cgroup)" train text.txt "${TINY[@]}" --n-layer 100000 \
+  --n-embd 768 --n-head 12 --out out_train_too_big
 bad train_text_bin "text_named.bin.*printable UTF-8 text" train text_named.bin "${TINY[@]}" --out out_train_text_bin
 bad train_text_shards "shards_text/train_000000.bin.*printable UTF-8 text" train shards_text "${TINY[@]}" --out out_train_text_shards
 bad train_bad_npy "bad_magic.npy.*npy" train bad_magic.npy "${TINY[@]}" --vocab-size 64 --out out_train_bad_npy
