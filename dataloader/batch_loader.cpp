@@ -79,6 +79,10 @@ uint64_t ShardedBatchLoader::chunks_per_epoch() const {
   return source_->size() / static_cast<uint64_t>(batch_size_ * seq_len_);
 }
 
+uint64_t ShardedBatchLoader::whole_chunks() const {
+  return (source_->size() - 1) / static_cast<uint64_t>(batch_size_ * seq_len_);  // the constructor saw B*T+1 tokens
+}
+
 Batch ShardedBatchLoader::next(const torch::Device& device) {
   const int64_t chunk = batch_size_ * seq_len_;
   auto buffer = host_buffer(chunk + 1, device);

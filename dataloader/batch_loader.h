@@ -74,6 +74,10 @@ class ShardedBatchLoader final : public BatchLoader {
   uint64_t position() const { return position_; }
   // Chunks of B*T tokens in one pass over the stream (all ranks together).
   uint64_t chunks_per_epoch() const;
+  // Chunks whose targets (the token after each) lie in the stream too, read without wrapping to its start.
+  uint64_t whole_chunks() const;
+  int64_t batch_size() const { return batch_size_; }
+  int64_t seq_len() const { return seq_len_; }
 
  private:
   std::shared_ptr<const TokenSource> source_;

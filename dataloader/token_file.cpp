@@ -267,6 +267,44 @@ TokenLayout parse_llmc(const std::filesystem::path& path, std::span<const std::b
   return {TokenFileFormat::llmc_bin, kLlmcHeaderBytes, static_cast<uint64_t>(count)};
 }
 
+// How much of a headerless .bin is looked at to tell text from tokens: enough for any real token file to
+// show its small ids, little enough to read in microseconds.
+constexpr std::size_t kTextSampleBytes = 64 * 1024;
+
+// Whether `sample` is printable UTF-8: well-formed sequences (the last may be cut by the sample's end) and no
+// control byte but tab, line feed, form feed and carriage return. Raw uint16 tokens of real text never pass:
+// every token below 8192 (the frequent ones: GPT-2's punctuation, spaces, short words; every id of a
+// character vocabulary) has a high byte below 0x20, a NUL or control byte. So a real token file is never
+// refused, and a text file of more than a few characters is never read as tokens.
+bool is_printable_text(std::span<const std::byte> sample) {
+  std::size_t i = 0;
+  while (i < sample.size()) {
+    const auto lead = static_cast<unsigned char>(sample[i]);
+    if (lead < 0x80) {
+      if (lead < 0x20 && lead != '\t' && lead != '\n' && lead != '\f' && lead != '\r') return false;
+      if (lead == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    if (lead >= 0xc2 && lead <= 0xdf) {
+      length = 2;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+      length = 3;
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+      length = 4;
+    } else {
+      return false;  // a continuation byte without its lead, or a lead UTF-8 never uses
+    }
+    for (std::size_t k = 1; k < length; ++k) {
+      if (i + k == sample.size()) return true;  // cut by the sample's end: what was seen is text
+      if ((static_cast<unsigned char>(sample[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 TokenLayout parse_layout(const std::filesystem::path& path, std::span<const std::byte> bytes) {
   if (bytes.empty()) fail(path, "file is empty");
   if (starts_with(bytes, kNpyMagic)) return parse_npy(path, bytes);
@@ -280,6 +318,10 @@ TokenLayout parse_layout(const std::filesystem::path& path, std::span<const std:
   }
   if (path.extension() != ".bin") {
     fail(path, "not a token file: no llm.c or npy header, and raw uint16 tokens are read only from a .bin file");
+  }
+  if (is_printable_text(bytes.first(std::min(bytes.size(), kTextSampleBytes)))) {
+    fail(path, "its bytes are printable UTF-8 text, not raw uint16 tokens (a text file named .bin? give text as "
+               "a .txt file, or tokenize it with `prepare`)");
   }
   if (bytes.size() % 2 != 0) {
     fail(path, "odd size " + std::to_string(bytes.size()) + " bytes: not a raw uint16 token file");

@@ -5,7 +5,8 @@
 //     version 1, token count), then the uint16 tokens;
 //   - `.npy` 1-D uint16 arrays (build-nanogpt FineWeb-EDU shards);
 //   - raw uint16 tokens with no header (nanoGPT `train.bin` / `val.bin`), only under a `.bin` name:
-//     any file of even size would parse as raw tokens, so the name is what says it is one.
+//     any file of even size would parse as raw tokens, so the name is what says it is one, and a file
+//     whose first 64 KiB are printable UTF-8 text is refused (real tokens always hold NUL/control bytes).
 // Every problem with a file is a std::invalid_argument with a one-line
 // message that names the file.
 #pragma once

@@ -2,7 +2,14 @@
 
 #include <stdexcept>
 
+#include "common/strprintf.h"
+
 namespace mygpt {
+
+std::string collective_timeout_message(const std::string& what, double timeout_seconds) {
+  return strprintf("%s did not finish within --comm-timeout %g s of its start: a peer rank is gone or stuck",
+                   what.c_str(), timeout_seconds);
+}
 
 CollectiveWatchdog::CollectiveWatchdog(WatchedDevice& device, double timeout_seconds,
                                        std::function<void(const std::string&)> on_failure)
@@ -45,8 +52,7 @@ bool CollectiveWatchdog::check(const Watched& oldest, std::optional<std::chrono:
   if (!started && oldest.ready->reached()) started = steady_clock::now();
   if (oldest.done->reached()) return true;
   if (started && timeout_seconds_ > 0 && duration<double>(steady_clock::now() - *started).count() > timeout_seconds_) {
-    throw std::runtime_error("NCCL " + oldest.what + " did not finish within --comm-timeout " +
-                             std::to_string(timeout_seconds_) + " s of its start: a peer rank is gone or stuck");
+    throw std::runtime_error(collective_timeout_message("NCCL " + oldest.what, timeout_seconds_));
   }
   return false;
 }

@@ -39,6 +39,10 @@ class WatchedDevice {
   virtual void abort() = 0;
 };
 
+// The line every backend's timeout ends the job with (NCCL's watchdog here, MPI's polled requests in
+// mpi_communicator.cpp): which collective and how long; the job's failure line adds the rank.
+std::string collective_timeout_message(const std::string& what, double timeout_seconds);
+
 class CollectiveWatchdog {
  public:
   // timeout_seconds 0 waits forever (errors are still watched). on_failure gets one line and should end

@@ -33,7 +33,7 @@ JobCommunicators::JobCommunicators(const JobSession& job, const torch::Device& d
   if (world.uses_mpi) {
     // Started by an MPI launcher, even one rank gets the real backends (mpirun -np 1 on one GPU runs the
     // NCCL path of a larger job: the MPI bootstrap, the communicator, bucket hooks, the watchdog).
-    host_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, job.thread_serialized());
+    host_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, job.thread_serialized(), timeout_seconds, on_failure);
   } else if (job.launch().uses_store()) {
     // Likewise a torchrun job of one rank: the store, Gloo and (on a GPU) NCCL.
     const auto timeout = timeout_of(timeout_seconds);

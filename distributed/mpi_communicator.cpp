@@ -1,6 +1,9 @@
 #include "distributed/mpi_communicator.h"
 
+#include <chrono>
 #include <stdexcept>
+
+#include "distributed/collective_watchdog.h"
 
 namespace mygpt {
 namespace {
@@ -49,7 +52,9 @@ class FuturePending final : public PendingCollective {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool use_thread) : use_thread_(use_thread) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool use_thread, double timeout_seconds,
+                                 std::function<void(const std::string&)> on_failure)
+    : use_thread_(use_thread), timeout_seconds_(timeout_seconds), on_failure_(std::move(on_failure)) {
   check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
   // Errors come back as codes that we turn into exceptions with MPI's message.
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -101,6 +106,29 @@ std::future<void> MpiCommunicator::submit(std::function<void()> work) {
   return done;
 }
 
+void MpiCommunicator::complete(MPI_Request& request, const char* what) {
+  if (timeout_seconds_ <= 0) {
+    check(MPI_Wait(&request, MPI_STATUS_IGNORE), what);
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                           std::chrono::duration<double>(timeout_seconds_));
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    if (clock::now() > deadline) {
+      const std::string message = collective_timeout_message(what, timeout_seconds_);
+      if (on_failure_) on_failure_(message);
+      throw std::runtime_error(message);
+    }
+    // Open MPI progresses a non-blocking collective only inside MPI calls, so the poll does not sleep
+    // (a blocking call spins as well); yielding leaves the core to the training thread when it needs it.
+    std::this_thread::yield();
+  }
+}
+
 // Floating-point sums are added in rank order, x0 + x1 + x2 + ..., whatever algorithm MPI would pick for
 // the message size: a gradient bucket's reduction is then the same bit for bit whether it is all-reduced
 // or reduce-scattered (--zero 1), and whatever the bucket size. Rank r receives every rank's part r
@@ -122,9 +150,11 @@ void MpiCommunicator::ordered_reduce_scatter(torch::Tensor& full, const std::vec
   auto received = torch::empty({size_, mine}, full.options());
   std::vector<int> received_counts(counts.size(), mine), received_displacements(counts.size());
   for (size_t r = 0; r < counts.size(); ++r) received_displacements[r] = static_cast<int>(r) * mine;
-  check(MPI_Alltoallv(full.data_ptr(), counts.data(), displacements.data(), mpi_type(full), received.data_ptr(),
-                      received_counts.data(), received_displacements.data(), mpi_type(full), comm_),
-        "MPI_Alltoallv");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ialltoallv(full.data_ptr(), counts.data(), displacements.data(), mpi_type(full), received.data_ptr(),
+                       received_counts.data(), received_displacements.data(), mpi_type(full), comm_, &request),
+        "MPI_Ialltoallv");
+  complete(request, "MPI_Alltoallv");
   auto out = full.slice(0, displacements[static_cast<size_t>(rank_)], displacements[static_cast<size_t>(rank_)] + mine);
   out.copy_(received[0]);
   for (int r = 1; r < size_; ++r) out.add_(received[r]);
@@ -140,15 +170,19 @@ void MpiCommunicator::reduce_now(torch::Tensor& tensor, ReduceOp op) {
     torch::Tensor flat = tensor.view({-1});  // contiguous: the same memory
     ordered_reduce_scatter(flat, counts, op);
     const std::vector<int> displacements = displacements_of(counts);
-    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(), displacements.data(),
-                         mpi_type(tensor), comm_),
-          "MPI_Allgatherv");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(), displacements.data(),
+                          mpi_type(tensor), comm_, &request),
+          "MPI_Iallgatherv");
+    complete(request, "MPI_Allgatherv");
     return;
   }
   const MPI_Op mpi_op = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
-  check(
-      MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), mpi_op, comm_),
-      "MPI_Allreduce");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), mpi_op,
+                       comm_, &request),
+        "MPI_Iallreduce");
+  complete(request, "MPI_Allreduce");
   // Integer tensors keep their type (as ncclAvg does): true division would need a float result.
   if (op == ReduceOp::Average) tensor.is_floating_point() ? tensor.div_(size_) : tensor.div_(size_, "trunc");
 }
@@ -172,9 +206,11 @@ std::unique_ptr<PendingCollective> MpiCommunicator::reduce_scatter_async(torch::
       return;
     }
     // In place, MPI reads the whole buffer and writes this rank's reduced chunk at its start.
-    check(MPI_Reduce_scatter_block(MPI_IN_PLACE, full.data_ptr(), count, mpi_type(full),
-                                   op == ReduceOp::Max ? MPI_MAX : MPI_SUM, comm_),
-          "MPI_Reduce_scatter_block");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, full.data_ptr(), count, mpi_type(full),
+                                    op == ReduceOp::Max ? MPI_MAX : MPI_SUM, comm_, &request),
+          "MPI_Ireduce_scatter_block");
+    complete(request, "MPI_Reduce_scatter_block");
     if (rank_ != 0) mine.copy_(full.slice(0, 0, count));  // chunks do not overlap: rank_ * count >= count
     if (op == ReduceOp::Average) mine.div_(size_, "trunc");
   }));
@@ -184,20 +220,29 @@ std::unique_ptr<PendingCollective> MpiCommunicator::all_gather_async(torch::Tens
   require_cpu_contiguous(full);
   const int count = static_cast<int>(chunk_of(full).numel());
   return std::make_unique<FuturePending>(submit([this, full, count]() mutable {
-    check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data_ptr(), count, mpi_type(full), comm_),
-          "MPI_Allgather");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data_ptr(), count, mpi_type(full), comm_, &request),
+          "MPI_Iallgather");
+    complete(request, "MPI_Allgather");
   }));
 }
 
 void MpiCommunicator::broadcast(torch::Tensor& tensor, int root) {
   require_cpu_contiguous(tensor);
   submit([&] {
-    check(MPI_Bcast(tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), root, comm_), "MPI_Bcast");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibcast(tensor.data_ptr(), static_cast<int>(tensor.numel()), mpi_type(tensor), root, comm_, &request),
+          "MPI_Ibcast");
+    complete(request, "MPI_Bcast");
   }).get();
 }
 
 void MpiCommunicator::barrier() {
-  submit([this] { check(MPI_Barrier(comm_), "MPI_Barrier"); }).get();
+  submit([this] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+    complete(request, "MPI_Barrier");
+  }).get();
 }
 
 }  // namespace mygpt

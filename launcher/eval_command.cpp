@@ -24,6 +24,7 @@
 #include "model/sampling.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/mixed_precision.h"
+#include "trainer/validation_batches.h"
 
 namespace mygpt {
 namespace {
@@ -63,7 +64,7 @@ const OptionTable<EvalFlags>& eval_flag_table() {
           "share of a --val text scored: its end, which train on that text held out (1: the whole text)")
         .init(0.1)
         .check(in_range(0, 1, /*hi_inclusive=*/true));
-    t.add("eval-steps", &E::eval_steps, "validation batches (--val)").init(20).check(positive);
+    t.add("eval-steps", &E::eval_steps, "validation batches of --batch-size x --seq-len tokens (--val); at most what the data holds, each scored once").init(20).check(positive);
     t.add("batch-size", &E::batch_size, "validation batch rows (--val)").init(8).check(positive);
     t.add("seq-len", &E::seq_len, "validation row length; 0 means the block size (--val)").init(0).check(non_negative);
     t.add("show", &E::show, "builtin task examples to print").init(5).check(non_negative);
@@ -136,18 +137,20 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
   const int64_t seq_len = f.seq_len == 0 ? config.block_size : f.seq_len;
   if (seq_len > config.block_size) throw std::invalid_argument("--seq-len exceeds the model's block size");
   ShardedBatchLoader loader(tokens, f.batch_size, seq_len);
+  const ValidationBatches batches = validation_batches(f.eval_steps, loader);
+  if (!batches.note.empty()) std::cout << batches.note << std::endl;
   torch::NoGradGuard no_grad;
   double sum = 0;
-  Progress progress("val", static_cast<double>(f.eval_steps), "batches", f.quiet, std::cout);
-  for (int64_t i = 0; i < f.eval_steps; ++i) {
+  Progress progress("val", static_cast<double>(batches.count), "batches", f.quiet, std::cout);
+  for (int64_t i = 0; i < batches.count; ++i) {
     Batch batch = loader.next(device);
     AutocastScope autocast(device, precision);
     sum += m.model->loss(batch.x, batch.y, m.token_count).item<double>();
     progress.update(static_cast<double>(i + 1), strprintf("running loss %.4f", sum / static_cast<double>(i + 1)));
   }
   progress.finish();
-  std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(f.eval_steps),
-                         static_cast<long long>(f.eval_steps), static_cast<long long>(f.batch_size),
+  std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(batches.count),
+                         static_cast<long long>(batches.count), static_cast<long long>(f.batch_size),
                          static_cast<long long>(seq_len))
             << std::endl;
   return 0;

@@ -6,6 +6,37 @@
 
 namespace mygpt {
 
+namespace option_detail {
+
+std::string escaped_line(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\\': out += "\\\\"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string unescaped_line(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 == text.size()) {
+      out += text[i];
+      continue;
+    }
+    const char next = text[++i];
+    out += next == 'n' ? '\n' : next == 'r' ? '\r' : next == 't' ? '\t' : next;
+  }
+  return out;
+}
+
+}  // namespace option_detail
+
 void refuse_placeholder_text(const std::string& text, const std::string& where) {
   for (size_t open = text.find('%'); open != std::string::npos; open = text.find('%', open + 1)) {
     size_t end = open + 1;

@@ -70,6 +70,12 @@ inline std::string number_text(double v) {
   return std::string(buffer, result.ptr);
 }
 
+// A value as one line: newline, carriage return, tab and backslash written \n, \r, \t, \\ (as --help shows
+// a default). The run's "name=value" lines (checkpoints, run.json) hold values so, or a prompt of "\n"
+// would split its line and read back empty; unescaped_line is the inverse.
+std::string escaped_line(const std::string& text);
+std::string unescaped_line(const std::string& text);
+
 }  // namespace option_detail
 
 template <typename Config>
@@ -150,7 +156,7 @@ class Row final : public OptionRow<Config> {
     // A switch alone means true (`--overwrite`); `--overwrite false` and `--overwrite=false` still work.
     if constexpr (std::is_same_v<Value, bool>) semantic->implicit_value(true, "true");
     if (required_) semantic->required();
-    if (default_) semantic->default_value(stored(*default_), shown(to_text(*default_)));
+    if (default_) semantic->default_value(stored(*default_), option_detail::escaped_line(to_text(*default_)));
     std::string help = help_;
     if constexpr (std::is_enum_v<Value>) help += " (" + choices_text() + ")";
     std::string recipes;
@@ -224,18 +230,6 @@ class Row final : public OptionRow<Config> {
     } else {
       return std::to_string(v);
     }
-  }
-
-  // A default as --help shows it: control characters escaped, so that "\n" does not break the line.
-  static std::string shown(const std::string& text) {
-    std::string out;
-    for (const char c : text) {
-      if (c == '\n') out += "\\n";
-      else if (c == '\t') out += "\\t";
-      else if (c == '\r') out += "\\r";
-      else out += c;
-    }
-    return out;
   }
 
   Stored stored(const Value& v) const {
@@ -345,10 +339,11 @@ class OptionTable {
   Parsed<Config> parse(const std::vector<std::string>& args) const;
 
   // Every set option as "name=value" lines, in table order: stored in checkpoints, compared across ranks.
+  // Values are escaped_line()s, so each option is one line whatever it holds.
   std::string to_text(const Config& config) const {
     std::string out;
     for (const auto& row : rows_) {
-      if (const auto value = row->text(config)) out += row->name() + "=" + *value + "\n";
+      if (const auto value = row->text(config)) out += row->name() + "=" + option_detail::escaped_line(*value) + "\n";
     }
     return out;
   }

@@ -119,18 +119,7 @@ int run_plan(const Parsed<TrainFlags>& flags, const JobSession& job) {
             << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld\n", static_cast<long long>(o.steps),
                          o.lr, o.min_lr.value(), static_cast<long long>(o.warmup_steps));
 
-  MemoryPlanInput input;
-  input.model = config;
-  input.parameters = n.total();
-  input.batch_size = o.batch_size;
-  input.seq_len = o.seq_len;
-  input.fused_loss = o.fused_loss;
-  input.half_activations = o.precision == Precision::bf16 || o.precision == Precision::fp16;
-  input.gpu = gpu;
-  input.zero_shards = o.zero > 0 ? ranks : 1;
-  input.ranks = ranks;
-  input.bucket_bytes = o.bucket_mb * (1 << 20);
-  input.recompute = o.recompute;
+  MemoryPlanInput input = memory_plan_input(config, o, ranks, gpu);
   // Measured with text data loaded: its ids are counted apart, as data.
   if (!gpu) {
     input.baseline_bytes =

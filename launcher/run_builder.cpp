@@ -2,12 +2,14 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "common/strprintf.h"
 #include "dataloader/hellaswag_reader.h"
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
@@ -16,6 +18,8 @@
 #include "model/attention_backend.h"
 #include "model/lm_loss_cuda.h"
 #include "model/sampling.h"
+#include "trainer/memory_estimate.h"
+#include "trainer/validation_batches.h"
 
 namespace mygpt {
 namespace {
@@ -81,6 +85,30 @@ std::function<bool(int64_t)> injected_overflows(int rank) {
   return [steps](int64_t step) { return steps.count(step) > 0; };
 }
 
+// A run the device cannot hold is bad input, refused before the model is built: not half a minute of
+// allocation ending in an allocator message or the OOM killer. `plan`'s estimate of what the run adds to
+// this process (its runtime and data are resident already) against what the device has left. The
+// estimate is within about a quarter of real peaks (tests/plan_accuracy_test.py), so a run refused here
+// needs more than there is, not nearly as much.
+void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int ranks, const torch::Device& device) {
+  AvailableMemory available;
+  if (device.is_cuda()) {
+    available = {cuda_total_memory_bytes(std::max<int>(0, device.index())), "the GPU's memory"};
+  } else if (device.is_cpu()) {
+    available = available_host_memory();
+  }
+  if (available.bytes <= 0) return;  // nothing to compare with (another device kind, no /proc)
+  const double needed = estimate_memory(memory_plan_input(config, o, ranks, device.is_cuda())).total_bytes;
+  if (needed <= available.bytes) return;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  throw std::invalid_argument(strprintf(
+      "this run needs about %.1f GiB per rank (plan's estimate: weights, gradients, AdamW state and activations of "
+      "%lld parameters at --batch-size %lld x --seq-len %lld) and %s leaves %.1f GiB: choose a smaller model or "
+      "micro-batch (`mygpt-ddp plan` with the same flags shows the parts)",
+      needed / kGiB, static_cast<long long>(count_parameters(config).total()), static_cast<long long>(o.batch_size),
+      static_cast<long long>(o.seq_len), available.source.c_str(), available.bytes / kGiB));
+}
+
 }  // namespace
 
 std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const TrainingData& data, Communicator& comm,
@@ -94,6 +122,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   const RunTokenizer tokenizer = run_tokenizer(data, *start);
   TrainOptions options = resolve_train_options(flags, model_config, device, comm.world_size());
   if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
+  require_memory_for_run(model_config, options, comm.world_size(), device);
   RunOutput output = RunOutput::for_rank(comm.rank(), options.out);
   if (options.warmup_steps != f.train.warmup_steps) {
     output.print("note: the default warm-up of " + std::to_string(f.train.warmup_steps) + " steps is longer than the " +
@@ -114,6 +143,8 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const Tr
   if (data.val && data.val->size() > static_cast<uint64_t>(options.batch_size * options.seq_len)) {
     parts.val_loader = std::make_unique<ShardedBatchLoader>(data.val, options.batch_size, options.seq_len, comm.rank(),
                                                             comm.world_size());
+    const std::string note = validation_batches(options.eval_steps, *parts.val_loader).note;
+    if (options.eval_every > 0 && !note.empty()) output.print(note);
   } else if (options.eval_every > 0) {
     output.print("note: no validation data of at least one batch; validation loss is off");
   }

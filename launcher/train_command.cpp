@@ -29,7 +29,7 @@ nlohmann::json run_record(const Trainer& trainer, const TrainingData& data, cons
   std::istringstream lines(trainer.checkpoint_meta().run_config);
   for (std::string line; std::getline(lines, line);) {
     const auto eq = line.find('=');
-    if (eq != std::string::npos) options[line.substr(0, eq)] = line.substr(eq + 1);
+    if (eq != std::string::npos) options[line.substr(0, eq)] = option_detail::unescaped_line(line.substr(eq + 1));
   }
   const GptConfig& m = trainer.checkpoint_meta().model_config;
   return {{"options", options},

@@ -120,7 +120,7 @@ OptionTable<TrainFlags> make_table() {
         "learning rate at the end of the cosine decay; not given: a tenth of --lr (as build-nanogpt and nanoGPT)")
       .check(non_negative)
       .read_by(kPlanCommand);
-  t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps")
+  t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps; a run shorter than the default (not given) warms up for a tenth of its --steps, and a value given must not exceed --steps")
       .init(100)
       .recipe("gpt2", 715)
       .recipe("shakespeare-char", 100)
@@ -219,10 +219,10 @@ OptionTable<TrainFlags> make_table() {
   t.add("keep-checkpoints", &F::train, &T::keep_checkpoints, "keep only the newest N checkpoints; 0 keeps all")
       .init(0)
       .check(non_negative);
-  t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps; 0 disables")
+  t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps and at the last step; 0 disables")
       .init(250)
       .check(non_negative);
-  t.add("eval-steps", &F::train, &T::eval_steps, "validation batches per rank and evaluation")
+  t.add("eval-steps", &F::train, &T::eval_steps, "validation batches of --batch-size rows per evaluation, all ranks together (split across them); at most what the validation data holds")
       .init(20)
       .recipe("shakespeare-char", 200)
       .check(positive);
@@ -235,7 +235,7 @@ OptionTable<TrainFlags> make_table() {
   t.add("sample-every", &F::train, &T::sample_every, "rank 0 prints a sample every N steps; 0 disables")
       .init(0)
       .check(non_negative);
-  t.add("sample-prompt", &F::train, &T::sample_prompt, "prompt of those samples")
+  t.add("sample-prompt", &F::train, &T::sample_prompt, "prompt of those samples (the default is one newline, as nanoGPT's samples start)")
       .init("\n")
       .check(not_empty)
       .check(utf8_text);
@@ -261,7 +261,7 @@ OptionTable<TrainFlags> make_table() {
       })
       .read_by(kPlanCommand);
   t.add("comm-timeout", &F::runtime, &R::comm_timeout,
-        "seconds a collective (NCCL, Gloo) or the rendezvous may take before the job is declared dead; 0 waits forever")
+        "seconds a collective (NCCL, MPI, Gloo) or the rendezvous may take before the job is declared dead; 0 waits forever")
       .init(600.0)
       .check(non_negative);
   t.add("rendezvous", &F::runtime, &R::rendezvous,

@@ -50,6 +50,7 @@ hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }"
 hdr = hdr + " " * (64 - 10 - len(hdr) - 1) + "\n"
 open("float.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + b"\x00" * 40)
 open("text.txt", "w").write("the quick brown fox jumps over the lazy dog.\n" * 100)
+open("text_named.bin", "w").write("the quick brown fox jumps over the lazy dog.\n" * 100)
 open("short.txt", "w").write("tiny\n")
 open("binary.txt", "wb").write(b"\xff\xfe\x00\x80" * 300)
 open("hs_bad.jsonl", "w").write('{"ctx": "a", "endings": ["b"]}\nnot json\n')
@@ -63,8 +64,9 @@ open("cfg_garbage.cfg", "wb").write(b"\x00\x01\x02=\xff\n[[[\n")
 open("cfg_nanogpt.py", "w").write("out_dir = 'out-shakespeare-char'\neval_interval = 250 # keep frequent\n"
                                   "always_save_checkpoint = False\nwandb_log = False\nn_layer = 6\n")
 PY
-mkdir -p shards_val_only empty_dir vocab_missing vocab_bad hf_relu hf_noweights hf_badweights mixed
+mkdir -p shards_text shards_val_only empty_dir vocab_missing vocab_bad hf_relu hf_noweights hf_badweights mixed
 cp good.bin shards_val_only/val_000000.bin
+cp text_named.bin shards_text/train_000000.bin
 cp good.bin mixed/a.bin && cp raw.bin mixed/b.bin
 printf '{"a": 1' >vocab_bad/encoder.json && printf '#version: 0.2\n' >vocab_bad/vocab.bpe
 printf '{"model_type": "gpt2", "activation_function": "relu", "n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 64, "vocab_size": 100}\n' >hf_relu/config.json
@@ -102,6 +104,13 @@ bad train_llama3 "llama3.bin.*LLaMA-3" train llama3.bin "${TINY[@]}" --vocab-siz
 bad train_out_of_range "out_of_range.bin.*not below vocab_size" train out_of_range.bin "${TINY[@]}" --vocab-size 64 --out out_train_out_of_range
 bad train_header_only "header_only.bin" train header_only.bin "${TINY[@]}" --vocab-size 64 --out out_train_header_only
 bad train_odd_raw "odd_raw.bin.*odd size" train odd_raw.bin "${TINY[@]}" --vocab-size 64 --out out_train_odd_raw
+# Text under a token file's name trained as raw uint16 (loss 10.8, exit 0) before it was recognized.
+# A model no machine holds (7e11 parameters, under the 2^40 cap) allocated for half a minute and died in
+# the allocator or by the OOM killer; it is refused before anything is allocated.
+bad train_too_big "needs about [0-9.]+ GiB per rank.*(MemAvailable|cgroup)" train text.txt "${TINY[@]}" --n-layer 100000 \
+  --n-embd 768 --n-head 12 --out out_train_too_big
+bad train_text_bin "text_named.bin.*printable UTF-8 text" train text_named.bin "${TINY[@]}" --out out_train_text_bin
+bad train_text_shards "shards_text/train_000000.bin.*printable UTF-8 text" train shards_text "${TINY[@]}" --out out_train_text_shards
 bad train_bad_npy "bad_magic.npy.*npy" train bad_magic.npy "${TINY[@]}" --vocab-size 64 --out out_train_bad_npy
 bad train_float_npy "float.npy" train float.npy "${TINY[@]}" --vocab-size 64 --out out_train_float_npy
 bad train_val_only "shards_val_only.*no \*train\* files" train shards_val_only "${TINY[@]}" --vocab-size 64 --out out_train_val_only

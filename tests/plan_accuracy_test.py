@@ -101,8 +101,21 @@ def check_zero(binary, mpirun, work, text, common):
     return rows, failed, 2
 
 
+def cpu_model():
+    """The CPU, printed with the results: the allocator's and the kernels' workspaces differ between CPUs."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def main():
     binary = sys.argv[1]
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores", flush=True)
     table = "--table" in sys.argv
     mpirun = sys.argv[sys.argv.index("--mpirun") + 1] if "--mpirun" in sys.argv else None
     work = tempfile.mkdtemp(prefix="mygpt_plan_accuracy.")

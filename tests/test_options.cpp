@@ -187,11 +187,10 @@ TEST(OptionTables, EveryDefaultInHelpIsTheDefaultARunUses) {
     EXPECT_GE(shown.size(), c.name == "export" ? 1u : 3u) << c.name;
     for (const auto& [name, value] : shown) {
       ASSERT_TRUE(used.count(name)) << c.name << " --" << name << " has a default in --help but none in a run";
-      // Control characters show escaped (the sample prompt "\n" as a backslash and an n), never raw.
+      // Control characters show escaped (the sample prompt "\n" as a backslash and an n), never raw, and
+      // a run records them escaped alike (its "name=value" lines once split there and kept an empty prompt).
       EXPECT_EQ(value.find('\n'), std::string::npos) << c.name << " --" << name << " breaks the help line";
-      if (value.find('\\') == std::string::npos) {
-        EXPECT_EQ(used.at(name), value) << c.name << " --" << name;
-      }
+      EXPECT_EQ(used.at(name), value) << c.name << " --" << name;
     }
   }
 }
@@ -332,6 +331,11 @@ TEST(OptionTables, NamesAreUniqueAndTheTextFormListsEverySetOption) {
         << row->name();
   }
   EXPECT_EQ(values.at("vocab-size"), "99");
+  // Any value stays on its line and reads back whole (run.json unescapes it).
+  const std::string prompt = "a\nb\\n\tc\r\\";
+  const auto odd = values_of(train_flag_table().to_text(train_flag_table().parse({"--sample-prompt", prompt}).config));
+  EXPECT_EQ(odd.at("sample-prompt"), "a\\nb\\\\n\\tc\\r\\\\");
+  EXPECT_EQ(option_detail::unescaped_line(odd.at("sample-prompt")), prompt);
 }
 
 TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {

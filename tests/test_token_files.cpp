@@ -8,11 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_shard_writer.h"
 #include "dataloader/token_stream.h"
@@ -233,6 +235,44 @@ TEST_F(TokenFilesTest, RawTokensAreReadOnlyFromABinName) {
   EXPECT_NE(message.find("only from a .bin file"), std::string::npos) << message;
   EXPECT_EQ(TokenFile(write("train.bin", raw_bytes(iota_tokens(8, 100))), kGpt2Vocab).format(),
             TokenFileFormat::raw_uint16);
+}
+
+TEST_F(TokenFilesTest, RefusesTextUnderABinName) {
+  // Each pair of text bytes is a uint16 below GPT-2's vocabulary, so this once trained silently on text.
+  std::string ascii;
+  for (int i = 0; i < 200; ++i) ascii += "First Citizen:\r\nBefore we proceed any further, hear me speak.\n";
+  expect_rejected("ascii.bin", ascii, "printable UTF-8 text");
+  std::string utf8;
+  for (int i = 0; i < 200; ++i) utf8 += "Gr\xc3\xbc\xc3\x9f Gott, \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80\t\n";
+  expect_rejected("utf8.bin", utf8, "printable UTF-8 text");
+  // 65536 is not a multiple of 3: the 64 KiB sample ends inside a 3-byte character and is still text.
+  std::string cjk;
+  for (int i = 0; i < 30000; ++i) cjk += "\xe4\xbd\xa0";
+  expect_rejected("cut.bin", cjk, "printable UTF-8 text");
+}
+
+TEST_F(TokenFilesTest, RealTokenFilesAreNeverText) {
+  // Real text's tokens: a character vocabulary's ids are all below 256 (a NUL high byte); GPT-2's frequent
+  // ids are below 8192 (a control high byte). Both must read as tokens.
+  const fs::path text_path = fs::path(MYGPT_SHARED_DATA_DIR) / "tinyshakespeare.txt";
+  const fs::path gpt2_dir = fs::path(MYGPT_SHARED_DATA_DIR) / "gpt2";
+  if (!fs::exists(text_path) || !fs::exists(gpt2_dir / "encoder.json")) {
+    GTEST_SKIP() << "tinyshakespeare.txt or gpt2/encoder.json absent under " << MYGPT_SHARED_DATA_DIR;
+  }
+  std::ifstream in(text_path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto tokenizer = Gpt2BpeTokenizer::load(gpt2_dir);
+  // Every 64 KiB window of the encoded corpus would be a file's first sample; try several starts.
+  const std::vector<int32_t> ids = tokenizer.encode(text.substr(0, 400000));
+  for (std::size_t start = 0; start + 32768 < ids.size(); start += 7919) {
+    std::vector<uint16_t> window;
+    for (std::size_t i = start; i < start + 32768; ++i) window.push_back(static_cast<uint16_t>(ids[i]));
+    const auto path = write("gpt2_" + std::to_string(start) + ".bin", raw_bytes(window));
+    EXPECT_EQ(TokenFile(path, kGpt2Vocab).format(), TokenFileFormat::raw_uint16) << start;
+  }
+  std::vector<uint16_t> chars;
+  for (unsigned char c : text.substr(0, 40000)) chars.push_back(c);
+  EXPECT_EQ(TokenFile(write("chars.bin", raw_bytes(chars)), 256).format(), TokenFileFormat::raw_uint16);
 }
 
 TEST_F(TokenFilesTest, StreamReadsAcrossFilesAndWrapsAround) {

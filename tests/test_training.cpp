@@ -25,6 +25,7 @@
 #include "trainer/run_output.h"
 #include "trainer/train_options.h"
 #include "trainer/trainer.h"
+#include "trainer/validation_batches.h"
 
 namespace mygpt {
 namespace {
@@ -229,6 +230,29 @@ TEST(Trainer, AccumulationEqualsOneBigBatch) {
   // Both read the same tokens: two half chunks per step against one whole chunk.
   EXPECT_EQ(static_cast<ShardedBatchLoader&>(a->train_loader()).position(), 8u);
   EXPECT_EQ(static_cast<ShardedBatchLoader&>(b->train_loader()).position(), 4u);
+}
+
+TEST(Trainer, ValidationScoresEachBatchOnceWhenAskedForMore) {
+  // Three whole batches of validation data and --eval-steps 50: the loader would wrap around and weigh
+  // the batches 17:17:16; the pass scores each once and says so.
+  ScratchDir dir;
+  const auto val = random_tokens(3 * 4 * kSeqLen + 1, 29);
+  auto run = cpu_trainer(small_args(dir.path(), {{"eval-every", "5"}, {"eval-steps", "50"}}),
+                         token_data(random_tokens(2000), kVocab, val));
+  ShardedBatchLoader loader(val, 4, kSeqLen);
+  const ValidationBatches batches = validation_batches(50, loader);
+  EXPECT_EQ(batches.count, 3);
+  EXPECT_NE(batches.note.find("--eval-steps 50"), std::string::npos) << batches.note;
+  EXPECT_TRUE(validation_batches(3, loader).note.empty());
+  torch::NoGradGuard no_grad;
+  run->model()->eval();
+  double by_hand = 0;
+  for (int i = 0; i < 3; ++i) {
+    const Batch batch = loader.next(torch::kCPU);
+    by_hand += run->model()->loss(batch.x, batch.y).item<double>() / 3;
+  }
+  // fp32 losses summed in another order: a few units of fp32's rounding.
+  EXPECT_NEAR(run->evaluate(), by_hand, 8 * std::numeric_limits<float>::epsilon() * by_hand);
 }
 
 std::vector<double> losses_of_run(uint64_t seed, const fs::path& out) {

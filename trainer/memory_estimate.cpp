@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "model/chunked_lm_loss.h"
@@ -109,6 +110,63 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   add("loss", loss_fixed + rows * loss_per_row, loss_note);
   add("embedding backward", head_bytes, "the token embedding's dense gradient before it is added");
   return plan;
+}
+
+MemoryPlanInput memory_plan_input(const GptConfig& model, const TrainOptions& o, int64_t ranks, bool gpu) {
+  MemoryPlanInput input;
+  input.model = model;
+  input.parameters = count_parameters(model).total();
+  input.batch_size = o.batch_size;
+  input.seq_len = o.seq_len;
+  input.fused_loss = o.fused_loss;
+  input.half_activations = o.precision == Precision::bf16 || o.precision == Precision::fp16;
+  input.gpu = gpu;
+  input.zero_shards = o.zero > 0 ? ranks : 1;
+  input.ranks = ranks;
+  input.bucket_bytes = o.bucket_mb * (1 << 20);
+  input.recompute = o.recompute;
+  return input;
+}
+
+namespace {
+
+// The first number of a file such as memory.max ("max" and unreadable files: none).
+std::optional<double> number_in(const char* path) {
+  std::ifstream in(path);
+  double value = 0;
+  if (in >> value) return value;
+  return std::nullopt;
+}
+
+}  // namespace
+
+AvailableMemory available_host_memory() {
+  AvailableMemory available;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      available.bytes = std::stod(line.substr(13)) * 1024;  // "MemAvailable:   123456 kB"
+      available.source = "MemAvailable in /proc/meminfo";
+    }
+  }
+  // A container's limit can be far below the machine's free memory; the kernel kills at the limit.
+  struct CgroupFiles {
+    const char* limit;
+    const char* usage;
+  };
+  for (const auto& files : {CgroupFiles{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+                            CgroupFiles{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                        "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
+    const auto limit = number_in(files.limit), usage = number_in(files.usage);
+    if (!limit || !usage) continue;
+    const double left = std::max(0.0, *limit - *usage);
+    if (available.bytes < 0 || left < available.bytes) {
+      available.bytes = left;
+      available.source = std::string("the cgroup's memory limit (") + files.limit + " less its usage)";
+    }
+    break;
+  }
+  return available;
 }
 
 int64_t largest_micro_batch(MemoryPlanInput in, double memory_bytes) {

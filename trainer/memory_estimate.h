@@ -12,6 +12,7 @@
 
 #include "model/activation_recompute.h"
 #include "model/gpt_config.h"
+#include "trainer/train_options.h"
 
 namespace mygpt {
 
@@ -43,6 +44,19 @@ struct MemoryPlan {
 };
 
 MemoryPlan estimate_memory(const MemoryPlanInput& in);
+
+// The plan's input for a run of `options` on `ranks` ranks (`plan` and train's check before it builds
+// the model); the runtime baseline and the data are left at 0 for the caller.
+MemoryPlanInput memory_plan_input(const GptConfig& model, const TrainOptions& options, int64_t ranks, bool gpu);
+
+// Memory the host can still give this process: MemAvailable of /proc/meminfo, lowered to what a cgroup
+// memory limit leaves (v2 memory.max - memory.current, or v1's limit - usage). `source` says which bound
+// it is; bytes < 0 where neither can be read.
+struct AvailableMemory {
+  double bytes = -1;
+  std::string source;
+};
+AvailableMemory available_host_memory();
 
 // The largest micro-batch (rows) whose estimate fits in memory_bytes; 0 when not even one row does.
 int64_t largest_micro_batch(MemoryPlanInput in, double memory_bytes);

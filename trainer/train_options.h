@@ -44,7 +44,7 @@ struct TrainOptions {
   int64_t loss_scale_growth_interval{};  // fp16: good steps in a row before the scale doubles
   uint64_t seed{};
   int64_t eval_every{};  // 0 disables periodic validation
-  int64_t eval_steps{};  // validation batches per rank and evaluation
+  int64_t eval_steps{};  // validation batches per evaluation, all ranks together
   int64_t log_every{};
   int64_t checkpoint_every{};    // 0: only at the end
   int64_t keep_checkpoints{};    // 0 keeps all

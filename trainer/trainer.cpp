@@ -7,6 +7,7 @@
 
 #include "trainer/gradient_norm.h"
 #include "trainer/mixed_precision.h"
+#include "trainer/validation_batches.h"
 
 namespace mygpt {
 
@@ -107,16 +108,17 @@ double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   p_.model->eval();
   p_.val_loader->reset();  // the same validation batches every time, so evaluations compare
+  // Batch b is read by rank b % W (the loader's chunk position + rank): each rank its share of the count.
+  const int64_t batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
-  for (int64_t i = 0; i < options_.eval_steps; ++i) {
+  for (int64_t b = comm_.rank(); b < batches; b += comm_.world_size()) {
     Batch batch = p_.val_loader->next(p_.device);
     AutocastScope autocast(p_.device, precision());
     loss_sum += p_.model->loss(batch.x, batch.y).to(torch::kFloat);
   }
-  auto mean = loss_sum / static_cast<double>(options_.eval_steps);
-  comm_.all_reduce(mean, ReduceOp::Average);
+  comm_.all_reduce(loss_sum, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
   p_.model->train();
-  return mean.item<double>();
+  return loss_sum.item<double>() / static_cast<double>(batches);
 }
 
 double Trainer::flops_per_token() const {

@@ -70,7 +70,7 @@ class Trainer {
   // Trains from start_step (0, or the step a checkpoint was saved at) to options.steps.
   TrainSummary run(int64_t start_step);
   StepResult train_step(int64_t step);
-  // Mean validation loss over eval_steps batches per rank, averaged over ranks.
+  // Mean validation loss over eval_steps batches of all ranks together (trainer/validation_batches.h).
   double evaluate();
   void save_checkpoint_at(int64_t steps_done);
   // Restores every stateful part; returns the step to continue from. Throws std::invalid_argument when

@@ -19,10 +19,10 @@ import sys
 import torch
 
 
-def losses(run):
+def losses(run, key="loss"):
     with open(os.path.join(run, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f if line.strip()]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
+    return {r["step"]: r[key] for r in records if key in r}
 
 
 def final_state(run):
@@ -69,6 +69,12 @@ def compare(run_a, run_b, tolerance, expect_different):
         loss_diff = float("inf")
     else:
         loss_diff = max(abs(loss_a[s] - loss_b[s]) for s in loss_a)
+    # Validation losses, where the runs evaluated: the same batches, whatever the number of ranks.
+    val_a, val_b = losses(run_a, "val_loss"), losses(run_b, "val_loss")
+    if sorted(val_a) != sorted(val_b):
+        problems.append(f"validation steps differ: {sorted(val_a)} vs {sorted(val_b)}")
+    elif val_a:
+        loss_diff = max(loss_diff, max(abs(val_a[s] - val_b[s]) for s in val_a))
 
     name_a, state_a = final_state(run_a)
     name_b, state_b = final_state(run_b)
@@ -85,7 +91,8 @@ def compare(run_a, run_b, tolerance, expect_different):
     position_a, position_b = data_position(state_a), data_position(state_b)
     if position_a != position_b:
         problems.append(f"data positions differ: {position_a} vs {position_b}")
-    summary = f"max loss diff {loss_diff:.3g} over {len(loss_a)} steps, max parameter diff {param_diff:.3g}"
+    summary = (f"max loss diff {loss_diff:.3g} over {len(loss_a)} steps and {len(val_a)} validations, "
+               f"max parameter diff {param_diff:.3g}")
     within = loss_diff <= tolerance and param_diff <= tolerance and not problems
     return (not within) if expect_different else within, summary, problems
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # DDP equivalence through the binary (DESIGN: N ranks x accumulation A == 1 rank x accumulation N*A):
-# per-step losses and final parameters agree within 1e-5, for N = 2 and 3, with overlapped and
+# per-step losses, validation losses and final parameters agree within 1e-5, for N = 2 and 3, with overlapped and
 # non-overlapped gradient sync and with one bucket or many. MPI on CPU: every run says --device cpu,
 # so a machine with GPUs runs the same test.
 #
@@ -17,8 +17,10 @@ make_work_dir equivalence
 # (the control below shows it) yet low enough that AdamW, which scales even rounding noise in a
 # gradient up to a step of about lr (the attention's key bias has a zero true gradient), keeps 3-rank
 # runs within 1e-5 of the single process: lr 3e-3 drifts to ~1.1e-5, 1e-3 stays below 4e-6.
+# Validation every 10 steps over 5 batches: split 3:2 on 2 ranks and 2:2:1 on 3, it must still score the
+# batches one rank scores (--eval-steps counts batches of all ranks together).
 common=(train builtin:sort --preset tiny --steps 20 --batch-size 4 --seq-len 32 --lr 1e-3 --min-lr 1e-4
-        --warmup-steps 2 --seed 4242 --eval-every 0 --log-every 5 --threads 1 --device cpu)
+        --warmup-steps 2 --seed 4242 --eval-every 10 --eval-steps 5 --log-every 5 --threads 1 --device cpu)
 
 # train_run NAME RANKS ACCUM [extra flags...]: trains into $WORK/NAME (output in $WORK/NAME.out, .err),
 # in the data order $order (default sequential; shuffled: rows in a fresh order each epoch).

@@ -73,6 +73,22 @@ check "(2) killing rank 1 mid-run ends mpirun non-zero (exit $rc)" test "$rc" -n
 check "(2) ... within 30 s of the kill (took $took s, $(seconds_since "$start") s in all)" faster_than "$took" 30
 check "(2) ... after training had started" grep -qE '^step +[0-9]+ \| loss' "$WORK/killed.out"
 
+# A rank that stalls (SIGSTOP: alive, silent, holding its sockets) blocked every MPI collective forever:
+# rank 0 now gives up on its collective after --comm-timeout, names it, and the job ends non-zero.
+stopper=${killer//-KILL/-STOP}
+stopper=${stopper//KILLED_/STOPPED_}
+start=$(now)
+STOPPED_OUT=$WORK/stopped.out STOPPED_AT=$WORK/stopped.at run_cmd stopped "${mpirun[@]}" -x STOPPED_OUT -x STOPPED_AT \
+  bash -c "$stopper" bash "$BIN" train builtin:sort "${tiny[@]}" --steps 1000000 --log-every 100 --comm-timeout 5 \
+  --out "$WORK/stopped"
+rc=$RC
+stopped_at=$(cat "$WORK/stopped.at" 2>/dev/null || echo "$start")
+took=$(seconds_since "$stopped_at")
+check "(2) stopping rank 1 (SIGSTOP) mid-run ends mpirun non-zero (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
+check "(2) ... within --comm-timeout 5 s + 20 s of the stop (took $took s)" faster_than "$took" 25
+check "(2) ... with rank 0's line naming the MPI collective and the timeout: $(grep -m1 '^rank 0: ' "$WORK/stopped.err")" \
+  grep -qE "^rank 0: mygpt-ddp: error: MPI_[A-Za-z]+ did not finish within --comm-timeout 5 s" "$WORK/stopped.err"
+
 # Rank 1 stops with an error of its own: its working directory lacks the data file.
 start=$(now)
 run_cmd missing "${mpirun[@]}" bash -c "$per_rank_dirs" "$BIN" train data.txt "${tiny[@]}" --steps 1000000 \
