@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <limits>
 
-#include "trainer/gradient_norm.h"
 #include "trainer/mixed_precision.h"
 
 namespace mygpt {
@@ -25,6 +24,7 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
                                     AdamWOptions{options.lr, options.beta1, options.beta2, options.eps,
                                                  options.weight_decay},
                                     comm_)),
+      grad_norm_(grad_sync_, comm_, /*sharded=*/options.zero > 0),
       scaler_(options.precision != Precision::fp16
                   ? nullptr
                   : std::make_unique<LossScaler>(
@@ -72,8 +72,8 @@ StepResult Trainer::train_step(int64_t step) {
   comm_.all_reduce(shared, ReduceOp::Average);
   const torch::Tensor mean_loss = shared[0], stop = shared[1];
 
-  // Clip by the global norm, on the device. Norms of fixed pieces of each parameter, then their norm:
-  // the same sum whatever the bucket sizes, and with --zero 1 (each rank holding its shard only).
+  // Clip by the global norm, on the device: one norm kernel per gradient bucket, the same sum whatever
+  // the bucket sizes and with --zero 1 (each rank holding its shard only).
   std::vector<torch::Tensor> gradients;
   if (zero_) {
     gradients = zero_->shard_gradients();
@@ -82,7 +82,7 @@ StepResult Trainer::train_step(int64_t step) {
   }
   // Exact when the scale is a power of two; an overflow stays inf/NaN and shows in the norm.
   if (loss_scale != 1.0) torch::_foreach_mul_(gradients, 1.0 / loss_scale);
-  const torch::Tensor grad_norm = zero_ ? zero_->gradient_norm() : global_gradient_norm(gradients);
+  const torch::Tensor grad_norm = grad_norm_.compute();
   if (options_.grad_clip > 0) {
     torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
   }

@@ -14,6 +14,7 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
+#include "trainer/gradient_norm.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
@@ -111,6 +112,7 @@ class Trainer {
   LrSchedule schedule_;
   GradientSynchronizer grad_sync_;
   std::unique_ptr<ShardedAdamW> zero_;  // --zero 1
+  GradientNorm grad_norm_;
   std::unique_ptr<LossScaler> scaler_;  // --precision fp16
   ModelState model_state_;
   LoaderState loader_state_;
