@@ -34,6 +34,7 @@ class FakeDevice final : public WatchedDevice {
   }
   void abort() override { aborted = true; }
   void note_query() {
+    ++queries;
     if (binds == 0 || std::this_thread::get_id() != bound_thread) query_outside_bound_thread = true;
   }
   void set_error(std::string e) {
@@ -42,6 +43,7 @@ class FakeDevice final : public WatchedDevice {
   }
 
   std::atomic<int> binds{0};
+  std::atomic<int> queries{0};
   std::thread::id bound_thread;
   std::atomic<bool> query_outside_bound_thread{false};
   std::atomic<bool> aborted{false};
@@ -146,6 +148,29 @@ TEST(CollectiveWatchdog, TheNextCollectiveIsTimedFromItsPredecessorsEnd) {
   ASSERT_TRUE(failures.wait_for_one(5000ms));
   EXPECT_GE(failures.at - first_end, 600ms);
   EXPECT_NE(failures.messages[0].find("NCCL broadcast did not finish"), std::string::npos) << failures.messages[0];
+}
+
+// A CUDA graph capture holds a pause: no query may reach the device meanwhile, and the capture's time
+// (here longer than the timeout) is not the collective's.
+TEST(CollectiveWatchdog, APauseStopsEveryDeviceCallAndItsTimeIsNotCounted) {
+  FakeDevice device;
+  Failures failures;
+  CollectiveWatchdog watchdog(device, 0.3, report_to(failures));
+  auto done = std::make_shared<FakeEvent>(device);
+  watchdog.watch(std::make_shared<FakeEvent>(device, true), done, "all-reduce");
+  ASSERT_TRUE(eventually([&] { return device.queries > 2; }));  // its clock runs
+  int paused_at = 0;
+  {
+    const CollectiveWatchdog::Pause pause = watchdog.pause();
+    paused_at = device.queries;
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(device.queries.load(), paused_at) << "the device was queried during a pause";
+  }
+  EXPECT_FALSE(failures.wait_for_one(100ms)) << "the paused time was counted toward the timeout";
+  EXPECT_GT(device.queries.load(), paused_at) << "the watchdog did not resume";
+  done->passed = true;
+  ASSERT_TRUE(eventually([&] { return watchdog.pending() == 0; }));
+  EXPECT_EQ(failures.count(), 0u);
 }
 
 TEST(CollectiveWatchdog, AFinishedCollectiveIsNeverTimedOut) {
