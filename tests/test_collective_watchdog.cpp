@@ -9,10 +9,12 @@
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "distributed/collective_watchdog.h"
+#include "distributed/deadline_poll.h"
 #include "distributed/job_session.h"
 
 namespace mygpt {
@@ -171,6 +173,28 @@ TEST(CollectiveWatchdog, APauseStopsEveryDeviceCallAndItsTimeIsNotCounted) {
   done->passed = true;
   ASSERT_TRUE(eventually([&] { return watchdog.pending() == 0; }));
   EXPECT_EQ(failures.count(), 0u);
+}
+
+// NCCL's non-blocking initialization is polled with --comm-timeout as its deadline (deadline_poll.h).
+TEST(DeadlinePoll, ReturnsOnceDoneAndRefusesToWaitPastTheTimeout) {
+  int polls = 0;
+  poll_until_done([&] { return ++polls == 3; }, 5, "NCCL initialization");
+  EXPECT_EQ(polls, 3);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    poll_until_done([] { return false; }, 0.2, "NCCL initialization");
+    ADD_FAILURE() << "an initialization that never ends was waited past its deadline";
+  } catch (const std::runtime_error& e) {
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+    EXPECT_EQ(std::string(e.what()).rfind("NCCL initialization did not complete within --comm-timeout 0.2 s", 0), 0u)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line";
+  }
+  // An error passes through at once; timeout 0 waits as long as it takes.
+  EXPECT_THROW(poll_until_done([]() -> bool { throw std::runtime_error("unhandled system error"); }, 0, "init"),
+               std::runtime_error);
+  const auto later = std::chrono::steady_clock::now() + 300ms;
+  poll_until_done([&] { return std::chrono::steady_clock::now() > later; }, 0, "init");
 }
 
 TEST(CollectiveWatchdog, AFinishedCollectiveIsNeverTimedOut) {
