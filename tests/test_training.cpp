@@ -321,6 +321,18 @@ TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
             checkpoint_path(dir.path() / "out", 6).string());
 }
 
+// Benchmarks end without the final checkpoint (GPT-2's is 1.5 GB); periodic ones are still written.
+TEST(Trainer, NoFinalCheckpointWhenAskedForNone) {
+  ScratchDir dir;
+  auto run = cpu_trainer(small_args(dir.path(), {{"steps", "3"}, {"checkpoint-every", "2"}, {"final-checkpoint", "false"}}),
+                         token_data(random_tokens(2000), kVocab));
+  EXPECT_FALSE(run->options().final_checkpoint);
+  EXPECT_EQ(run->run(0).steps_run, 3);
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir.path(), 2)));
+  EXPECT_FALSE(fs::exists(checkpoint_path(dir.path(), 3)));
+  EXPECT_EQ(list_checkpoints(dir.path()).size(), 1u);
+}
+
 TEST(Trainer, NonFiniteStepsAreSkippedAndTooManyStopTheRun) {
   ScratchDir dir;
   auto run = cpu_trainer(small_args(dir.path(), {{"max-bad-steps", "2"}, {"checkpoint-every", "0"}}),

@@ -399,7 +399,7 @@ TrainSummary Trainer::run(int64_t start_step) {
     }
     if (options_.checkpoint_every > 0 && steps_done % options_.checkpoint_every == 0) save_checkpoint_at(steps_done);
   }
-  save_checkpoint_at(options_.steps);
+  if (options_.final_checkpoint) save_checkpoint_at(options_.steps);
   // The last evaluations run on the weights just saved.
   evaluate_at(options_.steps, /*final=*/true, summary);
   return summary;
