@@ -38,6 +38,20 @@ size_t CollectiveWatchdog::pending() const {
   return queue_.size();
 }
 
+CollectiveWatchdog::Pause::Pause(CollectiveWatchdog& watchdog) : watchdog_(watchdog) {
+  std::unique_lock<std::mutex> lock(watchdog_.mutex_);
+  ++watchdog_.pauses_;
+  watchdog_.out_of_query_.wait(lock, [this] { return !watchdog_.querying_; });
+}
+
+CollectiveWatchdog::Pause::~Pause() {
+  {
+    std::lock_guard<std::mutex> lock(watchdog_.mutex_);
+    --watchdog_.pauses_;
+  }
+  watchdog_.wake_.notify_one();
+}
+
 void CollectiveWatchdog::fail(const std::string& message) {
   failed_ = true;
   device_.abort();  // releases kernels stuck waiting for a peer
@@ -67,20 +81,34 @@ void CollectiveWatchdog::run() {
   std::optional<std::chrono::steady_clock::time_point> started;  // of the oldest collective
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
+    if (pauses_ > 0) {
+      const auto paused_at = std::chrono::steady_clock::now();
+      wake_.wait(lock, [this] { return stopping_ || pauses_ == 0; });
+      if (started) *started += std::chrono::steady_clock::now() - paused_at;
+      continue;
+    }
     if (queue_.empty()) {
       wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       continue;
     }
     const Watched oldest = queue_.front();
+    querying_ = true;
     lock.unlock();  // queries can take a while: the training thread must still be able to enqueue
     bool finished = false;
+    std::optional<std::string> failure;
     try {
       finished = check(oldest, started);
     } catch (const std::exception& e) {
-      fail(e.what());
-      return;
+      failure = e.what();
     }
     lock.lock();
+    querying_ = false;
+    out_of_query_.notify_all();
+    if (failure) {
+      lock.unlock();
+      fail(*failure);
+      return;
+    }
     if (finished) {
       queue_.pop_front();
       started.reset();

@@ -60,6 +60,22 @@ class CollectiveWatchdog {
   // the time its peers are given for the collectives before.
   void watch(std::shared_ptr<DeviceEvent> ready, std::shared_ptr<DeviceEvent> done, std::string what);
   size_t pending() const;  // collectives not finished yet
+
+  // While a CUDA graph is captured, a device query from any thread (cudaEventQuery, NCCL's async error)
+  // invalidates the capture. The capturing thread holds a Pause from before capture begins until after
+  // it ends: pause() returns once the watchdog's thread is out of any query, and that thread makes no
+  // device call until the last Pause is gone. Time paused counts toward no collective's timeout.
+  class [[nodiscard]] Pause {
+   public:
+    explicit Pause(CollectiveWatchdog& watchdog);
+    ~Pause();
+    Pause(const Pause&) = delete;
+    Pause& operator=(const Pause&) = delete;
+
+   private:
+    CollectiveWatchdog& watchdog_;
+  };
+  Pause pause() { return Pause(*this); }
   bool failed() const { return failed_; }
 
  private:
@@ -77,8 +93,11 @@ class CollectiveWatchdog {
   std::function<void(const std::string&)> on_failure_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable out_of_query_;
   std::deque<Watched> queue_;
   bool stopping_ = false;
+  int pauses_ = 0;
+  bool querying_ = false;  // the watchdog's thread is in a device call
   std::atomic<bool> failed_{false};
   std::thread thread_;  // last: starts once everything above is constructed
 };

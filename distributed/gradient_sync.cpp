@@ -37,6 +37,7 @@ std::vector<BucketLayout> plan_bucket_layout(const std::vector<torch::Tensor>& p
       bucket.offsets.push_back(bucket.numel);
       bucket.numel += params[k].numel();
     }
+    bucket.used = bucket.numel;
     bucket.numel = round_up(bucket.numel, alignment * chunks);
     bucket.params = std::move(indices);
     layout.push_back(std::move(bucket));
@@ -50,8 +51,7 @@ GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Co
       comm_(comm),
       overlap_(overlap),
       sharded_(sharded),
-      layout_(sharded ? plan_bucket_layout(params_, bucket_bytes, kShardAlignment, comm.world_size())
-                      : plan_bucket_layout(params_, bucket_bytes, 1, 1)) {
+      layout_(plan_bucket_layout(params_, bucket_bytes, kShardAlignment, sharded ? comm.world_size() : 1)) {
   bucket_of_param_.resize(params_.size());
   for (const BucketLayout& planned : layout_) {
     Bucket bucket;

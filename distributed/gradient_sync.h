@@ -27,14 +27,17 @@ void broadcast_model_state(torch::nn::Module& model, Communicator& comm);
 // Indices into params, grouped into buckets in reverse order, each closed once it reaches bucket_bytes.
 std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<torch::Tensor>& params, size_t bucket_bytes);
 
-// Where each gradient lives in its bucket. Unsharded, parameters are packed; sharded (--zero 1), every
-// parameter starts at a multiple of kShardAlignment elements and the bucket is padded to world-size equal
-// chunks that are multiples of it, so a chunk boundary cuts a parameter only at such a multiple: a
-// rank's shard is then updated by the same vector lanes as the whole parameter would be (bit-exact).
+// Where each gradient lives in its bucket. Every parameter starts at a multiple of `alignment` elements;
+// the bucket is padded to `chunks` equal chunks that are multiples of it. The synchronizer aligns to
+// kShardAlignment, sharded (--zero 1) or not: sharded, a chunk boundary then cuts a parameter only at
+// such a multiple, so a rank's shard is updated by the same vector lanes as the whole parameter would be
+// (bit-exact); in both, the gradient norm reads a bucket as rows of that many elements, one kernel per
+// bucket (trainer/gradient_norm.h). The padding costs under kShardAlignment elements per parameter.
 constexpr int64_t kShardAlignment = 1024;
 struct BucketLayout {
   std::vector<size_t> params;    // indices into the parameter list
   std::vector<int64_t> offsets;  // of each parameter in the flat bucket
+  int64_t used = 0;              // the end of its last parameter
   int64_t numel = 0;             // with padding
 };
 std::vector<BucketLayout> plan_bucket_layout(const std::vector<torch::Tensor>& params, size_t bucket_bytes,

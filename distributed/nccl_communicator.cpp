@@ -13,6 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "distributed/deadline_poll.h"
 #include "distributed/nccl_watchdog.h"
 
 namespace mygpt {
@@ -72,6 +73,17 @@ class NcclPending final : public PendingCollective {
   c10::DeviceIndex device_;
 };
 
+// A non-blocking communicator's call may return before its work is enqueued: true once it is (or the
+// initialization has finished), false while in progress; throws on an error.
+bool nccl_done(ncclComm_t comm, const char* what) {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+  if (queried != ncclSuccess) state = queried;
+  if (state == ncclSuccess) return true;
+  if (state == ncclInProgress) return false;
+  throw std::runtime_error(std::string(what) + " failed: " + ncclGetErrorString(state));
+}
+
 // Two ranks on one physical GPU (a launcher that showed every task the same single GPU) would deadlock
 // or fail deep inside NCCL: compare the GPUs' UUIDs across ranks first.
 void require_one_rank_per_gpu(Communicator& bootstrap, int device_index) {
@@ -90,7 +102,7 @@ void require_one_rank_per_gpu(Communicator& bootstrap, int device_index) {
   }
 }
 
-ncclComm_t init_comm(Communicator& bootstrap, int device_index) {
+ncclComm_t init_comm(Communicator& bootstrap, int device_index, double timeout_seconds) {
   // This process drives one GPU: make it current for everything that follows (streams, NCCL).
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
   require_one_rank_per_gpu(bootstrap, device_index);
@@ -100,10 +112,21 @@ ncclComm_t init_comm(Communicator& bootstrap, int device_index) {
   std::memcpy(id_bytes.data_ptr(), &id, sizeof(id));
   bootstrap.broadcast(id_bytes, 0);
   std::memcpy(&id, id_bytes.data_ptr(), sizeof(id));
+  // Non-blocking: a blocking init waits forever for a rank that never comes (the watchdog does not
+  // exist yet). This one returns at once and is polled until done or --comm-timeout, then aborted.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  const ncclResult_t result = ncclCommInitRank(&comm, bootstrap.world_size(), id, bootstrap.rank());
-  if (result != ncclSuccess) {
-    throw std::runtime_error(std::string("ncclCommInitRank failed: ") + ncclGetErrorString(result));
+  const ncclResult_t result = ncclCommInitRankConfig(&comm, bootstrap.world_size(), id, bootstrap.rank(), &config);
+  if (result != ncclSuccess && result != ncclInProgress) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    throw std::runtime_error(std::string("ncclCommInitRankConfig failed: ") + ncclGetErrorString(result));
+  }
+  try {
+    poll_until_done([&] { return nccl_done(comm, "NCCL initialization"); }, timeout_seconds, "NCCL initialization");
+  } catch (...) {
+    ncclCommAbort(comm);  // frees what the unfinished initialization holds, once, on any failure
+    throw;
   }
   return comm;
 }
@@ -115,7 +138,8 @@ class NcclCommunicator final : public Communicator {
       : rank_(bootstrap.rank()),
         size_(bootstrap.world_size()),
         device_(static_cast<c10::DeviceIndex>(device_index)),
-        comm_(init_comm(bootstrap, device_index)),
+        comm_(init_comm(bootstrap, device_index, timeout_seconds)),
+        timeout_seconds_(timeout_seconds),
         watchdog_(comm_, device_index, timeout_seconds, std::move(on_failure)),
         side_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_)) {}
 
@@ -206,7 +230,17 @@ class NcclCommunicator final : public Communicator {
     return done;
   }
   void check(ncclResult_t result, const char* what) {
-    if (result == ncclSuccess || result == ncclInProgress) return;
+    if (result == ncclSuccess) return;
+    if (result == ncclInProgress) {
+      // Non-blocking: no other NCCL call on the communicator until this one is enqueued (NCCL's rule).
+      try {
+        poll_until_done([&] { return nccl_done(comm_.get(), what); }, timeout_seconds_, what);
+        return;
+      } catch (...) {
+        comm_.abort_on_close();
+        throw;
+      }
+    }
     comm_.abort_on_close();
     const std::string detail = ncclGetLastError(comm_.get());
     throw std::runtime_error(std::string(what) + " failed: " + ncclGetErrorString(result) +
@@ -220,6 +254,7 @@ class NcclCommunicator final : public Communicator {
   int rank_, size_;
   c10::DeviceIndex device_;
   NcclComm comm_;  // destroyed after the watchdog (members go in reverse order)
+  double timeout_seconds_;
   NcclWatchdog watchdog_;
   c10::cuda::CUDAStream side_stream_;
 };

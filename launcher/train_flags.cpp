@@ -219,6 +219,9 @@ OptionTable<TrainFlags> make_table() {
   t.add("keep-checkpoints", &F::train, &T::keep_checkpoints, "keep only the newest N checkpoints; 0 keeps all")
       .init(0)
       .check(non_negative);
+  t.add("final-checkpoint", &F::train, &T::final_checkpoint,
+        "write a checkpoint when the last step is done (false: a benchmark, where GPT-2's would be 1.5 GB)")
+      .init(true);
   t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps and at the last step; 0 disables")
       .init(250)
       .check(non_negative);

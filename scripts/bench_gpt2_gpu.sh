@@ -86,7 +86,7 @@ for batch in $batches; do
     name="cpp_b${batch}_$(tr -c 'a-zA-Z0-9' _ <<<"$label")"
     echo "== C++, micro-batch $batch, $label: ${variant_flags[*]}"
     if "$binary" train "$shards" --preset gpt2 --device "$device" --precision "$precision" --total-batch-tokens 0 \
-        --batch-size "$batch" --seq-len "$seq_len" --steps "$steps" --eval-every 0 --log-every 1 --seed 1337 \
+        --batch-size "$batch" --seq-len "$seq_len" --steps "$steps" --eval-every 0 --log-every 1 --seed 1337 --final-checkpoint false \
         "${variant_flags[@]}" "${extra[@]}" --out "$work/$name" >"$work/$name.log" 2>&1; then
       m="$work/$name/metrics.jsonl"
       echo "| $batch | C++ ($label) | $(median dt_ms "$m" "$skip") | $(median tok_per_sec "$m" "$skip") | $(median mfu "$m" "$skip") | $(median peak_mem_mib "$m" "$skip") | $(tail -n 1 "$m" | grep -o '"loss":[0-9.]*' | cut -d: -f2) |" >>"$table"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves a GPU node in phases that can run in separate calls (a lent GPU machine allows 10 minutes a
 # call and keeps nothing between calls), each writing its PASS/FAIL rows as its steps finish:
-#   tests     ctest -L cuda: the CUDA and NCCL tests, each under a CTest timeout
+#   tests     ctest -L cuda -j 4: the CUDA and NCCL tests, each under a CTest timeout
 #   run       a short builtin:sort run on cuda: trains, checkpoints, samples, evaluates, samples on CPU
 #   nccl      torchrun, then mpirun (where there is one), -np <GPUs> on NCCL (one GPU: the whole multi-rank
 #             path with one rank); 2+ GPUs: a stalled peer must end the job
@@ -175,7 +175,10 @@ tiny=(--preset tiny --device "$device")
 phase_tests() {
   local dir=$build
   if [[ -n $kit ]]; then dir=$(kit_ctest_dir "$out/tests/ctest") || { row tests FAIL ctest "no CTest files in the kit"; return; }; fi
-  step tests ctest_cuda ctest --test-dir "$dir" -L cuda --timeout 300 --output-on-failure \
+  # Four at a time: the tests are small next to one GPU's memory, and one at a time they cost minutes of
+  # a scarce session. The ones that start whole jobs (mpirun, torchrun) share a RESOURCE_LOCK and still
+  # run one after the other (tests/CMakeLists.txt).
+  step tests ctest_cuda ctest --test-dir "$dir" -L cuda -j 4 --timeout 300 --output-on-failure \
     --output-junit "$out/tests/junit.xml"
   # One row per test from CTest's own lines ("1/9 Test #3: Cuda.X ....   Passed    2.31 sec").
   # (A parameterized test's name is followed by "  # GetParam() = ...": the name is the first word.)

@@ -135,6 +135,7 @@ check "(2) a machine where compute-sanitizer cannot instrument: a SKIP row with 
 
 cat >"$fakes/ctest" <<'EOF'
 #!/bin/sh
+echo "$*" >"$FAKE_CTEST_ARGS"
 echo "Test project (fake)"
 echo "1/3 Test #1: Cuda.Fp32LossesEqualTheCpuRun ........   Passed    2.31 sec"
 echo "2/3 Test #2: cuda_nccl_one_rank ...................***Skipped   0.05 sec"
@@ -142,7 +143,10 @@ echo "3/3 Test #3: Cuda.Bf16Training ....................***Failed    1.00 sec"
 exit 8
 EOF
 chmod +x "$fakes/ctest"
-run_cmd tests_phase env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --out "$WORK/tests" tests
+run_cmd tests_phase env PATH="$fakes:$PATH" FAKE_CTEST_ARGS="$WORK/ctest_args" bash "$checkout/scripts/gpu_check.sh" \
+  --device cpu --out "$WORK/tests" tests
+check "(2) tests phase: the CUDA tests run 4 at a time, each with a timeout" \
+  bash -c "grep -qE -- '-L cuda -j 4 --timeout 300' '$WORK/ctest_args'"
 rows="$WORK/tests/tests/rows.txt"
 check "(2) tests phase: a row per CTest test, and the failure counted (exit $RC)" \
   bash -c "[[ $RC -eq 1 ]] && grep -qE '^FAIL +tests.ctest_cuda ' '$rows' && grep -qE '^PASS +tests.Cuda.Fp32LossesEqualTheCpuRun \(2.31 s\)' '$rows' && grep -qE '^SKIP +tests.cuda_nccl_one_rank ' '$rows' && grep -qE '^FAIL +tests.Cuda.Bf16Training ' '$rows'"

@@ -9,10 +9,12 @@
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "distributed/collective_watchdog.h"
+#include "distributed/deadline_poll.h"
 #include "distributed/job_session.h"
 
 namespace mygpt {
@@ -34,6 +36,7 @@ class FakeDevice final : public WatchedDevice {
   }
   void abort() override { aborted = true; }
   void note_query() {
+    ++queries;
     if (binds == 0 || std::this_thread::get_id() != bound_thread) query_outside_bound_thread = true;
   }
   void set_error(std::string e) {
@@ -42,6 +45,7 @@ class FakeDevice final : public WatchedDevice {
   }
 
   std::atomic<int> binds{0};
+  std::atomic<int> queries{0};
   std::thread::id bound_thread;
   std::atomic<bool> query_outside_bound_thread{false};
   std::atomic<bool> aborted{false};
@@ -146,6 +150,51 @@ TEST(CollectiveWatchdog, TheNextCollectiveIsTimedFromItsPredecessorsEnd) {
   ASSERT_TRUE(failures.wait_for_one(5000ms));
   EXPECT_GE(failures.at - first_end, 600ms);
   EXPECT_NE(failures.messages[0].find("NCCL broadcast did not finish"), std::string::npos) << failures.messages[0];
+}
+
+// A CUDA graph capture holds a pause: no query may reach the device meanwhile, and the capture's time
+// (here longer than the timeout) is not the collective's.
+TEST(CollectiveWatchdog, APauseStopsEveryDeviceCallAndItsTimeIsNotCounted) {
+  FakeDevice device;
+  Failures failures;
+  CollectiveWatchdog watchdog(device, 0.3, report_to(failures));
+  auto done = std::make_shared<FakeEvent>(device);
+  watchdog.watch(std::make_shared<FakeEvent>(device, true), done, "all-reduce");
+  ASSERT_TRUE(eventually([&] { return device.queries > 2; }));  // its clock runs
+  int paused_at = 0;
+  {
+    const CollectiveWatchdog::Pause pause = watchdog.pause();
+    paused_at = device.queries;
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(device.queries.load(), paused_at) << "the device was queried during a pause";
+  }
+  EXPECT_FALSE(failures.wait_for_one(100ms)) << "the paused time was counted toward the timeout";
+  EXPECT_GT(device.queries.load(), paused_at) << "the watchdog did not resume";
+  done->passed = true;
+  ASSERT_TRUE(eventually([&] { return watchdog.pending() == 0; }));
+  EXPECT_EQ(failures.count(), 0u);
+}
+
+// NCCL's non-blocking initialization is polled with --comm-timeout as its deadline (deadline_poll.h).
+TEST(DeadlinePoll, ReturnsOnceDoneAndRefusesToWaitPastTheTimeout) {
+  int polls = 0;
+  poll_until_done([&] { return ++polls == 3; }, 5, "NCCL initialization");
+  EXPECT_EQ(polls, 3);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    poll_until_done([] { return false; }, 0.2, "NCCL initialization");
+    ADD_FAILURE() << "an initialization that never ends was waited past its deadline";
+  } catch (const std::runtime_error& e) {
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+    EXPECT_EQ(std::string(e.what()).rfind("NCCL initialization did not complete within --comm-timeout 0.2 s", 0), 0u)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line";
+  }
+  // An error passes through at once; timeout 0 waits as long as it takes.
+  EXPECT_THROW(poll_until_done([]() -> bool { throw std::runtime_error("unhandled system error"); }, 0, "init"),
+               std::runtime_error);
+  const auto later = std::chrono::steady_clock::now() + 300ms;
+  poll_until_done([&] { return std::chrono::steady_clock::now() > later; }, 0, "init");
 }
 
 TEST(CollectiveWatchdog, AFinishedCollectiveIsNeverTimedOut) {

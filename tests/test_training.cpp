@@ -154,6 +154,39 @@ TEST(AdamW, FusedUnfusedAndLibTorchAgree) {
   }
 }
 
+// The rate reaches the fused kernel as a device tensor (ready for CUDA graph replay); on the CPU the
+// update must stay bit for bit the one of the double overload it replaced, kept here as the reference.
+TEST(AdamW, DeviceLearningRateUpdatesBitForBitLikeTheDoubleOverload) {
+  const AdamWOptions options{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  ParamSet ours_p = make_params(2), ref_p = make_params(2);
+  AdamW ours(ours_p.decay, ours_p.no_decay, options);
+  std::vector<std::vector<torch::Tensor>> ref_groups{ref_p.decay, ref_p.no_decay}, exp_avg(2), exp_avg_sq(2), steps(2);
+  for (size_t g = 0; g < 2; ++g) {
+    for (const auto& p : ref_groups[g]) {
+      exp_avg[g].push_back(torch::zeros_like(p));
+      exp_avg_sq[g].push_back(torch::zeros_like(p));
+      steps[g].push_back(torch::zeros({}));
+    }
+  }
+  for (int step = 0; step < 5; ++step) {
+    // A new rate every step: a rate the kernel did not see (set_lr not reaching the device) shows.
+    const double lr = 3e-3 * (step + 1) / 7.0;
+    set_gradients({ours_p.all(), ref_p.all()}, step);
+    ours.set_lr(lr);
+    ours.step();
+    torch::NoGradGuard no_grad;
+    for (size_t g = 0; g < 2; ++g) {
+      std::vector<torch::Tensor> grads;
+      for (const auto& p : ref_groups[g]) grads.push_back(p.grad());
+      torch::_foreach_add_(steps[g], 1);
+      at::_fused_adamw_(ref_groups[g], grads, exp_avg[g], exp_avg_sq[g], {}, steps[g], lr, 0.9, 0.95,
+                        g == 0 ? 0.1 : 0.0, 1e-8, false, false);
+    }
+  }
+  const auto o = ours_p.all(), r = ref_p.all();
+  for (size_t i = 0; i < o.size(); ++i) EXPECT_TRUE(torch::equal(o[i], r[i])) << "tensor " << i;
+}
+
 TEST(AdamW, WeightDecayOnlyTouchesTheDecayGroup) {
   for (bool use_fused : {true, false}) {
     auto decayed = torch::full({4, 3}, 2.0).requires_grad_();
@@ -310,6 +343,18 @@ TEST(Trainer, RunLogsMetricsValidatesAndCheckpoints) {
   EXPECT_TRUE(fs::exists(checkpoint_path(dir.path() / "out", 6)));
   EXPECT_EQ(latest_checkpoint(dir.path() / "out").value_or("").string(),
             checkpoint_path(dir.path() / "out", 6).string());
+}
+
+// Benchmarks end without the final checkpoint (GPT-2's is 1.5 GB); periodic ones are still written.
+TEST(Trainer, NoFinalCheckpointWhenAskedForNone) {
+  ScratchDir dir;
+  auto run = cpu_trainer(small_args(dir.path(), {{"steps", "3"}, {"checkpoint-every", "2"}, {"final-checkpoint", "false"}}),
+                         token_data(random_tokens(2000), kVocab));
+  EXPECT_FALSE(run->options().final_checkpoint);
+  EXPECT_EQ(run->run(0).steps_run, 3);
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir.path(), 2)));
+  EXPECT_FALSE(fs::exists(checkpoint_path(dir.path(), 3)));
+  EXPECT_EQ(list_checkpoints(dir.path()).size(), 1u);
 }
 
 TEST(Trainer, NonFiniteStepsAreSkippedAndTooManyStopTheRun) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -116,18 +118,51 @@ TEST(ZeroOne, ShardedOptimizerStateMustMatchTheModel) {
             "optimizer state exp_avg_sq.1.0 does not match the model's shapes");
 }
 
-TEST(GradientNorm, PiecewiseNormIsTheNorm) {
-  torch::manual_seed(1);
-  const std::vector<torch::Tensor> grads = {torch::randn({3000}), torch::randn({7}), torch::randn({64, 40})};
-  std::vector<torch::Tensor> flat;
-  for (const auto& g : grads) flat.push_back(g.reshape({-1}));
-  const double whole = torch::linalg_vector_norm(torch::cat(flat), 2).item<double>();
-  EXPECT_NEAR(global_gradient_norm(grads).item<double>(), whole, 1e-6 * whole);
-  EXPECT_EQ(gradient_norm_pieces(3000), 3);
-  EXPECT_EQ(gradient_norm_pieces(2048), 2);
-  // The norms of a tail that starts on a piece boundary are the whole tensor's last norms, bit for bit.
-  const torch::Tensor all = piece_norms(flat[0]), tail = piece_norms(flat[0].slice(0, kShardAlignment));
-  EXPECT_TRUE(torch::equal(all.slice(0, 1), tail));
+// Gradients of odd sizes (a parameter shorter than a piece, one of several pieces with a short last one,
+// one of exactly two) in a synchronizer's buckets, as backward leaves them.
+struct BucketedGradients {
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<GradientSynchronizer> sync;
+  BucketedGradients(size_t bucket_bytes, bool sharded, LocalCommunicator& comm) {
+    torch::manual_seed(1);
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3000}, {7}, {64, 40}, {2048}, {1, 1}}) {
+      params.push_back(torch::zeros(shape, torch::requires_grad()));
+    }
+    sync = std::make_unique<GradientSynchronizer>(params, comm, bucket_bytes, /*overlap=*/false, sharded);
+    sync->zero_grad();
+    torch::NoGradGuard no_grad;
+    // Magnitudes spread over six decades, so the order of summation shows in the last bits.
+    for (auto& p : params) p.mutable_grad().copy_(torch::randn(p.sizes()) * torch::exp(torch::randn(p.sizes()) * 3));
+  }
+};
+
+// The norm of all gradients, to the bound of fp32 arithmetic. The result is sqrt(sum over P pieces of
+// (sqrt(sum of the piece's n <= 1024 squares))^2), every operation rounded to fp32 (unit roundoff
+// u = 2^-24): a sum of m terms of one sign is within (m - 1) u of the exact sum (to first order), squaring
+// and sqrt add u each. The sum of squares is then within (1023 + P - 1 + 4) u of the exact one and its
+// square root within half that: relative error <= (1026 + P) u / 2. The reference is in double.
+TEST(GradientNorm, EqualsTheDoublePrecisionNormToFp32Bounds) {
+  LocalCommunicator comm;
+  BucketedGradients g(size_t{1} << 30, /*sharded=*/false, comm);
+  double sum = 0;
+  for (const auto& p : g.params) sum += p.grad().to(torch::kDouble).square().sum().item<double>();
+  const double exact = std::sqrt(sum);
+  const GradientNorm norm(*g.sync, comm, /*sharded=*/false);
+  EXPECT_EQ(norm.pieces(), 3 + 1 + 3 + 2 + 1);
+  const double u = std::ldexp(1.0, -24);
+  const torch::Tensor computed = norm.compute();
+  ASSERT_EQ(computed.scalar_type(), torch::kFloat);
+  EXPECT_NEAR(computed.item<double>(), exact, (1026.0 + static_cast<double>(norm.pieces())) * u / 2 * exact);
+}
+
+// One bucket or one per parameter, sharded layout or not: the same numbers added in the same order.
+TEST(GradientNorm, BitIdenticalWhateverTheBucketsAndSharding) {
+  LocalCommunicator comm;
+  BucketedGradients one_bucket(size_t{1} << 30, false, comm), many(1, false, comm), sharded(1, true, comm);
+  ASSERT_EQ(many.sync->layout().size(), many.params.size());
+  const torch::Tensor reference = GradientNorm(*one_bucket.sync, comm, false).compute();
+  EXPECT_TRUE(torch::equal(GradientNorm(*many.sync, comm, false).compute(), reference));
+  EXPECT_TRUE(torch::equal(GradientNorm(*sharded.sync, comm, true).compute(), reference));
 }
 
 }  // namespace

@@ -26,8 +26,18 @@ AdamW::AdamW(std::vector<torch::Tensor> decay_params, std::vector<torch::Tensor>
   for (const auto& g : groups_) {
     for (const auto& p : g.params) {
       if (!p.device().is_cpu() && !p.device().is_cuda()) use_fused_ = false;
+      if (!lr_on_device_.defined()) {
+        lr_on_device_ = torch::empty(
+            {}, torch::TensorOptions().device(p.device()).dtype(p.is_cuda() ? torch::kFloat : torch::kDouble));
+      }
     }
   }
+  set_lr(options.lr);
+}
+
+void AdamW::set_lr(double lr) {
+  options_.lr = lr;
+  if (lr_on_device_.defined()) lr_on_device_.fill_(lr);
 }
 
 void AdamW::zero_grad() {
@@ -66,7 +76,7 @@ void AdamW::step_group(Group& g, const std::optional<torch::Tensor>& found_inf) 
   }
   if (params.empty()) return;
   torch::_foreach_add_(steps, 1);
-  at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, options_.lr, options_.beta1,
+  at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, lr_on_device_, options_.beta1,
                     options_.beta2, g.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false,
                     /*grad_scale=*/std::nullopt, found_inf);
   // The kernel skipped the update; the step counts must not advance either (as torch.optim does).

@@ -23,7 +23,9 @@ class AdamW final : public StatefulPart {
   AdamW(std::vector<torch::Tensor> decay_params, std::vector<torch::Tensor> no_decay_params,
         const AdamWOptions& options, bool use_fused = true);
 
-  void set_lr(double lr) { options_.lr = lr; }
+  // Also writes the device's copy of the rate that the fused kernel reads (outside any graph capture:
+  // a captured step replays with whatever that tensor holds at replay).
+  void set_lr(double lr);
   double lr() const { return options_.lr; }
   void zero_grad();
   // One update of every parameter that has a gradient. found_inf (a float 0/1 tensor on the parameters'
@@ -53,6 +55,11 @@ class AdamW final : public StatefulPart {
   std::vector<Group> groups_;
   AdamWOptions options_;
   bool use_fused_;
+  // The learning rate on the parameters' device, for the fused kernel's tensor-lr overload, so a step
+  // captured in a CUDA graph reads the current rate instead of one baked in at capture. CUDA's kernel
+  // reads a float; the CPU's reads the tensor back with item<double>(), so there it is a double and the
+  // update is bit-identical to the double overload's.
+  torch::Tensor lr_on_device_;
   int64_t steps_taken_ = 0;
 };
 

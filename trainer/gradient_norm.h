@@ -1,20 +1,43 @@
 #pragma once
-// The global gradient norm, computed the same way whether a rank holds the whole gradients or only its
-// shard of them (--zero 1): every parameter's gradient is cut into pieces of kShardAlignment elements
-// (counted from its start), each piece's norm is taken, and the norm of all piece norms, in parameter
-// order, is the result. A shard boundary always falls on a piece boundary, so sharded and unsharded runs
-// add the same numbers in the same order: bit-identical norms, hence bit-identical clipping.
+// The global gradient norm in one row-wise norm kernel per gradient bucket (not one or two small
+// kernels per parameter), computed the same way whether a rank holds the whole gradients or only its
+// shard of them (--zero 1), and whatever the bucket sizes.
+//
+// Every parameter's gradient starts at a multiple of kShardAlignment inside its bucket (and the padding
+// is zero), so a bucket read as rows of kShardAlignment elements holds each parameter's pieces, its last
+// short piece padded with zeros. The norm of each row, then the norm of all row norms in bucket order
+// (the parameters in reverse order, each piece in order), is the result. A shard boundary is a row
+// boundary and rows are reduced one by one, so sharded and unsharded runs add the same numbers in the
+// same order: bit-identical norms, hence bit-identical clipping.
 #include <torch/torch.h>
 
 #include <vector>
 
+#include "distributed/communicator.h"
+#include "distributed/gradient_sync.h"
+
 namespace mygpt {
 
-// Pieces of a parameter of numel elements.
-int64_t gradient_norm_pieces(int64_t numel);
-// The norms of the pieces of a flat gradient that starts at a piece boundary (the last may be short).
-torch::Tensor piece_norms(const torch::Tensor& flat);
-// Of whole gradients, in the model's parameter order.
-torch::Tensor global_gradient_norm(const std::vector<torch::Tensor>& gradients);
+class GradientNorm {
+ public:
+  // grads must outlive this. sharded: grads reduce-scatter (--zero 1), so only this rank's chunk of each
+  // bucket holds averaged gradients; every rank contributes its rows' norms to one small all-reduce.
+  GradientNorm(const GradientSynchronizer& grads, Communicator& comm, bool sharded);
+  // Of the gradients in the buckets now (on their device; the host does not wait).
+  torch::Tensor compute() const;
+  int64_t pieces() const { return pieces_; }
+
+ private:
+  struct Rows {
+    size_t bucket;
+    int64_t first, count;  // of the bucket's rows this rank reads
+    int64_t position;      // of the first one's norm in the list of all norms
+  };
+  const GradientSynchronizer& grads_;
+  Communicator& comm_;
+  bool sharded_;
+  std::vector<Rows> rows_;
+  int64_t pieces_ = 0;
+};
 
 }  // namespace mygpt

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "trainer/gradient_norm.h"
-
 namespace mygpt {
 namespace {
 
@@ -58,11 +56,6 @@ ShardedAdamW::ShardedAdamW(const std::vector<torch::Tensor>& params, const std::
       comm_(comm),
       adamw_([&] {
         // This rank's pieces: where its chunk of each bucket meets each parameter.
-        std::vector<int64_t> first_norm(params_.size());
-        for (size_t k = 0; k < params_.size(); ++k) {
-          first_norm[k] = norm_count_;
-          norm_count_ += gradient_norm_pieces(params_[k].numel());
-        }
         std::vector<torch::Tensor> views[2];
         for (size_t b = 0; b < layout_.size(); ++b) {
           const BucketLayout& bucket = layout_[b];
@@ -76,7 +69,6 @@ ShardedAdamW::ShardedAdamW(const std::vector<torch::Tensor>& params, const std::
             const auto [group, in_group] = group_of_param_[k];
             const int64_t param_offset = begin - bucket.offsets[i];
             pieces_.push_back({k, group, views[group].size(), in_group, b, begin, param_offset, end - begin,
-                               first_norm[k] + param_offset / kShardAlignment,
                                grads.bucket_gradients(b).slice(0, begin, end)});
             torch::Tensor view = flat_params_[b].slice(0, begin, end);
             view.mutable_grad() = pieces_.back().grad;
@@ -94,18 +86,6 @@ std::vector<torch::Tensor> ShardedAdamW::shard_gradients() const {
   std::vector<torch::Tensor> out;
   for (const Piece& piece : pieces_) out.push_back(piece.grad);
   return out;
-}
-
-torch::Tensor ShardedAdamW::gradient_norm() {
-  torch::NoGradGuard no_grad;
-  // Every other rank's entries are zero here, so the sum is exact: each rank ends with every norm.
-  auto norms = torch::zeros({norm_count_}, flat_params_.front().options());
-  for (const Piece& piece : pieces_) {
-    const torch::Tensor mine = piece_norms(piece.grad);
-    norms.slice(0, piece.first_norm, piece.first_norm + mine.numel()).copy_(mine);
-  }
-  comm_.all_reduce(norms, ReduceOp::Sum);
-  return torch::linalg_vector_norm(norms, 2);
 }
 
 void ShardedAdamW::gather_parameters() {

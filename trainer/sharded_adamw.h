@@ -33,9 +33,6 @@ class ShardedAdamW final : public StatefulPart {
   AdamW& adamw() { return adamw_; }
   // The gradients of this rank's pieces (averaged over ranks once the synchronizer finished): what to clip.
   std::vector<torch::Tensor> shard_gradients() const;
-  // The global gradient norm, bit-identical to global_gradient_norm over the whole gradients: every rank
-  // contributes the norms of its pieces to one small all-reduce.
-  torch::Tensor gradient_norm();
   // After the step: every rank's updated chunk to every rank.
   void gather_parameters();
 
@@ -54,7 +51,6 @@ class ShardedAdamW final : public StatefulPart {
     size_t in_group;     // the parameter's index in its group
     size_t bucket;
     int64_t bucket_offset, param_offset, numel;
-    int64_t first_norm;  // index of its first norm in the global list of piece norms
     torch::Tensor grad;  // its slice of the gradient bucket
   };
 
@@ -63,7 +59,6 @@ class ShardedAdamW final : public StatefulPart {
   std::vector<BucketLayout> layout_;
   std::vector<torch::Tensor> flat_params_;  // one per bucket; the parameters are views into them
   std::vector<Piece> pieces_;
-  int64_t norm_count_ = 0;
   Communicator& comm_;
   AdamW adamw_;
 };

@@ -48,6 +48,7 @@ struct TrainOptions {
   int64_t log_every{};
   int64_t checkpoint_every{};    // 0: only at the end
   int64_t keep_checkpoints{};    // 0 keeps all
+  bool final_checkpoint{};       // false: none after the last step (checkpoint-every and a stop still write)
   int64_t hellaswag_every{};     // with a HellaSwag file
   int64_t hellaswag_examples{};  // per evaluation; 0 means all
   int64_t sample_every{};        // rank 0 prints a sample every N steps; 0 disables

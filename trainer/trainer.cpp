@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <limits>
 
-#include "trainer/gradient_norm.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/validation_batches.h"
 
@@ -26,6 +25,7 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
                                     AdamWOptions{options.lr, options.beta1, options.beta2, options.eps,
                                                  options.weight_decay},
                                     comm_)),
+      grad_norm_(grad_sync_, comm_, /*sharded=*/options.zero > 0),
       scaler_(options.precision != Precision::fp16
                   ? nullptr
                   : std::make_unique<LossScaler>(
@@ -35,6 +35,20 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
       random_state_(p_.device) {
   if (options_.precision == Precision::automatic) throw std::logic_error("precision must be resolved for the device");
   if (!zero_ && !p_.optimizer) throw std::logic_error("a Trainer needs an optimizer");
+  if (scaler_) {
+    loss_scale_ = torch::empty({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
+    inverse_loss_scale_ = torch::empty_like(loss_scale_);
+  }
+}
+
+const Batch& Trainer::next_train_batch() {
+  // A graph replays fixed addresses. The loader's batch is on the device already (from pinned memory);
+  // the copy into the fixed tensors costs 16 bytes a token, device to device.
+  const Batch batch = p_.train_loader->next(p_.device);
+  if (!inputs_.x.defined()) inputs_ = {torch::empty_like(batch.x), torch::empty_like(batch.y)};
+  inputs_.x.copy_(batch.x, /*non_blocking=*/true);
+  inputs_.y.copy_(batch.y, /*non_blocking=*/true);
+  return inputs_;
 }
 
 StepResult Trainer::train_step(int64_t step) {
@@ -42,18 +56,25 @@ StepResult Trainer::train_step(int64_t step) {
   const double lr = schedule_.at(step);
   optimizer().set_lr(lr);
   if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / options_.lr);  // the same schedule, scaled
+  // The gradients are views into the synchronizer's buckets, allocated once before the first step and
+  // zeroed in place: backward accumulates into the same memory every step, nothing is allocated for them
+  // inside a step (what a graph capture needs).
   grad_sync_.zero_grad();
 
   // Gradient accumulation: each micro-batch's loss is scaled by 1/A so the summed gradient is the
   // gradient of the mean loss over all A micro-batches. fp16 multiplies it by the loss scale as well,
   // so that small gradients are not flushed to zero in fp16; they are divided by it again below.
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  if (scaler_) {  // a power of two: the products below are exact, as with the host's double before
+    loss_scale_.fill_(loss_scale);
+    inverse_loss_scale_.fill_(1.0 / loss_scale);
+  }
   const bool inject_overflow = p_.inject_overflow && p_.inject_overflow(step);
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
   auto loss_sum = torch::zeros({}, on_device);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
     const bool last_micro = micro == options_.grad_accum - 1;
-    Batch batch = p_.train_loader->next(p_.device);
+    const Batch& batch = next_train_batch();
     grad_sync_.begin_micro_step(last_micro);
     torch::Tensor loss;
     {
@@ -61,7 +82,7 @@ StepResult Trainer::train_step(int64_t step) {
       loss = p_.model->loss(batch.x, batch.y) / static_cast<double>(options_.grad_accum);
     }
     loss_sum += loss.detach();
-    torch::Tensor scaled = loss_scale == 1.0 ? loss : loss * loss_scale;
+    torch::Tensor scaled = scaler_ ? loss * loss_scale_ : loss;
     if (inject_overflow && last_micro) scaled = scaled * std::numeric_limits<double>::infinity();
     scaled.backward();  // on the last micro-step, gradient buckets start their all-reduce from in here
   }
@@ -73,8 +94,8 @@ StepResult Trainer::train_step(int64_t step) {
   comm_.all_reduce(shared, ReduceOp::Average);
   const torch::Tensor mean_loss = shared[0], stop = shared[1];
 
-  // Clip by the global norm, on the device. Norms of fixed pieces of each parameter, then their norm:
-  // the same sum whatever the bucket sizes, and with --zero 1 (each rank holding its shard only).
+  // Clip by the global norm, on the device: one norm kernel per gradient bucket, the same sum whatever
+  // the bucket sizes and with --zero 1 (each rank holding its shard only).
   std::vector<torch::Tensor> gradients;
   if (zero_) {
     gradients = zero_->shard_gradients();
@@ -82,8 +103,8 @@ StepResult Trainer::train_step(int64_t step) {
     for (const auto& p : p_.model->parameters()) gradients.push_back(p.grad());
   }
   // Exact when the scale is a power of two; an overflow stays inf/NaN and shows in the norm.
-  if (loss_scale != 1.0) torch::_foreach_mul_(gradients, 1.0 / loss_scale);
-  const torch::Tensor grad_norm = zero_ ? zero_->gradient_norm() : global_gradient_norm(gradients);
+  if (scaler_) torch::_foreach_mul_(gradients, inverse_loss_scale_);
+  const torch::Tensor grad_norm = grad_norm_.compute();
   if (options_.grad_clip > 0) {
     torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
   }
@@ -380,7 +401,7 @@ TrainSummary Trainer::run(int64_t start_step) {
     }
     if (options_.checkpoint_every > 0 && steps_done % options_.checkpoint_every == 0) save_checkpoint_at(steps_done);
   }
-  save_checkpoint_at(options_.steps);
+  if (options_.final_checkpoint) save_checkpoint_at(options_.steps);
   // The last evaluations run on the weights just saved.
   evaluate_at(options_.steps, /*final=*/true, summary);
   return summary;

@@ -14,6 +14,7 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
+#include "trainer/gradient_norm.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
@@ -102,6 +103,8 @@ class Trainer {
   void evaluate_at(int64_t step, bool final, TrainSummary& summary);
   void prune_checkpoints();
   bool stop_requested_here() const;
+  // The next training micro-batch, copied into inputs_.
+  const Batch& next_train_batch();
   Precision precision() const { return options_.precision; }
 
   TrainerParts p_;
@@ -111,7 +114,13 @@ class Trainer {
   LrSchedule schedule_;
   GradientSynchronizer grad_sync_;
   std::unique_ptr<ShardedAdamW> zero_;  // --zero 1
+  GradientNorm grad_norm_;
   std::unique_ptr<LossScaler> scaler_;  // --precision fp16
+  // What a step reads from the device rather than from the host, so that a CUDA graph of the step
+  // replays with this step's values (the learning rate lives in AdamW): every micro-batch is copied
+  // into the same two tensors, and fp16's loss scale and its inverse are device scalars.
+  Batch inputs_;
+  torch::Tensor loss_scale_, inverse_loss_scale_;
   ModelState model_state_;
   LoaderState loader_state_;
   RandomState random_state_;
