@@ -17,6 +17,8 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "common/folder_claim.h"
+#include "common/strprintf.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
 #include "launcher/commands.h"
 #include "launcher/inference_model.h"
@@ -120,6 +122,10 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
                                 "files in it");
   }
   if (fresh) flags.refuse("overwrite", "with an --out that is empty or absent");
+  // Replacing files in a folder is what a training run into it does too: the folder's claim (one run per
+  // --out) keeps an export from deleting files under a live run and a run from starting under an export.
+  std::optional<FolderClaim> claim;
+  if (!fresh) claim.emplace(out, "--out");
 
   const StoredModel stored = open_stored_model(*f.checkpoint);
   std::cout << "model: " << stored.description << std::endl;
@@ -138,7 +144,8 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   if (target.filename().empty()) target = target.parent_path();  // "dir/"
   if (fresh) {
     create_output_directory(target.parent_path(), "--out's parent folder");
-    staging.emplace(target.parent_path() / ("." + target.filename().string() + ".export." + std::to_string(::getpid())));
+    const std::string hidden = strprintf(".%s.export.%d", target.filename().c_str(), static_cast<int>(::getpid()));
+    staging.emplace(target.parent_path() / hidden);
     folder = staging->path();
   } else {
     fs::remove(out / "config.json");  // until the new one is written last, this is no model folder

@@ -116,8 +116,14 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
     }
     const auto start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();  // this process's CPU time: steadier on a shared machine
-    const auto out = generate(m.model, prompt_row.expand({rows, -1}).contiguous(), sampling, std::nullopt, show)
-                         .to(torch::kCPU);  // also waits for a GPU to finish
+    torch::Tensor out;
+    try {
+      out = generate(m.model, prompt_row.expand({rows, -1}).contiguous(), sampling, std::nullopt, show)
+                .to(torch::kCPU);  // also waits for a GPU to finish
+    } catch (const NonFiniteLogits& e) {  // the stored weights are the problem: bad input
+      if (!f.print_ids) std::cout << std::endl;
+      throw std::invalid_argument(m.description + ": " + e.what());
+    }
     if (f.timing) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;

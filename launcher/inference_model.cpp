@@ -46,11 +46,11 @@ StoredModel open_hugging_face_folder(const fs::path& folder) {
 
 }  // namespace
 
-StoredModel open_stored_model(const fs::path& path) {
+StoredModel open_stored_model(const fs::path& path, CheckpointParts parts) {
   if (is_hf_model_folder(path)) return open_hugging_face_folder(path);
   StoredModel stored;
   stored.path = resolve_checkpoint(path);
-  stored.checkpoint = load_checkpoint(stored.path);
+  stored.checkpoint = load_checkpoint(stored.path, parts);
   const CheckpointMeta& meta = stored.checkpoint->meta;
   stored.description = "checkpoint " + stored.path.string() + " (step " + std::to_string(meta.step) + ")";
   stored.config = meta.model_config;

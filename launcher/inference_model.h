@@ -34,8 +34,9 @@ struct StoredModel {
 // Reads one of our checkpoints whole, or a Hugging Face folder's config.json and tokenizer files
 // (vocab.json + merges.txt or encoder.json + vocab.bpe: GPT-2's BPE; char_vocab.txt: characters, as
 // `export` writes it for a character model); the folder's weights are read by load_stored_weights.
-// Anything unusable is std::invalid_argument naming the path.
-StoredModel open_stored_model(const std::filesystem::path& path);
+// Anything unusable is std::invalid_argument naming the path. A checkpoint is read as `parts` says:
+// whole to resume it, its weights alone for every other use.
+StoredModel open_stored_model(const std::filesystem::path& path, CheckpointParts parts = CheckpointParts::weights);
 
 // The stored model's weights in a new model on the CPU.
 Gpt load_stored_weights(const StoredModel& stored);

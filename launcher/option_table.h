@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -96,9 +97,13 @@ class OptionRow {
   // Whether `command` reads this option, beyond the one the table is for (Row::read_by): a command that
   // accepts another's whole command line (plan takes train's) lists only these in its --help.
   bool is_read_by(const std::string& command) const { return readers_.count(command) > 0; }
+  // Whether a resumed run takes this option from its checkpoint when it is not given again: options of
+  // the run do, those of the process (where and how it runs: device, threads, output, launch) do not.
+  bool is_resumed() const { return resumed_; }
 
  protected:
   std::set<std::string> readers_;
+  bool resumed_ = true;
 };
 
 // Which rows a command's --help lists; empty: all of them.
@@ -139,6 +144,11 @@ class Row final : public OptionRow<Config> {
   // `command` reads this option too (see OptionRow::is_read_by).
   Row& read_by(std::string command) {
     this->readers_.insert(std::move(command));
+    return *this;
+  }
+  // A setting of the process, not of the run: a resume does not take it from the checkpoint.
+  Row& of_process() {
+    this->resumed_ = false;
     return *this;
   }
   // The names of an enum's values, in the order --help lists them.
@@ -346,6 +356,60 @@ class OptionTable {
       if (const auto value = row->text(config)) out += row->name() + "=" + option_detail::escaped_line(*value) + "\n";
     }
     return out;
+  }
+
+  // The "name=value" entries of to_text's form, by name. A value may span lines (a prompt of "\n"): a line
+  // that does not begin with a row's name and '=' continues the value before it.
+  std::map<std::string, std::string> entries_of_text(const std::string& text) const {
+    std::map<std::string, std::string> entries;
+    std::string* last = nullptr;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(start, end - start);
+      const size_t eq = line.find('=');
+      const bool named = eq != std::string::npos && std::any_of(rows_.begin(), rows_.end(), [&](const auto& row) {
+                           return row->name() == line.substr(0, eq);
+                         });
+      if (named) {
+        last = &entries[line.substr(0, eq)];
+        *last = line.substr(eq + 1);
+      } else if (last != nullptr) {
+        *last += "\n" + line;
+      }
+      start = end + 1;
+    }
+    return entries;
+  }
+
+  // Fills every row of parsed that the user did not give, that a resume takes (is_resumed) and that is
+  // not in `keep` with its value in `stored` (to_text's form, as a checkpoint holds it), checked as a
+  // given value is; rows `stored` lacks (options newer than it) keep theirs. A value the row refuses is
+  // std::invalid_argument naming the option.
+  void take_stored(const std::string& stored, Parsed<Config>& parsed, const std::set<std::string>& keep = {}) const {
+    const po::options_description desc = description("");
+    const std::map<std::string, std::string> entries = entries_of_text(stored);
+    po::parsed_options from_stored(&desc);
+    for (const auto& row : rows_) {
+      const auto entry = entries.find(row->name());
+      if (!row->is_resumed() || parsed.gave(row->name()) || keep.count(row->name()) || entry == entries.end()) {
+        continue;
+      }
+      po::option option(row->name(), {entry->second});
+      option.original_tokens = {row->name(), entry->second};
+      from_stored.options.push_back(std::move(option));
+    }
+    po::variables_map values;
+    try {
+      po::store(from_stored, values);
+    } catch (const po::error& e) {
+      throw std::invalid_argument(e.what());
+    }
+    // Boost also stores every other row's default: only the rows taken from `stored` are filled.
+    for (const auto& row : rows_) {
+      if (values.count(row->name()) > 0 && !values[row->name()].defaulted()) row->fill(values, parsed.config, "");
+    }
   }
 
   const std::vector<std::unique_ptr<OptionRow<Config>>>& rows() const { return rows_; }

@@ -72,9 +72,10 @@ void print_memory_options(const MemoryPlanInput& current, int64_t ranks, double 
   }
 }
 
-int run_plan(const Parsed<TrainFlags>& flags, const JobSession& job) {
+int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
+  const RunStart start = open_run_start(given_flags);  // --init-from / --resume decide the shape, as in train
+  const Parsed<TrainFlags> flags = resumed_flags(given_flags, start);  // and a resumed run its options
   const TrainFlags& f = flags.config;
-  const RunStart start = open_run_start(flags);  // --init-from / --resume decide the shape, as in train
   DataFootprint data;
   if (flags.gave("data") || start.model) {
     data = data_footprint(resolve_data_options(flags, start));

@@ -59,7 +59,12 @@ std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTo
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   return [codec, prompt, sampling, generator, device](Gpt& m) mutable {
     generator.set_current_seed(generator.current_seed());  // the same sample stream every time
-    auto out = generate(m, torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device), sampling, generator);
+    torch::Tensor out;
+    try {
+      out = generate(m, torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device), sampling, generator);
+    } catch (const NonFiniteLogits&) {  // the skipped steps and --max-bad-steps deal with a diverged run
+      return std::string("(none: the model's logits are not finite)");
+    }
     out = out.squeeze(0).to(torch::kCPU);
     return with_invalid_utf8_replaced(
         codec->decode(std::vector<int64_t>(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel())));
@@ -111,12 +116,13 @@ void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int 
 
 }  // namespace
 
-std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& flags, const TrainingData& data, Communicator& comm,
-                                       const torch::Device& device, std::function<bool()> stop_requested,
-                                       const RunStart* start) {
-  const TrainFlags& f = flags.config;
+std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, const TrainingData& data,
+                                       Communicator& comm, const torch::Device& device,
+                                       std::function<bool()> stop_requested, const RunStart* start) {
   std::optional<RunStart> opened;
-  if (start == nullptr) start = &opened.emplace(open_run_start(flags));
+  if (start == nullptr) start = &opened.emplace(open_run_start(given_flags));
+  const Parsed<TrainFlags> flags = resumed_flags(given_flags, *start);  // the same again where train took them
+  const TrainFlags& f = flags.config;
   const GptConfig model_config = resolve_model_config(flags, data.vocab_size, *start);
   require_data_fits_model(data, *start);
   const RunTokenizer tokenizer = run_tokenizer(data, *start);

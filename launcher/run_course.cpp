@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "common/strprintf.h"
+#include "launcher/train_flags.h"
 
 namespace mygpt {
 
@@ -39,14 +40,15 @@ ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::
 }
 
 std::string resume_changes(const std::string& stored_run_options, const std::string& run_options) {
-  const auto before = option_lines(stored_run_options);
-  const auto now = option_lines(run_options);
+  const OptionTable<TrainFlags>& table = train_flag_table();
+  const auto before = table.entries_of_text(stored_run_options);
+  const auto now = table.entries_of_text(run_options);
   std::string changes;
-  for (const char* name : {"steps", "lr", "min-lr", "warmup-steps", "batch-size", "seq-len", "grad-accum",
-                           "total-batch-tokens", "data-order"}) {
-    const auto a = before.find(name), b = now.find(name);
+  for (const auto& row : table.rows()) {
+    if (!row->is_resumed()) continue;
+    const auto a = before.find(row->name()), b = now.find(row->name());
     const std::string was = a == before.end() ? "unset" : a->second, is = b == now.end() ? "unset" : b->second;
-    if (was != is) changes += std::string(changes.empty() ? "" : ", ") + "--" + name + " " + was + " -> " + is;
+    if (was != is) changes += (changes.empty() ? "" : ", ") + ("--" + row->name() + " " + was + " -> " + is);
   }
   if (changes.empty()) return "";
   return "resuming with changes: " + changes + " (the learning-rate schedule and the data continue on the new values)";

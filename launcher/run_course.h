@@ -23,10 +23,10 @@ struct ChosenDataOrder {
 ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::string>& stored_run_options,
                                   uint64_t train_tokens, uint64_t tokens_the_run_reads);
 
-// One line naming the options that steer the run's course (steps, learning rates, warm-up, batch, data
-// order) whose values differ between the checkpoint's run and this resumed one, e.g.
-// "resuming with changes: --steps 100 -> 200, --lr 0.001 -> 0.0005 (the schedule continues on the new values)";
-// empty when none changed.
+// One line naming every option of the run (OptionRow::is_resumed) whose value differs between the
+// checkpoint's run and this resumed one, in the option table's order, e.g.
+// "resuming with changes: --steps 100 -> 200, --lr 0.001 -> 0.0005 (the learning-rate schedule and the data
+// continue on the new values)"; empty when none changed.
 std::string resume_changes(const std::string& stored_run_options, const std::string& run_options);
 
 }  // namespace mygpt

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 
 #include "common/file_io.h"
@@ -44,28 +45,66 @@ bool is_run_file(const fs::directory_entry& entry) {
   return entry.is_regular_file() && (checkpoint || name == "metrics.jsonl" || name == "run.json");
 }
 
+// --resume auto: the newest checkpoint in `out` that loads; a damaged one is passed over with a note
+// (a crash cannot leave one, since saves are atomic, but a disk or a copy can), so one bad file does not
+// cost the whole run. All of them damaged: the newest one's error.
+void resume_newest_intact(const fs::path& out, RunStart& start) {
+  const std::vector<fs::path> found = list_checkpoints(out);
+  std::optional<std::invalid_argument> newest_error;
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    try {
+      start.model = open_stored_model(*it, CheckpointParts::all);
+      start.resume = true;
+      return;
+    } catch (const std::invalid_argument& e) {
+      if (!newest_error) newest_error = e;
+      start.notes.push_back(std::string("note: passed over a damaged checkpoint: ") + e.what());
+    }
+  }
+  if (newest_error) throw *newest_error;
+}
+
 }  // namespace
 
 RunStart open_run_start(const Parsed<TrainFlags>& flags) {
   const RuntimeOptions& r = flags.config.runtime;
   const bool resume = !r.resume.empty() && r.resume != "none";
-  if (resume && r.init_from) {
+  if (resume && r.resume != "auto" && r.init_from) {
     throw std::invalid_argument(
-        "give --init-from (a new run from stored weights) or --resume (continue a run), not both");
+        "give --init-from (a new run from stored weights) or --resume PATH (continue a run), not both "
+        "(--resume auto with --init-from resumes --out's checkpoint when there is one)");
   }
-  if (r.init_from) return {open_stored_model(*r.init_from), false};
-  if (!resume) return {};
+  RunStart start;
   if (r.resume == "auto") {
-    const auto latest = latest_checkpoint(flags.config.train.out);
-    if (!latest) return {};
-    return {open_stored_model(*latest), true};
+    resume_newest_intact(flags.config.train.out, start);
+    if (start.resume && r.init_from) {
+      start.notes.push_back("--init-from " + *r.init_from + " not used: resuming the run's own checkpoint");
+    }
+  } else if (resume) {
+    start.model = open_stored_model(r.resume, CheckpointParts::all);
+    start.resume = true;
+    if (start.model->hugging_face) {
+      throw std::invalid_argument("--resume continues a checkpoint; '" + r.resume +
+                                  "' is a Hugging Face folder (start from its weights with --init-from)");
+    }
   }
-  StoredModel stored = open_stored_model(r.resume);
-  if (stored.hugging_face) {
-    throw std::invalid_argument("--resume continues a checkpoint; '" + r.resume +
-                                "' is a Hugging Face folder (start from its weights with --init-from)");
+  if (!start.resume && r.init_from) start.model = open_stored_model(*r.init_from);
+  return start;
+}
+
+Parsed<TrainFlags> resumed_flags(const Parsed<TrainFlags>& flags, const RunStart& start) {
+  if (!start.resume) return flags;
+  Parsed<TrainFlags> resumed = flags;
+  const std::string& stored = start.model->checkpoint->meta.run_config;
+  try {
+    // The checkpoint's --min-lr was derived from its --lr unless given: a new --lr derives its own.
+    std::set<std::string> keep;
+    if (flags.gave("lr") && !flags.gave("min-lr")) keep.insert("min-lr");
+    train_flag_table().take_stored(stored, resumed, keep);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--resume " + start.model->path.string() + ": its stored options: " + e.what());
   }
-  return {std::move(stored), true};
+  return resumed;
 }
 
 DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart& start) {

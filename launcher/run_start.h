@@ -15,11 +15,20 @@ namespace mygpt {
 struct RunStart {
   std::optional<StoredModel> model;  // none: a fresh model
   bool resume = false;               // continue model's checkpoint, rather than take its weights only
+  std::vector<std::string> notes;    // lines for the log: damaged checkpoints passed over, --init-from unused
 };
 
-// --init-from, or the checkpoint --resume names ("auto": the newest in --out; none there: a fresh
-// run). Both flags together are std::invalid_argument.
+// The checkpoint --resume names, or with "auto" the newest intact one in --out (newer damaged ones are
+// passed over with a note each; all damaged: the newest one's error). Without one to resume, the
+// weights of --init-from, if given (--init-from with --resume auto: a requeued fine-tuning job starts
+// from the weights once and resumes its own checkpoints after that), else a fresh run. --init-from with
+// a --resume path is std::invalid_argument.
 RunStart open_run_start(const Parsed<TrainFlags>& flags);
+
+// The flags of a resumed run: every option of the run (not those of the process: --device, --threads,
+// --out, ...; see OptionTable::take_stored) that the user did not give again is the checkpoint's, so that
+// `--resume auto` alone continues the run as it was configured. Without resuming: flags as they are.
+Parsed<TrainFlags> resumed_flags(const Parsed<TrainFlags>& flags, const RunStart& start);
 
 // The data options a run loads with. Text data without --tokenizer is tokenized with GPT-2's BPE when
 // --vocab is given or the stored model has GPT-2's tokenizer files (which then serve as --vocab, for

@@ -49,10 +49,10 @@ nlohmann::json run_record(const Trainer& trainer, const TrainingData& data, cons
             {"torch", strprintf("%d.%d.%d", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)}}}};
 }
 
-int run_train(const Parsed<TrainFlags>& flags, const JobSession& job) {
-  const TrainFlags& f = flags.config;
-  flags.refuse("ranks", "in train (it sizes `plan`; train runs on the ranks the launcher starts)");
-  flags.refuse("gpu-memory", "in train (it is `plan`'s)");
+int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
+  const TrainFlags& f = given_flags.config;
+  given_flags.refuse("ranks", "in train (it sizes `plan`; train runs on the ranks the launcher starts)");
+  given_flags.refuse("gpu-memory", "in train (it is `plan`'s)");
   // Topology and device: cuda:<local rank> on GPUs; on CPU the node's cores are shared among its ranks.
   const WorldInfo& w = job.world();
   const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);
@@ -76,7 +76,10 @@ int run_train(const Parsed<TrainFlags>& flags, const JobSession& job) {
   if (!comms.rendezvous_note().empty()) header.print("rendezvous: " + comms.rendezvous_note());
 
   // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
-  RunStart start = open_run_start(flags);
+  RunStart start = open_run_start(given_flags);
+  for (const std::string& note : start.notes) header.print(note);
+  // A resumed run's options are its checkpoint's, but for those given again.
+  const Parsed<TrainFlags> flags = resumed_flags(given_flags, start);
   const auto removed = prepare_output_folder(flags, start, /*remove=*/w.rank == 0);
   if (!removed.empty()) {
     header.print((f.runtime.overwrite ? "--overwrite: removed " : "--resume auto: no checkpoint to continue; removed ") +

@@ -79,9 +79,10 @@ OptionTable<TrainFlags> make_table() {
       .read_by(kPlanCommand);
   t.add("init-from", &F::runtime, &R::init_from,
         "start from these weights: a checkpoint (file or folder) or a Hugging Face GPT-2 folder. The model's shape "
-        "comes from it (shape flags must agree); optimizer, step, schedule and data position start fresh. Not with "
-        "--resume")
-      .read_by(kPlanCommand);
+        "comes from it (shape flags must agree); optimizer, step, schedule and data position start fresh. With "
+        "--resume auto: only while --out holds no checkpoint (a requeued fine-tuning job resumes its own)")
+      .read_by(kPlanCommand)
+      .of_process();
 
   t.group("Training (the recipe values of presets in brackets)");
   t.add("steps", &F::train, &T::steps, "optimizer steps")
@@ -163,29 +164,34 @@ OptionTable<TrainFlags> make_table() {
         "compute the output head and cross-entropy in chunks of rows, never holding all logits (false: the plain "
         "loss, for comparison)")
       .init(true)
-      .read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
   t.add("loss-chunk-rows", &F::train, &T::loss_chunk_rows,
         "rows per chunk of the fused loss; 0 sizes chunks by device (about 64 MiB of fp32 logits on a CPU, 1 GiB "
         "on a GPU)")
       .init(0)
-      .check(non_negative);
+      .check(non_negative)
+      .of_process();
   t.add("cuda-loss-kernel", &F::train, &T::cuda_loss_kernel,
         "on CUDA, one fused kernel per chunk of the fused loss computes softmax, loss and gradient in place, and "
         "the head's fp32 weight gradient is accumulated by the 16-bit matmul itself (false: ATen ops)")
-      .init(false);
+      .init(false)
+      .of_process();
   t.add("attention", &F::train, &T::attention,
         "preferred attention kernel (LibTorch's scaled_dot_product_attention); where it cannot run the next "
         "in PyTorch's order runs; math: the reference kernel only")
       .names(attention_backend_names())
-      .init(AttentionBackend::automatic);
+      .init(AttentionBackend::automatic)
+      .of_process();
   t.add("recompute", &F::train, &T::recompute,
         "activations recomputed in backward instead of kept: none, mlp (each block's MLP: its 4x-wide GELU input "
         "and output) or block (all of each block; only its input is kept). Less memory, one more forward of that "
         "part; the same losses and gradients")
       .names({{"none", Recompute::none}, {"mlp", Recompute::mlp}, {"block", Recompute::block}})
       .init(Recompute::none)
-      .read_by(kPlanCommand);
-  precision_flag(t, &F::train, &T::precision).read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
+  precision_flag(t, &F::train, &T::precision).read_by(kPlanCommand).of_process();  // follows the device
   t.add("loss-scale-init", &F::train, &T::loss_scale_init,
         "fp16: the loss is multiplied by this before backward so small gradients survive fp16; it halves at "
         "each overflow (that step is skipped) and doubles after --loss-scale-growth-interval good steps")
@@ -198,26 +204,33 @@ OptionTable<TrainFlags> make_table() {
   seed_flag(t, &F::train, &T::seed);
 
   t.group("Run");
-  device_flag(t, &F::runtime, &R::device).read_by(kPlanCommand);
-  threads_flag(t, &F::runtime, &R::threads);
+  device_flag(t, &F::runtime, &R::device).read_by(kPlanCommand).of_process();
+  threads_flag(t, &F::runtime, &R::threads).of_process();
   t.add("out", &F::train, &T::out, "output folder: checkpoints, metrics.jsonl")
       .init("out")
       .check(not_empty)
-      .read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
   t.add("resume", &F::runtime, &R::resume,
-        "auto (newest checkpoint in --out, if any) or a checkpoint path; empty starts afresh")
+        "auto (newest intact checkpoint in --out, if any) or a checkpoint path; empty starts afresh. A resumed run "
+        "takes every option of the run from its checkpoint unless given again (not those of the process: device, "
+        "threads, precision, out, kernels, logging)")
       .init("")
-      .read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
   t.add("overwrite", &F::runtime, &R::overwrite,
         "a fresh run into an --out holding an earlier run deletes that run's files (ckpt_*, metrics.jsonl, "
         "run.json; nothing else) instead of refusing to start")
-      .init(false);
-  t.add("checkpoint-every", &F::train, &T::checkpoint_every, "checkpoint every N steps; 0: only at the end")
-      .init(0)
+      .init(false)
+      .of_process();
+  t.add("checkpoint-every", &F::train, &T::checkpoint_every,
+        "checkpoint every N steps and at the end; 0: only at the end; not given: at each evaluation (every "
+        "--eval-every steps, as nanoGPT), so that a killed run loses little")
       .recipe("gpt2", 5000)
       .check(non_negative);
-  t.add("keep-checkpoints", &F::train, &T::keep_checkpoints, "keep only the newest N checkpoints; 0 keeps all")
-      .init(0)
+  t.add("keep-checkpoints", &F::train, &T::keep_checkpoints,
+        "keep only the newest N checkpoints; 0 keeps all; not given: all when --checkpoint-every is set, else (the "
+        "checkpoints at each evaluation) the newest 2: the newest, and one to fall back to should it be damaged")
       .check(non_negative);
   t.add("final-checkpoint", &F::train, &T::final_checkpoint,
         "write a checkpoint when the last step is done (false: a benchmark, where GPT-2's would be 1.5 GB)")
@@ -243,18 +256,22 @@ OptionTable<TrainFlags> make_table() {
       .check(not_empty)
       .check(utf8_text);
   t.add("sample-tokens", &F::train, &T::sample_tokens, "tokens per sample").init(64).check(positive);
-  t.add("log-every", &F::train, &T::log_every, "print a progress line every N steps").init(10).check(positive);
+  t.add("log-every", &F::train, &T::log_every, "print a progress line every N steps").init(10).check(positive)
+      .of_process();
   t.add("peak-tflops", &F::train, &T::peak_tflops,
         "the device's peak TFLOP/s for MFU; 0 looks the GPU up in a table (unknown: n/a)")
       .init(0.0)
-      .check(non_negative);
+      .check(non_negative)
+      .of_process();
   t.add("bucket-mb", &F::train, &T::bucket_mb, "DDP gradient bucket size in MiB")
       .init(25.0)
       .check(positive)
-      .read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
   t.add("ddp-overlap", &F::train, &T::ddp_overlap,
         "start each bucket's all-reduce during backward (false: all after backward)")
-      .init(true);
+      .init(true)
+      .of_process();
   t.add("zero", &F::train, &T::zero,
         "ZeRO stage: 1 shards AdamW's state across ranks (each keeps 1/N; gradients reduce-scattered, "
         "parameters all-gathered; checkpoints stay whole); 0: every rank holds all of it")
@@ -262,11 +279,13 @@ OptionTable<TrainFlags> make_table() {
       .check([](const std::string& flag, const int64_t& v) {
         if (v != 0 && v != 1) throw std::invalid_argument("--" + flag + " must be 0 or 1, got " + std::to_string(v));
       })
-      .read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
   t.add("comm-timeout", &F::runtime, &R::comm_timeout,
         "seconds a collective (NCCL, MPI, Gloo) or the rendezvous may take before the job is declared dead; 0 waits forever")
       .init(600.0)
-      .check(non_negative);
+      .check(non_negative)
+      .of_process();
   t.add("rendezvous", &F::runtime, &R::rendezvous,
         "how ranks started without MPI (torchrun, srun, RANK/WORLD_SIZE) meet: tcp (a c10d TCP store at "
         "MASTER_ADDR:MASTER_PORT) or file:DIR (a c10d file store in DIR, a folder every rank sees)")
@@ -275,20 +294,23 @@ OptionTable<TrainFlags> make_table() {
         if (v != "tcp" && (v.rfind("file:", 0) != 0 || v.size() <= 5)) {
           throw std::invalid_argument("--" + flag + " '" + v + "': expected tcp or file:DIR");
         }
-      });
+      })
+      .of_process();
 
   using P = PlanOptions;
   t.group(std::string(kPlanOnlyGroup));
   t.add("ranks", &F::plan, &P::ranks, "ranks to plan for; 0: the world size under a launcher, else 1")
       .init(0)
       .check(non_negative)
-      .read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
   t.add("gpu-memory", &F::plan, &P::gpu_memory,
         "GiB of memory per GPU to check the estimate against (and find the largest micro-batch that fits); 0: "
         "the GPU's own with --device cuda")
       .init(0.0)
       .check(non_negative)
-      .read_by(kPlanCommand);
+      .read_by(kPlanCommand)
+      .of_process();
   // GPT-2's recipe (build-nanogpt) for the gpt2 presets; nanoGPT's config/train_shakespeare_char.py.
   t.recipe_of(
       [](const TrainFlags& f) { return is_gpt2_preset(f.model.preset) ? std::string("gpt2") : f.model.preset; });
@@ -360,6 +382,13 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     }
     o.warmup_steps = o.steps / 10;
   }
+  // Checkpoints at each evaluation by default, so that a run killed outright (kill -9, the OOM killer)
+  // loses at most an evaluation interval; they are for recovery, so only the newest two are kept.
+  if (!o.checkpoint_every) {
+    o.checkpoint_every = o.eval_every;
+    if (!o.keep_checkpoints) o.keep_checkpoints = 2;
+  }
+  if (!o.keep_checkpoints) o.keep_checkpoints = 0;
   o.precision = precision_for_device(o.precision, device);
   if (o.precision != Precision::fp16) {
     const std::string why = std::string("with ") + precision_description(o.precision) + " (loss scaling is fp16's)";

@@ -93,6 +93,10 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
   auto logits = cache ? model->last_token_logits(last_block(tokens, block_size), *cache)
                       : model->last_token_logits(last_block(tokens, block_size));
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    if (!torch::isfinite(logits).all().item<bool>()) {
+      model->train(was_training);
+      throw NonFiniteLogits();
+    }
     auto next = choose_next(limit_vocab(logits.to(torch::kFloat), options.vocab_limit), options, generator);
     tokens = torch::cat({tokens, next}, 1);
     if (on_new_tokens) on_new_tokens(next);

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <optional>
+#include <stdexcept>
 
 #include "model/gpt.h"
 
@@ -19,6 +20,11 @@ struct SamplingOptions {
   // Keep the context's attention keys and values (model/kv_cache.h) and compute one new position per
   // token; false re-reads the whole context for every token (the reference the cache is tested against).
   bool kv_cache = true;
+};
+
+// Logits that are NaN or infinite: weights that diverged (or were stored so) cannot be sampled from.
+struct NonFiniteLogits : std::runtime_error {
+  NonFiniteLogits() : std::runtime_error("the model produces non-finite logits (NaN or infinite): its weights diverged") {}
 };
 
 // Called after each step with the new tokens (B, 1), on the prompt's device: for printing as they come.
@@ -44,7 +50,8 @@ void lay_out_for_decoding(Gpt& model);
 // embeddings, so keys cached at one position cannot be moved to another), as the uncached path does. Randomness comes from the
 // default generator of the prompt's device (seeding that device makes the sample reproducible), or
 // from `generator` when given, which leaves the default streams (dropout, data) untouched.
-// Runs in eval mode without gradients; the model's training flag is restored afterwards.
+// Runs in eval mode without gradients; the model's training flag is restored afterwards. Throws
+// NonFiniteLogits where the model's logits are not finite (rather than sample from NaN).
 torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& options,
                        std::optional<at::Generator> generator = std::nullopt,
                        const NewTokensCallback& on_new_tokens = {});

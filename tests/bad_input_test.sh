@@ -85,9 +85,19 @@ fi
 size=$(stat -c %s "$CKPT")
 head -c $((size / 2)) "$CKPT" >truncated.safetensors
 head -c 5000 /dev/urandom >random.safetensors
-cp "$CKPT" flipped.safetensors
-# One byte near the end (tensor data, not the header) changed: the checksum must catch it.
-printf '\x7f' | dd of=flipped.safetensors bs=1 seek=$((size - 100)) conv=notrunc status=none
+# One byte of a tensor's data changed: of the weights (flipped), which every command reads, or of the
+# optimizer's state (optimizer_flipped), which only a resume reads. The checksums must catch both.
+python3 - "$CKPT" <<'PY'
+import json, struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+header_size = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + header_size])
+for out, tensor in (("flipped.safetensors", "model.wte.weight"), ("optimizer_flipped.safetensors", "optimizer.exp_avg.0.0")):
+    damaged = bytearray(data)
+    begin = 8 + header_size + header[tensor]["data_offsets"][0]
+    damaged[begin + 3] ^= 0x40
+    open(out, "wb").write(damaged)
+PY
 : >empty.safetensors
 
 # --- train: data --------------------------------------------------------------------------------
@@ -154,7 +164,8 @@ bad opt_out_file "--out 'a_file'" train text.txt "${TINY[@]}" --out a_file
 bad opt_out_uncreatable "--out '/proc/nope/x'" train text.txt "${TINY[@]}" --out /proc/nope/x
 bad opt_resume_missing "checkpoint 'absent.safetensors' does not exist" train text.txt "${TINY[@]}" --resume absent.safetensors --out out_opt_resume_missing
 bad opt_resume_beyond "--steps 1.*step 2|step 2.*--steps 1" train text.txt --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 "${CPU[@]}" --steps 1 --resume "$CKPT" --out out_opt_resume_beyond
-bad opt_init_and_resume "--init-from.*--resume" train text.txt "${TINY[@]}" --init-from "$CKPT" --resume auto --out out_opt_init_and_resume
+bad opt_init_and_resume "--init-from.*--resume PATH" train text.txt "${TINY[@]}" --init-from "$CKPT" --resume "$CKPT" --out out_opt_init_and_resume
+bad opt_resume_damaged "optimizer_flipped.safetensors.*'optimizer.exp_avg.0.0' fails its checksum" train text.txt "${TINY[@]}" --resume optimizer_flipped.safetensors --out out_opt_resume_damaged
 bad opt_init_shape "--n-layer 3 differs" train text.txt "${TINY[@]}" --init-from "$CKPT" --n-layer 3 --out out_opt_init_shape
 bad opt_fresh_into_run "--out 'ckpt' holds an earlier run" train text.txt "${TINY[@]}" --out ckpt
 bad opt_missing_value "--lr" train text.txt "${TINY[@]}" --out out_opt_missing_value --lr
@@ -182,6 +193,31 @@ bad cfg_nanogpt "unrecognised options 'out_dir' \(nanoGPT's out_dir is out here\
 bad cfg_garbage "cfg_garbage.cfg|option|syntax" train text.txt "${TINY[@]}" --config cfg_garbage.cfg --out out_cfg_garbage
 
 # --- generate -------------------------------------------------------------------------------------
+# Damage in the optimizer's state alone: generate, eval and export read the weights only, and do.
+expect_ok gen_optimizer_flipped generate --checkpoint optimizer_flipped.safetensors --max-new-tokens 4 "${CPU[@]}" &&
+  pass "generate reads the weights of a checkpoint whose optimizer state is damaged"
+expect_ok eval_optimizer_flipped eval --checkpoint optimizer_flipped.safetensors --val text.txt --eval-steps 1 "${CPU[@]}" &&
+  pass "eval reads the weights of a checkpoint whose optimizer state is damaged"
+expect_ok export_optimizer_flipped export --checkpoint optimizer_flipped.safetensors --out out_export_optimizer_flipped &&
+  pass "export reads the weights of a checkpoint whose optimizer state is damaged"
+# --resume auto passes over a damaged newest checkpoint to the older intact one, with a note naming it;
+# the recipe's options (text.txt, the tiny model, --steps 2) come from that checkpoint.
+mkdir -p fallback && cp "$CKPT" fallback/ckpt_00000002.safetensors && cp optimizer_flipped.safetensors fallback/ckpt_00000003.safetensors
+if expect_ok resume_fallback train --resume auto --steps 3 --out fallback "${CPU[@]}"; then
+  check "the note names the damaged checkpoint and why" \
+    grep -qE "passed over a damaged checkpoint: checkpoint 'fallback/ckpt_00000003.safetensors' is damaged: tensor 'optimizer.exp_avg.0.0' fails its checksum" resume_fallback.out
+  check "resumed from the intact one" grep -q "resumed from fallback/ckpt_00000002.safetensors at step 2" resume_fallback.out
+  check "the resumed run's data is its checkpoint's" grep -q "^data: .*text.txt" resume_fallback.out
+fi
+# Diverged weights: an update to 1e30 (finite) whose loss is not. The run stops without calling them
+# good (exit 1); the periodic checkpoint holding them makes generate say so in one line (exit 2).
+run diverge train text.txt --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 "${CPU[@]}" --steps 6 --lr 1e30 --max-bad-steps 2 --checkpoint-every 1 --out diverged
+if [[ $RC -eq 1 ]] && grep -q "not saved (the newest checkpoint is diverged/ckpt_00000001.safetensors)" diverge.err; then
+  pass "a diverged run stops without saving its weights as good: $(tail -n 1 diverge.err)"
+else
+  fail "a diverged run stops without saving its weights as good" "exit $RC: $(tail -c 300 diverge.err)"
+fi
+bad gen_diverged "ckpt_00000001.safetensors.*non-finite logits" generate --checkpoint diverged "${CPU[@]}"
 bad gen_missing "checkpoint 'absent.safetensors' does not exist" generate --checkpoint absent.safetensors "${CPU[@]}"
 bad gen_empty "empty.safetensors" generate --checkpoint empty.safetensors "${CPU[@]}"
 bad gen_truncated "truncated.safetensors.*(truncated|damaged)" generate --checkpoint truncated.safetensors "${CPU[@]}"

@@ -2,7 +2,8 @@
 # One run per output folder, with two real processes (issue 19): a second `train --resume auto` into the
 # --out of a run that is still going is refused within seconds, naming the holder, and the first run's
 # files stay intact; the claim is released when the run stops early, after an error exit, and is taken
-# over (with a note) from a run killed outright. Also `prepare` into a folder that is being prepared.
+# over (with a note) from a run killed outright. Also `prepare` into a folder that is being prepared, and
+# `export --overwrite` into a live run's folder (issue 26).
 # Usage: output_claim_test.sh MYGPT_DDP
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 use_binary "${1:-}"
@@ -46,6 +47,10 @@ check "the first run's metrics keep growing ($rows_before -> $rows_after rows)" 
 check "every metrics row is whole JSON" python3 -c "import json,sys; [json.loads(l) for l in open('busy/metrics.jsonl')]"
 expect_bad overwrite "in use by another run" train "${LONG[@]}" --steps 1000000 --overwrite --out busy &&
   pass "--overwrite into a busy --out is refused too"
+expect_bad export_busy "--out 'busy' is in use by another run \(host $(hostname), pid $first_pid" \
+     export --checkpoint busy/ckpt_00000020.safetensors --out busy --overwrite &&
+  pass "export --overwrite into a live run's --out is refused: $(cat export_busy.err)"
+check "the refused export wrote no model file there" test ! -e busy/config.json -a ! -e busy/model.safetensors
 check "the first run's checkpoints are all still there" test -f busy/ckpt_00000020.safetensors
 
 # --- an early stop (SIGTERM) releases the claim -----------------------------------------------------

@@ -30,6 +30,8 @@
 #include "trainer/run_output.h"
 #include "trainer/stateful_parts.h"
 #include "trainer/trainer.h"
+#include "launcher/run_course.h"
+#include "launcher/run_start.h"
 
 namespace mygpt {
 namespace {
@@ -405,6 +407,121 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
     EXPECT_NE(message.find(cut.string()), std::string::npos) << keep << ": " << message;
   }
   EXPECT_NO_THROW(load_checkpoint(good));
+}
+
+// generate, eval and export read the weights alone: damage in the optimizer's state does not stop them,
+// while resuming (which needs it) still refuses the file; --resume auto falls back to an older intact one.
+TEST(Checkpoint, WeightsAloneLoadPastDamagedOptimizerStateAndResumeFallsBack) {
+  ScratchDir dir;
+  const fs::path good = save_trained(dir.path() / "good.safetensors");
+  std::string bytes = read_file(good);
+  // Tensors lie largest element first, then by name: the file's last bytes are an optimizer tensor's.
+  const SafetensorsReader reader = SafetensorsReader::open(good);
+  ASSERT_EQ(reader.names().back().rfind("optimizer.", 0), 0u) << reader.names().back();
+  bytes[bytes.size() - 2] = static_cast<char>(bytes[bytes.size() - 2] ^ 0x40);
+  const fs::path out = dir.path() / "run";
+  fs::create_directories(out);
+  fs::copy_file(good, checkpoint_path(out, 3));
+  const fs::path damaged = dir.write("run/ckpt_00000004.safetensors", bytes);
+
+  const std::string message = invalid_argument_message([&] { load_checkpoint(damaged); });
+  EXPECT_NE(message.find("'" + reader.names().back() + "' fails its checksum"), std::string::npos) << message;
+  const Checkpoint weights = load_checkpoint(damaged, CheckpointParts::weights);
+  EXPECT_TRUE(part_state(weights.tensors, "optimizer").empty());
+  const Checkpoint whole = load_checkpoint(good);
+  for (const auto& [name, tensor] : part_state(whole.tensors, "model")) {
+    EXPECT_TRUE(torch::equal(tensor, weights.tensors.at("model." + name))) << name;
+  }
+  EXPECT_NO_THROW(open_stored_model(damaged));  // as generate, eval and export open it
+
+  const RunStart start = open_run_start(testing::train_flags({"--resume", "auto", "--out", out.string()}));
+  ASSERT_TRUE(start.resume);
+  EXPECT_EQ(start.model->path, checkpoint_path(out, 3));
+  ASSERT_EQ(start.notes.size(), 1u);
+  EXPECT_NE(start.notes[0].find("passed over a damaged checkpoint: checkpoint '" + damaged.string() + "'"),
+            std::string::npos) << start.notes[0];
+  EXPECT_NE(start.notes[0].find("fails its checksum"), std::string::npos) << start.notes[0];
+  // Nothing intact: the newest one's error, not a fresh run over the old one's files.
+  fs::remove(checkpoint_path(out, 3));
+  const std::string none = invalid_argument_message(
+      [&] { open_run_start(testing::train_flags({"--resume", "auto", "--out", out.string()})); });
+  EXPECT_NE(none.find(damaged.string()), std::string::npos) << none;
+}
+
+// --init-from with --resume auto (a requeued fine-tuning job): the weights while --out has no checkpoint,
+// the run's own checkpoint once it has one; with a --resume path, --init-from is refused.
+TEST(Checkpoint, InitFromWithResumeAutoStartsOnceThenResumes) {
+  ScratchDir dir;
+  const fs::path weights = save_trained(dir.path() / "pretrained.safetensors");
+  const fs::path out = dir.path() / "finetune";
+  const auto flags = [&] {
+    return testing::train_flags({"--init-from", weights.string(), "--resume", "auto", "--out", out.string()});
+  };
+  const RunStart first = open_run_start(flags());
+  ASSERT_TRUE(first.model.has_value());
+  EXPECT_FALSE(first.resume);
+  EXPECT_EQ(first.model->path, weights);
+  EXPECT_TRUE(first.notes.empty());
+
+  fs::create_directories(out);
+  fs::copy_file(weights, checkpoint_path(out, 3));
+  const RunStart requeued = open_run_start(flags());
+  EXPECT_TRUE(requeued.resume);
+  EXPECT_EQ(requeued.model->path, checkpoint_path(out, 3));
+  ASSERT_EQ(requeued.notes.size(), 1u);
+  EXPECT_EQ(requeued.notes[0], "--init-from " + weights.string() + " not used: resuming the run's own checkpoint");
+
+  const std::string both = invalid_argument_message([&] {
+    open_run_start(testing::train_flags({"--init-from", weights.string(), "--resume", checkpoint_path(out, 3).string(),
+                                         "--out", out.string()}));
+  });
+  EXPECT_NE(both.find("give --init-from (a new run from stored weights) or --resume PATH"), std::string::npos) << both;
+}
+
+// A resumed run takes its options from its checkpoint unless given again: `--resume auto` alone after a
+// shakespeare-char run keeps beta2 0.99 (the recipe's; the plain default is 0.95), and the log line names
+// every option given anew. The process's own settings (here --threads) are never taken.
+TEST(Checkpoint, ResumeTakesTheRunsOptionsFromItsCheckpoint) {
+  const Parsed<TrainFlags> original = testing::train_flags(
+      {"--preset", "shakespeare-char", "--steps", "40", "--threads", "2", "--sample-every", "5", "--lr", "2e-3"});
+  ASSERT_DOUBLE_EQ(original.config.train.beta2, 0.99);
+  RunStart start;
+  start.resume = true;
+  start.model.emplace();
+  start.model->path = "out/ckpt_00000020.safetensors";
+  start.model->checkpoint.emplace();
+  TrainFlags stored = original.config;  // as build_trainer stores it: with the derived values filled in
+  stored.train = resolve_train_options(original, original.config.model.resolve(65), torch::kCPU, 1);
+  start.model->checkpoint->meta.run_config = train_flag_table().to_text(stored);
+
+  const auto resumed = [&](const std::vector<std::string>& args) {
+    return resumed_flags(testing::train_flags(args), start).config;
+  };
+  const TrainFlags plain = resumed({"--resume", "auto"});
+  EXPECT_DOUBLE_EQ(plain.train.beta2, 0.99);
+  EXPECT_EQ(plain.train.batch_size, 64);
+  EXPECT_EQ(plain.train.steps, 40);
+  EXPECT_EQ(plain.model.preset, "shakespeare-char");
+  EXPECT_EQ(plain.train.sample_prompt, "\n");  // a value of its own line ("\n") read back whole
+  EXPECT_EQ(plain.runtime.threads, 0);         // the process's: this run's default, not the checkpoint's 2
+  EXPECT_EQ(plain.runtime.resume, "auto");
+  EXPECT_EQ(train_flag_table().to_text(plain).find("beta2=0.99\n") != std::string::npos, true);
+
+  const TrainFlags changed = resumed({"--resume", "auto", "--beta2", "0.95", "--steps", "60"});
+  EXPECT_DOUBLE_EQ(changed.train.beta2, 0.95);
+  EXPECT_EQ(changed.train.steps, 60);
+  EXPECT_EQ(resume_changes(start.model->checkpoint->meta.run_config, train_flag_table().to_text(changed)),
+            "resuming with changes: --steps 40 -> 60, --beta2 0.99 -> 0.95 (the learning-rate schedule and the data "
+            "continue on the new values)");
+  EXPECT_EQ(resume_changes(start.model->checkpoint->meta.run_config, train_flag_table().to_text(plain)), "");
+  // A new --lr without --min-lr derives its own floor (a tenth), as a fresh run's would.
+  EXPECT_FALSE(resumed({"--resume", "auto", "--lr", "5e-4"}).train.min_lr.has_value());
+  EXPECT_DOUBLE_EQ(*resumed({"--resume", "auto"}).train.min_lr, 2e-4);  // the checkpoint's, derived from its --lr
+  // A stored value the option refuses is named with the checkpoint.
+  start.model->checkpoint->meta.run_config = "beta2=1.5\n";
+  const std::string bad = invalid_argument_message([&] { resumed({"--resume", "auto"}); });
+  EXPECT_NE(bad.find("--resume out/ckpt_00000020.safetensors: its stored options: --beta2 must be in [0, 1)"),
+            std::string::npos) << bad;
 }
 
 TEST(Checkpoint, StaleTemporariesOfOurOwnAreRemoved) {

@@ -141,6 +141,23 @@ TEST(KvCacheGeneration, ReportsEachStepsTokensAsTheyComeAndRestoresTrainingMode)
   EXPECT_EQ(generate(model, prompts, greedy(0, true)).size(1), 3);
 }
 
+// Weights that diverged (1e30: finite, but the logits they give are not) are refused in one exception
+// naming the cause, with and without the KV cache, instead of LibTorch's multinomial message.
+TEST(KvCacheGeneration, NonFiniteLogitsAreNamed) {
+  torch::manual_seed(0);
+  Gpt model(GptConfig{.vocab_size = 11, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8});
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.fill_(1e30);
+  }
+  for (const bool kv_cache : {true, false}) {
+    SamplingOptions options{.max_new_tokens = 3, .temperature = 1.0, .top_k = 0, .vocab_limit = 0, .kv_cache = kv_cache};
+    EXPECT_THROW(generate(model, torch::zeros({1, 2}, torch::kLong), options), NonFiniteLogits) << kv_cache;
+    options.temperature = 0;  // greedy would pick an id from NaN silently
+    EXPECT_THROW(generate(model, torch::zeros({1, 2}, torch::kLong), options), NonFiniteLogits) << kv_cache;
+  }
+}
+
 TEST(KvCacheGeneration, DecodingLayoutKeepsShapesAndTokens) {
   auto model = scrambled_model(small_config(16), 17);
   const auto prompts = random_prompts(2, 5, 101, 18);

@@ -212,8 +212,12 @@ TEST(ResumeChanges, NamesWhatChangesInOneLine) {
   const std::string before = "steps=100\nbatch-size=8\nlr=0.001\nmin-lr=0.0001\ndata-order=shuffled\nseed=1\n";
   EXPECT_EQ(resume_changes(before, before), "");
   EXPECT_EQ(resume_changes(before, "steps=200\nbatch-size=4\nlr=0.001\nmin-lr=0.0001\ndata-order=shuffled\nseed=2\n"),
-            "resuming with changes: --steps 100 -> 200, --batch-size 8 -> 4 (the learning-rate schedule and the data "
-            "continue on the new values)");
+            "resuming with changes: --steps 100 -> 200, --batch-size 8 -> 4, --seed 1 -> 2 (the learning-rate schedule "
+            "and the data continue on the new values)");
+  // Every option of the run is compared, none of the process's (--threads, --resume).
+  EXPECT_EQ(resume_changes("beta2=0.99\nthreads=2\nresume=\n", "beta2=0.95\nthreads=4\nresume=auto\n"),
+            "resuming with changes: --beta2 0.99 -> 0.95 (the learning-rate schedule and the data continue on the new "
+            "values)");
   const std::map<std::string, std::string> lines = option_lines("a=1\nb=x=y\nbroken\n");
   EXPECT_EQ(lines, (std::map<std::string, std::string>{{"a", "1"}, {"b", "x=y"}}));
 }

@@ -109,7 +109,10 @@ TEST(Gpt2Recipe, OtherPresetsKeepTheCommandLineDefaults) {
   EXPECT_EQ(r.options.warmup_steps, 100);
   EXPECT_EQ(r.options.grad_accum, 1);
   EXPECT_EQ(r.options.seq_len, r.model.block_size);  // --seq-len 0: the block size
-  EXPECT_EQ(r.options.checkpoint_every, 0);
+  EXPECT_EQ(r.options.checkpoint_every, 250);  // at each evaluation (--eval-every's default)
+  EXPECT_EQ(r.options.keep_checkpoints, 2);
+  EXPECT_EQ(recipe({"--eval-every", "0"}).options.checkpoint_every, 0);  // no evaluations: only at the end
+  EXPECT_EQ(recipe({"--checkpoint-every", "9"}).options.keep_checkpoints, 0);  // set: all are kept
 }
 
 TEST(Gpt2Recipe, RejectsInconsistentBatchSettings) {

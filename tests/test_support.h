@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "model/gpt_config.h"
 
@@ -29,15 +31,20 @@ inline GptConfig small_config(int64_t vocab, int64_t block, int64_t layers = 2, 
   return c;
 }
 
-// The message of the std::invalid_argument that f throws, or a marker that it threw none.
-template <typename F>
-std::string invalid_argument_message(F&& f) {
+// The message of the exception E that f throws, or a marker that it threw none.
+template <typename E, typename F>
+std::string exception_message(F&& f) {
   try {
     f();
-  } catch (const std::invalid_argument& e) {
+  } catch (const E& e) {
     return e.what();
   }
-  return "<no std::invalid_argument thrown>";
+  return std::string("<no ") + (std::is_same_v<E, std::invalid_argument> ? "std::invalid_argument" : "exception") +
+         " thrown>";
+}
+template <typename F>
+std::string invalid_argument_message(F&& f) {
+  return exception_message<std::invalid_argument>(std::forward<F>(f));
 }
 
 }  // namespace mygpt::testing

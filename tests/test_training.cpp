@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -19,6 +20,7 @@
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_support.h"
 #include "tests/training_fixture.h"
 #include "trainer/adamw.h"
 #include "trainer/lr_schedule.h"
@@ -32,6 +34,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::cpu_trainer;
+
+template <typename F>
+std::string runtime_error_message(F&& f) {
+  return testing::exception_message<std::runtime_error>(std::forward<F>(f));
+}
 using testing::token_data;
 
 constexpr int64_t kVocab = 23;
@@ -389,15 +396,72 @@ TEST(Trainer, NonFiniteStepsAreSkippedAndTooManyStopTheRun) {
   EXPECT_TRUE(std::isfinite(good.loss));
   EXPECT_EQ(run->optimizer().steps_taken(), 1);
 
-  // Two bad steps in a row end the run with a checkpoint of the last good weights.
+  // Two bad steps in a row end the run; weights that are not finite are no good weights to save.
   {
     torch::NoGradGuard no_grad;
     cell.fill_(std::numeric_limits<float>::quiet_NaN());
   }
   run->output().open_metrics(/*append=*/false);
-  EXPECT_THROW(run->run(2), std::runtime_error);
-  EXPECT_TRUE(fs::exists(checkpoint_path(dir.path(), 4)));
+  const std::string message = runtime_error_message([&] { run->run(2); });
+  EXPECT_NE(message.find("2 steps in a row had a non-finite loss or gradient norm (lower --lr?); stopped; the weights "
+                         "themselves give a non-finite loss, so they were not saved (no checkpoint)"),
+            std::string::npos) << message;
+  EXPECT_FALSE(latest_checkpoint(dir.path()).has_value());
   EXPECT_EQ(run->optimizer().steps_taken(), 1);
+}
+
+// The case: an update blew the weights up to 1e30, finite, but the loss on them is not. They
+// are not saved as "the last good weights" (generate could not sample from them); the message names the
+// newest checkpoint there is instead.
+TEST(Trainer, WeightsThatGiveANonFiniteLossAreNotSavedAsGood) {
+  ScratchDir dir;
+  auto run = cpu_trainer(small_args(dir.path(), {{"max-bad-steps", "2"}, {"checkpoint-every", "1"}, {"steps", "6"}}),
+                         token_data(random_tokens(2000), kVocab));
+  run->output().open_metrics(/*append=*/false);
+  run->run(0);  // ckpt 1 .. 6
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : run->model()->parameters()) p.fill_(1e30);
+  }
+  const std::string message = runtime_error_message([&] { run->run(6 - 3); });
+  EXPECT_NE(message.find("so they were not saved (the newest checkpoint is " + checkpoint_path(dir.path(), 6).string() +
+                         ")"),
+            std::string::npos) << message;
+  // What was there is untouched: step 4's file (the two bad steps 3 and 4 would have written it) is the
+  // good run's.
+  EXPECT_EQ(load_checkpoint(checkpoint_path(dir.path(), 4)).tensors.at("model.wte.weight").abs().max().item<float>() <
+                1e29,
+            true);
+}
+
+// Gradients that overflow on finite weights with a finite loss (as an fp16 backward's do) leave the
+// weights good: then the run stops with a checkpoint of them.
+TEST(Trainer, BadGradientsOnGoodWeightsStopWithTheirCheckpoint) {
+  ScratchDir dir;
+  ::setenv("MYGPT_TEST_INJECT_OVERFLOW", "0:2,0:3", 1);
+  auto run = cpu_trainer(small_args(dir.path(), {{"max-bad-steps", "2"}, {"checkpoint-every", "0"}}),
+                         token_data(random_tokens(2000), kVocab));
+  ::unsetenv("MYGPT_TEST_INJECT_OVERFLOW");
+  run->output().open_metrics(/*append=*/false);
+  const std::string message = runtime_error_message([&] { run->run(0); });
+  EXPECT_NE(message.find("stopped with a checkpoint of the last good weights at step 4"), std::string::npos) << message;
+  EXPECT_EQ(run->optimizer().steps_taken(), 2);
+  const Checkpoint saved = load_checkpoint(checkpoint_path(dir.path(), 4));
+  for (const auto& [name, tensor] : part_state(saved.tensors, "model")) {
+    EXPECT_TRUE(torch::isfinite(tensor).all().item<bool>()) << name;
+  }
+}
+
+// By default a run checkpoints at each evaluation (a kill -9 loses one interval at most) and keeps the
+// newest two of those.
+TEST(Trainer, CheckpointsFollowTheEvaluationsByDefault) {
+  ScratchDir dir;
+  auto args = small_args(dir.path(), {{"steps", "7"}, {"eval-every", "2"}, {"eval-steps", "1"}});
+  auto run = cpu_trainer(args, token_data(pattern_tokens(4000), kVocab, pattern_tokens(500)));
+  run->output().open_metrics(/*append=*/false);
+  run->run(0);
+  EXPECT_EQ(list_checkpoints(dir.path()),
+            (std::vector<fs::path>{checkpoint_path(dir.path(), 6), checkpoint_path(dir.path(), 7)}));
 }
 
 TEST(Trainer, TheLastEvaluationSeesTheSavedWeights) {

@@ -72,7 +72,15 @@ else
     if below 12 "${first_loss:-0}"; then pass "the first loss is the imported model's ($first_loss), not a fresh one's"; else fail "the first loss is the imported model's" "'$first_loss'"; fi
   fi
   expect_bad_input init_from_shape "--n-layer 3 differs from the model of Hugging Face folder" "$WORK/ft_shape" "${FT[@]}" --n-layer 3 --out "$WORK/ft_shape"
-  expect_bad_input init_from_and_resume "--init-from.*--resume|--resume.*--init-from" "$WORK/ft_both" "${FT[@]}" --resume auto --out "$WORK/ft_both"
+  # --init-from with --resume auto, as a requeued fine-tuning job runs: the weights while --out has no
+  # checkpoint, its own checkpoint after that.
+  if expect_ok init_from_requeued "${FT[@]}" --resume auto --out "$WORK/ft_both"; then
+    check "--init-from with --resume auto and no checkpoint starts from the weights" grep -q "^weights: Hugging Face folder" "$WORK/init_from_requeued.out"
+    if expect_ok init_from_requeued_again "${FT[@]}" --resume auto --out "$WORK/ft_both"; then
+      check "requeued again, it resumes its own checkpoint" grep -q "resumed from $WORK/ft_both/ckpt_00000004.safetensors at step 4" "$WORK/init_from_requeued_again.out"
+      check "and says that --init-from is not used" grep -q "^--init-from $HF not used: resuming the run's own checkpoint" "$WORK/init_from_requeued_again.out"
+    fi
+  fi
 
   # --- export: transformers loads it and gives our loss; its tokenizer is GPT-2's -----------------
   if [[ -d $WORK/ft ]] && expect_ok export_ft export --checkpoint "$WORK/ft" --out "$WORK/exported"; then

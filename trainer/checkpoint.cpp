@@ -69,7 +69,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 // The metadata's claims against the tensors' recorded shapes (the header, which the reader has already
 // checked against the file's size): before any tensor is read or a model of the claimed shape is built,
 // so a checkpoint cannot make the program allocate more than it holds.
-void check_claims(const SafetensorsReader& reader, const CheckpointMeta& meta) {
+void check_claims(const SafetensorsReader& reader, const CheckpointMeta& meta, CheckpointParts parts) {
   const GptConfig& c = meta.model_config;
   const std::string claimed = strprintf("its model_config (%lld layers, width %lld, vocabulary %lld, block %lld)",
                                         static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd),
@@ -101,9 +101,10 @@ void check_claims(const SafetensorsReader& reader, const CheckpointMeta& meta) {
     throw std::invalid_argument("its tokenizer is GPT-2's (" + std::to_string(static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize)) + " tokens) but its model has " +
                                 std::to_string(c.vocab_size) + " vocabulary rows");
   }
-  // The optimizer cannot have taken more steps than the run.
+  // The optimizer cannot have taken more steps than the run (a reader of the weights alone leaves the
+  // optimizer's tensors unread: they may be the damaged part).
   const std::string steps_name = "optimizer.steps_taken";
-  if (reader.has(steps_name)) {
+  if (parts == CheckpointParts::all && reader.has(steps_name)) {
     const torch::Tensor steps = reader.tensor(steps_name);
     if (steps.numel() != 1 || steps.scalar_type() != torch::kLong) {
       throw std::invalid_argument("tensor '" + steps_name + "' is not one integer");
@@ -142,7 +143,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
   }
 }
 
-Checkpoint load_checkpoint(const std::filesystem::path& path) {
+Checkpoint load_checkpoint(const std::filesystem::path& path, CheckpointParts parts) {
   require_regular_file(path, "checkpoint");
   const std::string name = "checkpoint '" + path.string() + "'";
   std::optional<SafetensorsReader> reader;
@@ -175,12 +176,16 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     throw std::invalid_argument(name + " is damaged: " + e.what());
   }
   try {
-    check_claims(*reader, ckpt.meta);
+    check_claims(*reader, ckpt.meta, parts);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(name + " does not hold what its metadata claims: " + e.what());
   }
+  const auto wanted = [parts](const std::string& tensor_name) {
+    return parts == CheckpointParts::all || tensor_name.rfind("model.", 0) == 0;
+  };
   try {
     for (const std::string& tensor_name : reader->names()) {
+      if (!wanted(tensor_name)) continue;
       torch::Tensor t = reader->tensor(tensor_name);
       const auto sum = metadata.find(kChecksumPrefix + tensor_name);
       if (sum == metadata.end())
@@ -191,8 +196,9 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
       ckpt.tensors[tensor_name] = std::move(t);
     }
     for (const auto& [key, value] : metadata) {
-      if (key.rfind(kChecksumPrefix, 0) == 0 && !reader->has(key.substr(kChecksumPrefix.size()))) {
-        throw std::invalid_argument("tensor '" + printable_name(key.substr(kChecksumPrefix.size())) + "' is missing");
+      const std::string tensor_name = key.substr(std::min(key.size(), kChecksumPrefix.size()));
+      if (key.rfind(kChecksumPrefix, 0) == 0 && wanted(tensor_name) && !reader->has(tensor_name)) {
+        throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' is missing");
       }
     }
   } catch (const std::invalid_argument& e) {

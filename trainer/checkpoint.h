@@ -34,9 +34,15 @@ struct Checkpoint {
 // Tensors are stored as they are given (on the CPU); the caller names them.
 void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors);
 
+// What a reader of a checkpoint needs of it: everything (to resume), or the model's weights alone
+// (generate, eval, export, --init-from), whose readers neither read nor verify the other tensors, so a
+// checkpoint damaged only in its optimizer state still samples, evaluates and exports.
+enum class CheckpointParts { all, weights };
+
 // Throws std::invalid_argument naming the file (and the tensor) for a missing, truncated, foreign or
-// damaged one. A failed write throws OutputFileError and leaves no file behind.
-Checkpoint load_checkpoint(const std::filesystem::path& path);
+// damaged one, in what `parts` reads (the metadata always). A failed write throws OutputFileError and
+// leaves no file behind.
+Checkpoint load_checkpoint(const std::filesystem::path& path, CheckpointParts parts = CheckpointParts::all);
 
 // The entries of one part ("model", "optimizer", ...) without the "<part>." prefix, and the reverse.
 StateDict part_state(const StateDict& tensors, const std::string& part);

@@ -46,9 +46,10 @@ struct TrainOptions {
   int64_t eval_every{};  // 0 disables periodic validation
   int64_t eval_steps{};  // validation batches per evaluation, all ranks together
   int64_t log_every{};
-  int64_t checkpoint_every{};    // 0: only at the end
-  int64_t keep_checkpoints{};    // 0 keeps all
-  bool final_checkpoint{};       // false: none after the last step (checkpoint-every and a stop still write)
+  // Not given: every eval_every steps, keeping the newest 2 (resolve_train_options fills both in).
+  std::optional<int64_t> checkpoint_every;  // 0: only at the end
+  std::optional<int64_t> keep_checkpoints;  // 0 keeps all
+  bool final_checkpoint{};  // false: none after the last step (checkpoint-every and a stop still write)
   int64_t hellaswag_every{};     // with a HellaSwag file
   int64_t hellaswag_examples{};  // per evaluation; 0 means all
   int64_t sample_every{};        // rank 0 prints a sample every N steps; 0 disables

@@ -190,10 +190,11 @@ void Trainer::save_checkpoint_at(int64_t steps_done) {
 }
 
 void Trainer::prune_checkpoints() {
-  if (options_.keep_checkpoints <= 0) return;
+  const int64_t keep = options_.keep_checkpoints.value_or(0);
+  if (keep <= 0) return;
   // Both names count (a run resumed from an old-named folder), oldest first.
   const std::vector<std::filesystem::path> found = list_checkpoints(output_.out_dir());
-  for (size_t i = 0; i + static_cast<size_t>(options_.keep_checkpoints) < found.size(); ++i) {
+  for (size_t i = 0; i + static_cast<size_t>(keep) < found.size(); ++i) {
     std::filesystem::remove(found[i]);
   }
 }
@@ -251,6 +252,27 @@ int64_t Trainer::restore(const Checkpoint& ckpt) {
                   " rank(s): data position kept, random streams re-seeded (not bit-identical)");
   }
   return ckpt.meta.step;
+}
+
+void Trainer::stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, const StepResult& last) {
+  const std::string what = std::to_string(bad_in_a_row) +
+                           " steps in a row had a non-finite loss or gradient norm (lower --lr?); stopped";
+  // The skipped steps changed no weights, so the bad steps were computed on these. They are good weights
+  // only when finite and giving a finite loss (the gradient alone overflowed): an update that blew them up
+  // (to 1e30, say) leaves finite weights whose loss is not, and no one could sample from them. The same
+  // on every rank (the loss is all-reduced, the weights are one copy), so all take one branch.
+  bool weights_finite = std::isfinite(last.loss);
+  for (const auto& parameter : p_.model->parameters()) {
+    weights_finite = weights_finite && torch::isfinite(parameter).all().item<bool>();
+  }
+  if (weights_finite) {
+    save_checkpoint_at(steps_done);
+    throw std::runtime_error(what + " with a checkpoint of the last good weights at step " + std::to_string(steps_done));
+  }
+  const auto newest = output_.writes() ? latest_checkpoint(output_.out_dir()) : std::nullopt;
+  throw std::runtime_error(what + "; the weights themselves give a non-finite loss, so they were not saved (" +
+                           (newest ? "the newest checkpoint is " + newest->string() : std::string("no checkpoint")) +
+                           ")");
 }
 
 bool Trainer::stop_requested_here() const { return p_.stop_requested && p_.stop_requested(); }
@@ -382,14 +404,7 @@ TrainSummary Trainer::run(int64_t start_step) {
           strprintf("step %lld | skipped: loss or gradient norm not finite (%lld in a row, --max-bad-steps %lld)",
                     static_cast<long long>(step), static_cast<long long>(bad_in_a_row),
                     static_cast<long long>(options_.max_bad_steps)));
-      if (bad_in_a_row >= options_.max_bad_steps) {
-        // The skipped steps changed no weights: this checkpoint holds the last good state.
-        save_checkpoint_at(steps_done);
-        throw std::runtime_error(std::to_string(bad_in_a_row) +
-                                 " steps in a row had a non-finite loss or gradient "
-                                 "norm (lower --lr?); stopped with a checkpoint of the last good weights at step " +
-                                 std::to_string(steps_done));
-      }
+      if (bad_in_a_row >= options_.max_bad_steps) stop_after_bad_steps(bad_in_a_row, steps_done, r);
     }
     if (step + 1 == options_.steps) break;
     if (r.stop_requested) {
@@ -399,7 +414,9 @@ TrainSummary Trainer::run(int64_t start_step) {
       summary.stopped_early = true;
       return summary;
     }
-    if (options_.checkpoint_every > 0 && steps_done % options_.checkpoint_every == 0) save_checkpoint_at(steps_done);
+    // Not after a bad step: the weights it was computed on may be what went wrong (stop_after_bad_steps).
+    const int64_t every = options_.checkpoint_every.value_or(0);
+    if (every > 0 && steps_done % every == 0 && bad_in_a_row == 0) save_checkpoint_at(steps_done);
   }
   if (options_.final_checkpoint) save_checkpoint_at(options_.steps);
   // The last evaluations run on the weights just saved.

@@ -102,6 +102,9 @@ class Trainer {
   // Validation, HellaSwag and a sample, each when due at this step (all of them when final).
   void evaluate_at(int64_t step, bool final, TrainSummary& summary);
   void prune_checkpoints();
+  // Ends a run after --max-bad-steps bad steps in a row (std::runtime_error), saving the weights only
+  // when they are good.
+  [[noreturn]] void stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, const StepResult& last);
   bool stop_requested_here() const;
   // The next training micro-batch, copied into inputs_.
   const Batch& next_train_batch();
