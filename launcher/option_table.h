@@ -358,8 +358,9 @@ class OptionTable {
     return out;
   }
 
-  // The "name=value" entries of to_text's form, by name. A value may span lines (a prompt of "\n"): a line
-  // that does not begin with a row's name and '=' continues the value before it.
+  // The "name=value" entries of to_text's form, by name, their values unescaped (unescaped_line). A value
+  // may span lines in what older versions stored (a prompt of "\n" unescaped): a line that does not begin
+  // with a row's name and '=' continues the value before it.
   std::map<std::string, std::string> entries_of_text(const std::string& text) const {
     std::map<std::string, std::string> entries;
     std::string* last = nullptr;
@@ -380,6 +381,7 @@ class OptionTable {
       }
       start = end + 1;
     }
+    for (auto& [name, value] : entries) value = option_detail::unescaped_line(value);
     return entries;
   }
 

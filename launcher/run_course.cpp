@@ -47,7 +47,9 @@ std::string resume_changes(const std::string& stored_run_options, const std::str
   for (const auto& row : table.rows()) {
     if (!row->is_resumed()) continue;
     const auto a = before.find(row->name()), b = now.find(row->name());
-    const std::string was = a == before.end() ? "unset" : a->second, is = b == now.end() ? "unset" : b->second;
+    // Shown as --help shows values: escaped, so a prompt of one newline reads \n.
+    const std::string was = a == before.end() ? "unset" : option_detail::escaped_line(a->second);
+    const std::string is = b == now.end() ? "unset" : option_detail::escaped_line(b->second);
     if (was != is) changes += (changes.empty() ? "" : ", ") + ("--" + row->name() + " " + was + " -> " + is);
   }
   if (changes.empty()) return "";

@@ -26,10 +26,8 @@ namespace {
 nlohmann::json run_record(const Trainer& trainer, const TrainingData& data, const WorldInfo& w,
                           const torch::Device& device, int64_t threads, int64_t start_step) {
   nlohmann::json options = nlohmann::json::object();
-  std::istringstream lines(trainer.checkpoint_meta().run_config);
-  for (std::string line; std::getline(lines, line);) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) options[line.substr(0, eq)] = option_detail::unescaped_line(line.substr(eq + 1));
+  for (const auto& [name, value] : train_flag_table().entries_of_text(trainer.checkpoint_meta().run_config)) {
+    options[name] = value;
   }
   const GptConfig& m = trainer.checkpoint_meta().model_config;
   return {{"options", options},

@@ -339,6 +339,12 @@ TEST(OptionTables, NamesAreUniqueAndTheTextFormListsEverySetOption) {
   const auto odd = values_of(train_flag_table().to_text(train_flag_table().parse({"--sample-prompt", prompt}).config));
   EXPECT_EQ(odd.at("sample-prompt"), "a\\nb\\\\n\\tc\\r\\\\");
   EXPECT_EQ(option_detail::unescaped_line(odd.at("sample-prompt")), prompt);
+  // What a resume reads back (entries_of_text, take_stored) is the value itself, not its escaped line.
+  const std::string stored = train_flag_table().to_text(train_flag_table().parse({"--sample-prompt", prompt}).config);
+  EXPECT_EQ(train_flag_table().entries_of_text(stored).at("sample-prompt"), prompt);
+  auto resumed = train_flag_table().parse({});
+  train_flag_table().take_stored(stored, resumed);
+  EXPECT_EQ(resumed.config.train.sample_prompt, prompt);
 }
 
 TEST(OptionTables, BadValuesAreRefusedNamingTheFlag) {
