@@ -12,7 +12,6 @@
 
 #include "distributed/job_session.h"
 #include "launcher/commands.h"
-#include "launcher/memory_reuse.h"
 
 namespace {
 
@@ -77,7 +76,6 @@ int fail(const mygpt::JobSession* job, int code, const std::string& message,
 }  // namespace
 
 int main(int argc, char** argv) {
-  mygpt::keep_freed_memory_for_reuse();
   std::unique_ptr<mygpt::JobSession> job;
   try {
     job = std::make_unique<mygpt::JobSession>();

@@ -14,6 +14,7 @@
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
+#include "launcher/memory_reuse.h"
 #include "launcher/run_builder.h"
 #include "launcher/run_start.h"
 #include "launcher/stop_signal.h"
@@ -55,6 +56,7 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   const WorldInfo& w = job.world();
   const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);
   const int64_t threads = set_cpu_threads(f.runtime.threads, w.local_size);
+  if (f.runtime.keep_freed_memory) keep_freed_memory_for_reuse();
   JobCommunicators comms(job, device, f.runtime.comm_timeout, f.runtime.rendezvous);
   require_same_config_on_all_ranks(comms.host(), train_flag_table().to_text(f) + "build=" + MYGPT_VERSION);
   Communicator& comm = comms.device();

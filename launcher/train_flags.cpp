@@ -286,6 +286,11 @@ OptionTable<TrainFlags> make_table() {
       .init(600.0)
       .check(non_negative)
       .of_process();
+  t.add("keep-freed-memory", &F::runtime, &R::keep_freed_memory,
+        "CPU: malloc keeps the memory a step frees for the next instead of returning it to the kernel (no page "
+        "faults per step; a higher peak RSS, which plan does not count yet); MALLOC_* variables override it")
+      .init(false)
+      .of_process();
   t.add("rendezvous", &F::runtime, &R::rendezvous,
         "how ranks started without MPI (torchrun, srun, RANK/WORLD_SIZE) meet: tcp (a c10d TCP store at "
         "MASTER_ADDR:MASTER_PORT) or file:DIR (a c10d file store in DIR, a folder every rank sees)")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Which memory allocator policy CPU training should run under, measured: `mygpt-ddp train` on one thread
-# under glibc's defaults, under the policy the binary sets at start (launcher/memory_reuse: no mmap per
+# under glibc's defaults (the binary's), under `--keep-freed-memory` (launcher/memory_reuse: no mmap per
 # block, no trimming), and under Debian's jemalloc (default decay, and decay off) and mimalloc, preloaded.
 # Two configurations: nanoGPT's CPU Shakespeare model (4 x 128, block 64, batch 12; blocks below glibc's
 # mmap threshold) and the same model at block 256, batch 32 (attention blocks of 64 MiB, above it).
@@ -10,9 +10,6 @@
 #
 # usage: scripts/bench_allocator.sh [--small-steps 300] [--large-steps 30] [--skip 10] [--repeat 1]
 #          [--data FILE] [--no-append]
-#
-# glibc's defaults are reached with MALLOC_CHECK_=0 in the environment: the binary leaves malloc alone
-# whenever a MALLOC_* variable is set, and glibc 2.34 and later ignore this one without their debug library.
 set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
@@ -33,8 +30,7 @@ bench_machine_facts
 
 environment_of() {  # the env(1) arguments of a variant
   case $1 in
-    glibc-defaults) echo "MALLOC_CHECK_=0" ;;
-    memory-reuse) ;;  # nothing set: the binary's own policy
+    glibc-defaults | memory-reuse) ;;
     jemalloc) echo "LD_PRELOAD=$jemalloc" ;;
     jemalloc-no-decay) echo "LD_PRELOAD=$jemalloc MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1" ;;
     mimalloc) echo "LD_PRELOAD=$mimalloc" ;;
@@ -57,6 +53,7 @@ for config in small large; do
       OMP_NUM_THREADS=1 bench_run "$work/$name.log" "$name" /usr/bin/time -f "TIME %e %U %S %R %M" -o "$work/$name.time" \
         env $(environment_of "$variant") "$binary" train "$data" --preset shakespeare-char --n-layer 4 --n-head 4 \
         --n-embd 128 --dropout 0 --eval-every 0 --log-every 1 --device cpu --threads 1 $(config_flags "$config") \
+        $([[ $variant == memory-reuse ]] && echo --keep-freed-memory true) \
         --out "$work/$name"
       echo "$config $variant $rep $(sed -n 's/^TIME //p' "$work/$name.time") $work/$name/metrics.jsonl" >>"$rows"
     done
@@ -83,4 +80,4 @@ PY
 bench_report "CPU training under each allocator policy" "$table" \
   "torch $torch_version, one thread, one run at a time, $repeat run(s) per variant; step ms: median over the steps after the first $skip" \
   "model: \`--preset shakespeare-char --n-layer 4 --n-head 4 --n-embd 128 --dropout 0\`; small: \`$(config_flags small)\`; large: \`$(config_flags large)\`" \
-  "memory-reuse is the binary's default (glibc, mallopt M_MMAP_MAX 0 and M_TRIM_THRESHOLD -1 at start); glibc-defaults: MALLOC_CHECK_=0; jemalloc/mimalloc: Debian's, LD_PRELOAD; no-decay: MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1"
+  "memory-reuse: \`--keep-freed-memory true\` (glibc, mallopt M_MMAP_MAX 0 and M_TRIM_THRESHOLD -1); jemalloc/mimalloc: Debian's, LD_PRELOAD; no-decay: MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1"
