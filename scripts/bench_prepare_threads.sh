@@ -54,7 +54,7 @@ with open(out, "w", encoding="utf-8") as f:
 PY
 }
 make_corpus "$mb" "$work/corpus.jsonl"
-bench_machine_facts "corpus $(du -m "$work/corpus.jsonl" | cut -f1) MB of JSON lines from $(basename "$input")"
+bench_machine_facts "corpus $(du -m "$work/corpus.jsonl" | cut -f1) MB of JSON lines from $(basename "$input") and $(basename "$hellaswag")"
 export OMP_NUM_THREADS=1
 
 table="$work/table.md"

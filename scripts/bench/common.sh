@@ -138,7 +138,7 @@ bench_report() {
     echo
     echo "## $title, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "- machine: $cpus CPUs, $cpu_model, $mem RAM; load average (1/5/15 min) at start $load, at end $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- machine: $cpus CPUs, $cpu_model (${cpu_vector:-no AVX2}), $mem RAM; load average (1/5/15 min) at start $load, at end $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- command: \`$command_line\`"
     printf -- '- %s\n' "$@"
     echo
