@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
