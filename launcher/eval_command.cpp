@@ -240,7 +240,6 @@ int run_eval(const Parsed<EvalFlags>& flags, const JobSession&) {
   std::cout << "model: " << m.description << std::endl;
   if (f.val) return evaluate_val_loss(f, m, device, precision);
   if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, precision);
-  if (device.is_cpu()) lay_out_for_decoding(m.model);  // greedy answers, one token at a time
   return evaluate_builtin_task(f, m, device);
 }
 

@@ -92,7 +92,6 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   if (device.is_cpu()) std::cout << "threads: " << threads << std::endl;
   InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
   std::cout << "model: " << m.description << std::endl;
-  if (device.is_cpu()) lay_out_for_decoding(m.model);
   SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k, /*vocab_limit=*/m.token_count};
   sampling.kv_cache = f.kv_cache;
   const std::vector<int64_t> prompt_ids = m.codec->encode(f.prompt);

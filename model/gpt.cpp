@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/decode_linear.h"
 
 namespace mygpt {
 namespace {
@@ -22,6 +23,19 @@ torch::Tensor full_logits_cross_entropy(const torch::Tensor& logits, const torch
 }
 
 torch::Tensor rows_of(const torch::Tensor& hidden) { return hidden.reshape({-1, hidden.size(-1)}); }
+
+// weight applied to the rows of a read that continues a KV cache: model/decode_linear for the few rows of
+// a decoding step on a CPU in fp32 (it streams the weight faster than the BLAS's one-row GEMM),
+// torch::linear otherwise. A first read (`continues_cache` false) is always torch::linear, as forward()
+// computes it, so that the cached and uncached paths agree bit for bit on it.
+torch::Tensor decoding_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                              bool continues_cache) {
+  if (continues_cache && decode_linear_applies(x, weight, bias)) return decode_linear(x, weight, bias);
+  return torch::linear(x, weight, bias);
+}
+torch::Tensor decoding_linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool continues_cache) {
+  return decoding_linear(x, layer->weight, layer->bias, continues_cache);
+}
 
 }  // namespace
 
@@ -54,10 +68,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
 
 torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  auto qkv = c_attn(x).split(C, /*dim=*/2);
+  const int64_t past = cache.length();
+  auto qkv = decoding_linear(c_attn, x, past > 0).split(C, /*dim=*/2);
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2); };
   const auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  const int64_t past = cache.length();
   auto [keys, values] = cache.append(layer, k, v);
   torch::Tensor y;
   if (past == 0) {
@@ -73,7 +87,7 @@ torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, Kv
     auto allowed = torch::ones({T, past + T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).tril(past);
     y = at::scaled_dot_product_attention(q, keys, values, allowed, 0.0, /*is_causal=*/false);
   }
-  return c_proj(y.transpose(1, 2).contiguous().view({B, T, C}));
+  return decoding_linear(c_proj, y.transpose(1, 2).contiguous().view({B, T, C}), past > 0);
 }
 
 MlpImpl::MlpImpl(const GptConfig& config) {
@@ -85,6 +99,10 @@ MlpImpl::MlpImpl(const GptConfig& config) {
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   // GPT-2 was trained with the tanh approximation of GELU; keep it to match its weights.
   return dropout_(c_proj(torch::gelu(c_fc(x), "tanh")));
+}
+
+torch::Tensor MlpImpl::forward_cached(const torch::Tensor& x, bool continues_cache) {
+  return decoding_linear(c_proj, torch::gelu(decoding_linear(c_fc, x, continues_cache), "tanh"), continues_cache);
 }
 
 BlockImpl::BlockImpl(const GptConfig& config) {
@@ -112,8 +130,9 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
 }
 
 torch::Tensor BlockImpl::forward_cached(torch::Tensor x, KvCache& cache, int64_t layer) {
+  const bool continues_cache = cache.length() > 0;  // the cache advances once every layer has read
   x = x + attn->forward_cached(ln_1(x), cache, layer);
-  return x + mlp(ln_2(x));
+  return x + mlp->forward_cached(ln_2(x), continues_cache);
 }
 
 GptImpl::GptImpl(const GptConfig& config) : config_(config) {
@@ -179,7 +198,7 @@ torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx, KvCache& cach
     x = h[layer]->as<BlockImpl>()->forward_cached(x, cache, layer);
   }
   cache.advance(T);
-  return torch::linear(ln_f(x.select(1, -1)), wte->weight);
+  return decoding_linear(ln_f(x.select(1, -1)), wte->weight, {}, past > 0);
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit) {

@@ -45,6 +45,9 @@ class MlpImpl : public torch::nn::Module {
  public:
   explicit MlpImpl(const GptConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
+  // forward() in a read with the KV cache (no dropout: generation only); continues_cache: the cache
+  // already held positions before this read (a decoding step rather than a first read).
+  torch::Tensor forward_cached(const torch::Tensor& x, bool continues_cache);
 
   torch::nn::Linear c_fc{nullptr};
   torch::nn::Linear c_proj{nullptr};  // a residual-stream writer

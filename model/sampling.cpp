@@ -16,17 +16,6 @@ void check_vocab_limit(int64_t vocab_limit, int64_t vocab) {
 
 }  // namespace
 
-void lay_out_for_decoding(Gpt& model) {
-  torch::NoGradGuard no_grad;
-  auto column_major = [](torch::Tensor& weight) {
-    if (weight.dim() == 2 && weight.is_contiguous()) weight.set_data(weight.t().contiguous().t());
-  };
-  for (auto& module : model->modules(/*include_self=*/false)) {
-    if (auto* linear = module->as<torch::nn::LinearImpl>()) column_major(linear->weight);
-  }
-  column_major(model->wte->weight);
-}
-
 torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit) {
   const int64_t vocab = logits.size(-1);
   check_vocab_limit(vocab_limit, vocab);

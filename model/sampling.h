@@ -35,14 +35,6 @@ using NewTokensCallback = std::function<void(const torch::Tensor& next)>;
 // as they are; a limit outside 0..V is std::invalid_argument.
 torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit);
 
-// Stores every matrix that multiplies activations (the Linear weights and the tied head, wte) transposed
-// in memory: the same shapes and values, column-major strides. A one-row matmul (a decoding step with
-// the KV cache) then streams each weight in the order the CPU BLAS reads fastest: 1.5x on the 50257 x 768
-// head and up to 2x on a block's matrices at one thread (measured, torch 2.11's MKL), and the arithmetic
-// of transformers' Conv1D layers. For models that only infer (generate, eval --task) on a CPU: training
-// keeps its own layout. Token embedding lookups still work (a strided row).
-void lay_out_for_decoding(Gpt& model);
-
 // Extends prompt (B, T) int64 by max_new_tokens sampled tokens and returns (B, T + max_new_tokens).
 // The B rows are sampled together (one forward pass per step for all of them) and independently.
 // The context the model sees is the last block_size tokens, with or without the KV cache: once the

@@ -158,25 +158,6 @@ TEST(KvCacheGeneration, NonFiniteLogitsAreNamed) {
   }
 }
 
-TEST(KvCacheGeneration, DecodingLayoutKeepsShapesAndTokens) {
-  auto model = scrambled_model(small_config(16), 17);
-  const auto prompts = random_prompts(2, 5, 101, 18);
-  const auto before = generate(model, prompts, greedy(30, true));
-  const auto head = model->wte->weight.clone();
-  lay_out_for_decoding(model);
-  EXPECT_FALSE(model->wte->weight.is_contiguous());
-  EXPECT_TRUE(model->wte->weight.t().is_contiguous());
-  EXPECT_TRUE(torch::equal(model->wte->weight, head));
-  for (const auto& item : model->named_parameters()) {
-    if (item.value().dim() != 2) continue;
-    // Position embeddings are only looked up, never multiplied: they keep their layout.
-    const bool lookup_only = item.key().find("wpe") != std::string::npos;
-    EXPECT_EQ(item.value().is_contiguous(), lookup_only) << item.key();
-  }
-  expect_same_tokens(generate(model, prompts, greedy(30, true)), before);
-  expect_same_tokens(generate(model, prompts, greedy(30, false)), before);
-}
-
 TEST(KvCacheGeneration, RunsUnderBf16AutocastAsTrainingSamplesDo) {
   // The cache takes the dtype the attention produces (bf16 here), not the weights' fp32.
   auto model = scrambled_model(small_config(16), 15);
@@ -198,7 +179,6 @@ TEST(KvCacheTransformers, GreedyTokensEqualTransformersGenerateOnAnExport) {
   // Padded to 128 rows, 100 of them tokens: the export (and transformers) has 100, sampling limits to them.
   auto model = scrambled_model(small_config(64, 128), 21);
   export_hf_gpt2(model, 100, dir.path() / "hf");
-  lay_out_for_decoding(model);  // as generate on a CPU has it
   const auto prompts = random_prompts(2, 10, 100, 22);
   const int64_t new_tokens = 50;  // 60 positions: within transformers' 64 (it cannot slide past them)
   const auto reference = testing::run_python_json(
