@@ -33,4 +33,10 @@ bool keep_freed_memory_for_reuse() {
 #endif
 }
 
+void return_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace mygpt
