@@ -22,6 +22,14 @@ bool environment_tunes_malloc() {
 
 }  // namespace
 
+bool keeps_freed_memory(bool asked) {
+#if defined(__GLIBC__)
+  return asked && !environment_tunes_malloc();
+#else
+  return false;
+#endif
+}
+
 bool keep_freed_memory_for_reuse() {
 #if defined(__GLIBC__)
   if (environment_tunes_malloc()) return false;
