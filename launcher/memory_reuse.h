@@ -8,9 +8,9 @@
 // with decay off, for a library more to ship; mimalloc in between (docs/BENCHMARKS.md, "allocator").
 // So `train` keeps freed memory by default on glibc (--keep-freed-memory false restores glibc's policy).
 // The cost is a little peak RSS, which plan counts ("kept heap" in trainer/memory_estimate.cpp): the
-// never-trimmed heap ends one block above what glibc's defaults reach, the largest block a step frees
-// and allocates again (one chunk of the fused loss's logits: 63 MiB for the small preset with GPT-2's
-// vocabulary, whose chunk is 64 MiB; within +-35 MiB of glibc's peak where no block is that large).
+// never-trimmed heap ends about one block above what glibc's defaults reach, the largest block a step
+// frees and allocates again (63 MiB for the small preset with GPT-2's vocabulary, whose largest is the
+// fused loss's 64 MiB chunk of logits; within +-35 MiB of glibc's peak where no block is that large).
 // A fixed mmap threshold (32 MiB) with no trimming, which leaves the largest blocks to mmap, saved at
 // most 19 MiB of peak RSS in tests/plan_accuracy_test.py's configurations (11 more in one) but faults
 // those blocks in again every step (45% more page faults for that small preset and GPT-2 124M): not

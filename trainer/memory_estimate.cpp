@@ -42,12 +42,15 @@ constexpr double kMpiRankBytes = 22.0 * (1 << 20);
 // A heap that malloc never trims and never bypasses with mmap (--keep-freed-memory, the default on CPUs)
 // ends above the peak that glibc's defaults reach by about one of the largest blocks a step frees and
 // allocates again; presumably a hole that size is taken by smaller blocks before the next one comes.
-// Measured, peak RSS of 3 steps against glibc's defaults, small preset with GPT-2's vocabulary, batch 4
-// x 128, by --loss-chunk-rows: 512 rows (a 98 MiB chunk of logits) +96 MiB, 333 (64 MiB, the default)
-// +63, 256 (49 MiB) +47; GPT-2 124M's 49 MiB chunk +30. Where no chunk is large, the MLP's 4x-wide
-// hidden tensor is the largest block: shakespeare-char at batch 32 x 128 (24 MiB) +18, nanoGPT's CPU
-// model at batch 32 x 256 (16 MiB) +20 to +34, +-15 MiB from run to run. The unfused loss's whole
-// logits come back each step in blocks of one size and added nothing (98 MiB of logits: -2 MiB).
+// Measured, peak RSS of 3 steps against glibc's defaults (AMD EPYC, glibc 2.36): the small preset with
+// GPT-2's vocabulary, batch 4 x 128, whose largest block is the fused loss's chunk of logits, by
+// --loss-chunk-rows: 512 rows (98 MiB) +96 MiB, 333 (64 MiB, the default) +63, 256 (49 MiB) +47.
+// GPT-2 124M at batch 4 x 64, whose largest are the (vocab x width) gradients of the head and of the
+// embedding (147 MiB; its chunk is 49 MiB): +177, though +30 with the same policy set from the
+// environment at start-up, which lays the heap out otherwise. Where no vocabulary is large, the MLP's
+// 4x-wide hidden tensor is the largest: shakespeare-char at batch 32 x 128 (24 MiB) +18, nanoGPT's CPU
+// model at batch 32 x 256 (16 MiB) +20 to +34, +-15 MiB from run to run. The unfused loss's whole logits
+// come back each step in blocks of one size and added nothing (98 MiB of them: -2 MiB).
 constexpr double kKeptHeapBlocks = 1.0;
 
 }  // namespace
@@ -75,8 +78,9 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   double loss_fixed = head_bytes;  // the head's weight gradient (computed in forward when fused)
   double loss_per_row = 0;
   std::string loss_note;
-  // The largest block a step frees and allocates again: one MLP's hidden tensor, or a chunk of logits.
-  double largest_block = rows * T * 4 * C * (in.half_activations ? 2.0 : 4.0);
+  // The largest block a step frees and allocates again: one MLP's hidden tensor, a (vocab x width)
+  // gradient (the embedding's dense one, the head's computed in the loss), or a chunk of logits.
+  double largest_block = std::max(rows * T * 4 * C * (in.half_activations ? 2.0 : 4.0), head_bytes);
   if (in.fused_loss) {
     // One chunk of fp32 logits at a time (and its 16-bit copy under autocast).
     const double chunk = static_cast<double>(
