@@ -22,6 +22,14 @@ bool environment_tunes_malloc() {
 
 }  // namespace
 
+bool keeps_freed_memory(bool asked) {
+#if defined(__GLIBC__)
+  return asked && !environment_tunes_malloc();
+#else
+  return false;
+#endif
+}
+
 bool keep_freed_memory_for_reuse() {
 #if defined(__GLIBC__)
   if (environment_tunes_malloc()) return false;
@@ -30,6 +38,12 @@ bool keep_freed_memory_for_reuse() {
   return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1;
 #else
   return false;  // other C libraries keep their own policy
+#endif
+}
+
+void return_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
 #endif
 }
 

@@ -12,6 +12,7 @@
 #include "common/strprintf.h"
 #include "launcher/commands.h"
 #include "launcher/device_probe.h"
+#include "launcher/memory_reuse.h"
 #include "launcher/run_start.h"
 #include "launcher/train_flags.h"
 #include "trainer/memory_estimate.h"
@@ -121,6 +122,7 @@ int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
                          o.lr, o.min_lr.value(), static_cast<long long>(o.warmup_steps));
 
   MemoryPlanInput input = memory_plan_input(config, o, ranks, gpu);
+  input.kept_heap = !gpu && keeps_freed_memory(f.runtime.keep_freed_memory);
   // Measured with text data loaded: its ids are counted apart, as data.
   if (!gpu) {
     input.baseline_bytes =
@@ -129,7 +131,11 @@ int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   input.data_bytes = data.resident_bytes;
   const MemoryPlan memory = estimate_memory(input);
   std::cout << (gpu ? "GPU memory per rank (estimate of the allocator's peak; the CUDA context comes on top):\n"
-                    : "memory per rank (estimate of the peak resident set):\n");
+                : input.kept_heap
+                    ? "memory per rank (estimate of the peak resident set; malloc keeps freed memory, "
+                      "--keep-freed-memory):\n"
+                    : "memory per rank (estimate of the peak resident set; malloc returns freed memory, as glibc's "
+                      "defaults or the environment's MALLOC_* settings have it):\n");
   for (const auto& part : memory.parts) {
     std::cout << strprintf("  %-20s %10.1f MiB  %s\n", part.name.c_str(), part.bytes / kMiB, part.note.c_str());
   }

@@ -14,6 +14,7 @@
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
+#include "launcher/memory_reuse.h"
 #include "launcher/run_course.h"
 #include "model/attention_backend.h"
 #include "model/lm_loss_cuda.h"
@@ -95,7 +96,8 @@ std::function<bool(int64_t)> injected_overflows(int rank) {
 // this process (its runtime and data are resident already) against what the device has left. The
 // estimate is within about a quarter of real peaks (tests/plan_accuracy_test.py), so a run refused here
 // needs more than there is, not nearly as much.
-void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int ranks, const torch::Device& device) {
+void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int ranks, const torch::Device& device,
+                            bool kept_heap) {
   AvailableMemory available;
   if (device.is_cuda()) {
     available = {cuda_total_memory_bytes(std::max<int>(0, device.index())), "the GPU's memory"};
@@ -103,7 +105,9 @@ void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int 
     available = available_host_memory();
   }
   if (available.bytes <= 0) return;  // nothing to compare with (another device kind, no /proc)
-  const double needed = estimate_memory(memory_plan_input(config, o, ranks, device.is_cuda())).total_bytes;
+  MemoryPlanInput input = memory_plan_input(config, o, ranks, device.is_cuda());
+  input.kept_heap = device.is_cpu() && kept_heap;  // as plan counts it
+  const double needed = estimate_memory(input).total_bytes;
   if (needed <= available.bytes) return;
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   throw std::invalid_argument(strprintf(
@@ -128,7 +132,8 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   const RunTokenizer tokenizer = run_tokenizer(data, *start);
   TrainOptions options = resolve_train_options(flags, model_config, device, comm.world_size());
   if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
-  require_memory_for_run(model_config, options, comm.world_size(), device);
+  require_memory_for_run(model_config, options, comm.world_size(), device,
+                         keeps_freed_memory(f.runtime.keep_freed_memory));
   RunOutput output = RunOutput::for_rank(comm.rank(), options.out);
   if (options.warmup_steps != f.train.warmup_steps) {
     output.print("note: the default warm-up of " + std::to_string(f.train.warmup_steps) + " steps is longer than the " +

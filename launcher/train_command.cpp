@@ -112,6 +112,8 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     output.print(strprintf("done: loss %.4f -> %.4f over %lld steps", summary.first_loss, summary.last_loss,
                            static_cast<long long>(summary.steps_run)));
   }
+  trainer.reset();  // its model, optimizer and step buffers: free, then handed back
+  return_freed_memory();
   return 0;
 }
 

@@ -171,6 +171,7 @@ OptionTable<TrainFlags> make_table() {
         "on a GPU)")
       .init(0)
       .check(non_negative)
+      .read_by(kPlanCommand)
       .of_process();
   t.add("cuda-loss-kernel", &F::train, &T::cuda_loss_kernel,
         "on CUDA, one fused kernel per chunk of the fused loss computes softmax, loss and gradient in place, and "
@@ -288,8 +289,10 @@ OptionTable<TrainFlags> make_table() {
       .of_process();
   t.add("keep-freed-memory", &F::runtime, &R::keep_freed_memory,
         "CPU: malloc keeps the memory a step frees for the next instead of returning it to the kernel (no page "
-        "faults per step; a higher peak RSS, which plan does not count yet); MALLOC_* variables override it")
-      .init(false)
+        "faults per step; about one of the step's largest blocks more peak RSS, which plan counts); false: "
+        "glibc's defaults; MALLOC_* variables and glibc.malloc tunables override it")
+      .init(true)
+      .read_by(kPlanCommand)
       .of_process();
   t.add("rendezvous", &F::runtime, &R::rendezvous,
         "how ranks started without MPI (torchrun, srun, RANK/WORLD_SIZE) meet: tcp (a c10d TCP store at "

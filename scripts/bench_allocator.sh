@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Which memory allocator policy CPU training should run under, measured: `mygpt-ddp train` on one thread
-# under glibc's defaults (the binary's), under `--keep-freed-memory` (launcher/memory_reuse: no mmap per
-# block, no trimming), and under Debian's jemalloc (default decay, and decay off) and mimalloc, preloaded.
+# under its default policy (memory-reuse: launcher/memory_reuse keeps freed memory, no mmap per block, no
+# trimming), under glibc's defaults (`--keep-freed-memory false`), and under Debian's jemalloc (default
+# decay, and decay off) and mimalloc, preloaded (with `--keep-freed-memory false`, glibc's malloc unused).
 # Two configurations: nanoGPT's CPU Shakespeare model (4 x 128, block 64, batch 12; blocks below glibc's
 # mmap threshold) and the same model at block 256, batch 32 (attention blocks of 64 MiB, above it).
 # Per variant: the median step time over the steps after --skip, minor page faults, kernel (sys) and
@@ -53,7 +54,7 @@ for config in small large; do
       OMP_NUM_THREADS=1 bench_run "$work/$name.log" "$name" /usr/bin/time -f "TIME %e %U %S %R %M" -o "$work/$name.time" \
         env $(environment_of "$variant") "$binary" train "$data" --preset shakespeare-char --n-layer 4 --n-head 4 \
         --n-embd 128 --dropout 0 --eval-every 0 --log-every 1 --device cpu --threads 1 $(config_flags "$config") \
-        $([[ $variant == memory-reuse ]] && echo --keep-freed-memory true) \
+        $([[ $variant == memory-reuse ]] || echo --keep-freed-memory false) \
         --out "$work/$name"
       echo "$config $variant $rep $(sed -n 's/^TIME //p' "$work/$name.time") $work/$name/metrics.jsonl" >>"$rows"
     done
@@ -80,4 +81,4 @@ PY
 bench_report "CPU training under each allocator policy" "$table" \
   "torch $torch_version, one thread, one run at a time, $repeat run(s) per variant; step ms: median over the steps after the first $skip" \
   "model: \`--preset shakespeare-char --n-layer 4 --n-head 4 --n-embd 128 --dropout 0\`; small: \`$(config_flags small)\`; large: \`$(config_flags large)\`" \
-  "memory-reuse: \`--keep-freed-memory true\` (glibc, mallopt M_MMAP_MAX 0 and M_TRIM_THRESHOLD -1); jemalloc/mimalloc: Debian's, LD_PRELOAD; no-decay: MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1"
+  "memory-reuse: train's default (glibc, mallopt M_MMAP_MAX 0 and M_TRIM_THRESHOLD -1); glibc-defaults: \`--keep-freed-memory false\`; jemalloc/mimalloc: Debian's, LD_PRELOAD, \`--keep-freed-memory false\`; no-decay: MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1"

@@ -4,7 +4,7 @@
 # 1.88), on the same torch (.venv), at the same time, one thread each. Prints the validation loss of
 # both at every evaluation and appends the table to docs/BENCHMARKS.md.
 # Then the speed, one run at a time (each alone on the machine): ours (also with --keep-freed-memory
-# true), nanoGPT eager and nanoGPT with
+# false: glibc's malloc defaults), nanoGPT eager and nanoGPT with
 # --compile=True (torch.compile, inductor's C++ code), --speed-steps iterations each, --speed-repeat
 # times in rotating order; the median ms/iter over iterations 50-400 of every run of a side.
 #
@@ -87,14 +87,14 @@ for i in "${!speed_theirs[@]}"; do
   esac
 done
 for ((rep = 1; rep <= speed_repeat; rep++)); do
-  for side in $(bench_rotate "$rep" ours ours-keep eager compiled); do
+  for side in $(bench_rotate "$rep" ours ours-glibc eager compiled); do
     log="$work/speed-$side-$rep.log"
     echo "== speed run $rep/$speed_repeat: $side"
     case $side in
       ours) bench_run "$log" mygpt-ddp "$binary" "${ours_model[@]}" --steps "$speed_steps" --log-every 1 --eval-every 250 \
               --out "$work/speed-ours-$rep" ;;
-      ours-keep) bench_run "$log" mygpt-ddp "$binary" "${ours_model[@]}" --steps "$speed_steps" --log-every 1 --eval-every 250 \
-              --keep-freed-memory true --out "$work/speed-ours-keep-$rep" ;;
+      ours-glibc) bench_run "$log" mygpt-ddp "$binary" "${ours_model[@]}" --steps "$speed_steps" --log-every 1 --eval-every 250 \
+              --keep-freed-memory false --out "$work/speed-ours-glibc-$rep" ;;
       eager) (cd "$work/nanogpt" && bench_run "$log" "nanoGPT eager" "$python" "${speed_theirs[@]}" \
                 --out_dir="$work/speed-eager-$rep") ;;
       compiled) (cd "$work/nanogpt" && bench_run "$log" "nanoGPT compiled" "$python" "${speed_theirs[@]/--compile=False/--compile=True}" \
@@ -112,7 +112,7 @@ def ours(rep, name="ours"):
 def nanogpt(side, rep):
     text = open(f"{work}/speed-{side}-{rep}.log").read()
     return {int(m[1]): float(m[2]) for m in re.finditer(r"iter (\d+): loss [\d.]+, time ([\d.]+)ms", text)}
-sides = {"mygpt-ddp train": ours, "mygpt-ddp train --keep-freed-memory true": lambda r: ours(r, "ours-keep"),
+sides = {"mygpt-ddp train": ours, "mygpt-ddp train --keep-freed-memory false": lambda r: ours(r, "ours-glibc"),
          "nanoGPT train.py, eager": lambda r: nanogpt("eager", r),
          "nanoGPT train.py, --compile=True": lambda r: nanogpt("compiled", r)}
 medians = {}

@@ -237,7 +237,8 @@ TEST(OptionTables, PlanHelpListsOnlyWhatPlanReads) {
   };
   for (const char* read : {"data", "preset", "n-layer", "batch-size", "seq-len", "grad-accum", "total-batch-tokens",
                            "steps", "lr", "device", "precision", "zero", "recompute", "fused-loss", "ranks",
-                           "gpu-memory", "init-from", "resume", "config", "bucket-mb"}) {
+                           "gpu-memory", "init-from", "resume", "config", "bucket-mb", "keep-freed-memory",
+                           "loss-chunk-rows"}) {
     EXPECT_TRUE(lists(read)) << "plan --help lacks --" << read << ":\n" << help.str();
   }
   for (const char* unread : {"sample-prompt", "sample-every", "hellaswag", "hellaswag-every", "checkpoint-every",

@@ -39,6 +39,19 @@ constexpr double kMlpBytesBf16 = 7.0;
 constexpr double kMpiBucketCopies = 3.0;
 constexpr double kMpiBucketCopiesZero = 4.5;
 constexpr double kMpiRankBytes = 22.0 * (1 << 20);
+// A heap that malloc never trims and never bypasses with mmap (--keep-freed-memory, the default on CPUs)
+// ends above the peak that glibc's defaults reach by about one of the largest blocks a step frees and
+// allocates again; presumably a hole that size is taken by smaller blocks before the next one comes.
+// Measured, peak RSS of 3 steps against glibc's defaults (AMD EPYC, glibc 2.36): the small preset with
+// GPT-2's vocabulary, batch 4 x 128, whose largest block is the fused loss's chunk of logits, by
+// --loss-chunk-rows: 512 rows (98 MiB) +96 MiB, 333 (64 MiB, the default) +63, 256 (49 MiB) +47.
+// GPT-2 124M at batch 4 x 64, whose largest are the (vocab x width) gradients of the head and of the
+// embedding (147 MiB; its chunk is 49 MiB): +177, though +30 with the same policy set from the
+// environment at start-up, which lays the heap out otherwise. Where no vocabulary is large, the MLP's
+// 4x-wide hidden tensor is the largest: shakespeare-char at batch 32 x 128 (24 MiB) +18, nanoGPT's CPU
+// model at batch 32 x 256 (16 MiB) +20 to +34, +-15 MiB from run to run. The unfused loss's whole logits
+// come back each step in blocks of one size and added nothing (98 MiB of them: -2 MiB).
+constexpr double kKeptHeapBlocks = 1.0;
 
 }  // namespace
 
@@ -65,10 +78,17 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   double loss_fixed = head_bytes;  // the head's weight gradient (computed in forward when fused)
   double loss_per_row = 0;
   std::string loss_note;
+  // The largest block a step frees and allocates again: one MLP's hidden tensor, a (vocab x width)
+  // gradient (the embedding's dense one, the head's computed in the loss), or a chunk of logits.
+  double largest_block = std::max(rows * T * 4 * C * (in.half_activations ? 2.0 : 4.0), head_bytes);
   if (in.fused_loss) {
     // One chunk of fp32 logits at a time (and its 16-bit copy under autocast).
-    const double chunk = static_cast<double>(lm_loss_chunk_rows(m.vocab_size, m.n_embd, in.gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU));
+    const double chunk = static_cast<double>(
+        in.loss_chunk_rows > 0
+            ? in.loss_chunk_rows
+            : lm_loss_chunk_rows(m.vocab_size, m.n_embd, in.gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU));
     const double chunk_bytes = std::min(rows * T, chunk) * V * (in.half_activations ? 6.0 : 4.0);
+    largest_block = std::max(largest_block, std::min(rows * T, chunk) * V * 4);
     loss_fixed += chunk_bytes;
     loss_note = "fused: the head's weight gradient and one chunk of logits";
   } else {
@@ -109,6 +129,10 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
           recompute_note[static_cast<int>(in.recompute)]);
   add("loss", loss_fixed + rows * loss_per_row, loss_note);
   add("embedding backward", head_bytes, "the token embedding's dense gradient before it is added");
+  if (!in.gpu && in.kept_heap) {
+    add("kept heap", kKeptHeapBlocks * largest_block,
+        "malloc keeps freed memory (--keep-freed-memory): about one of the step's largest blocks more");
+  }
   return plan;
 }
 
@@ -125,6 +149,7 @@ MemoryPlanInput memory_plan_input(const GptConfig& model, const TrainOptions& o,
   input.ranks = ranks;
   input.bucket_bytes = o.bucket_mb * (1 << 20);
   input.recompute = o.recompute;
+  input.loss_chunk_rows = o.loss_chunk_rows;
   return input;
 }
 

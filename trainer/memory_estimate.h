@@ -30,6 +30,8 @@ struct MemoryPlanInput {
   int64_t ranks = 1;            // ranks of the job (communication buffers on CPU when more than one)
   double bucket_bytes = 25.0 * (1 << 20);  // --bucket-mb
   Recompute recompute = Recompute::none;
+  int64_t loss_chunk_rows = 0;  // --loss-chunk-rows; 0: sized by device
+  bool kept_heap = false;       // CPU: malloc keeps freed memory (--keep-freed-memory, launcher/memory_reuse.h)
 };
 
 struct MemoryPart {
