@@ -17,9 +17,12 @@ void check_cpu_float(const torch::Tensor& t, const char* what) {
   }
 }
 
-// Elements per task of a multi-threaded call, as ATen's GELU splits them: one task below 16384
+// Elements per task of a multi-threaded call, as ATen's GELU splits them: one task up to 16384
 // elements (threads cost more than they save there), else one even share per thread.
-int64_t grain_size(int64_t n) { return std::max<int64_t>(16384, (n + at::get_num_threads() - 1) / at::get_num_threads()); }
+int64_t grain_size(int64_t n) {
+  const int64_t threads = at::get_num_threads();
+  return n > 16384 ? (n + threads - 1) / threads : std::max<int64_t>(n, 1);
+}
 
 // The backward saves the input, as ATen's gelu does, so the activation memory is the same.
 class GeluTanhCpuFunction : public torch::autograd::Function<GeluTanhCpuFunction> {
