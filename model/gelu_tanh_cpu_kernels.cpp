@@ -23,14 +23,15 @@ namespace {
 // GPT-2's constants as ATen's CPU kernel rounds them to float: sqrt(2/pi) and the cubic's coefficient.
 constexpr float kBeta = static_cast<float>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
 constexpr float kKappa = 0.044715f;
-// Beyond |x| = 1e15 the derivative's x^2 would overflow (inf * 0 = NaN where the sigmoid's tail is 0);
-// at that size exp(-2|z|) is 0 long since, so the clamp changes no result.
+// The derivative's x^2 overflows beyond |x| ~ 1.8e19, and inf * 0 = NaN where the sigmoid's tail is 0
+// (ATen's gelu_backward is NaN there). Clamping x^2 at 1e30 (|x| = 1e15, where exp(-2|z|) is long 0)
+// changes no result.
 constexpr float kSquareClamp = 1e30f;
 
-// exp(a) for a <= 0 (or NaN), Cephes' expf scheme: a = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-6
-// polynomial, 2^n put into the exponent bits. Its error, in u = 2^-24:
-//  - r: n*C1 is exact (C1 has 9 significant bits, |n| <= 126 has 7); the two subtractions and n*C2
-//    round with absolute errors <= u (0.347 + 0.027 + 0.347); C1 + C2 differs from ln2 by 1.6e-12,
+// exp(a) for a <= 0 (or NaN), Cephes' expf scheme: a = n ln2 + r with |r| <= ln2/2, exp(r) by the
+// polynomial 1 + r + r^2 Q(r) (Q of degree 5), 2^n put into the exponent bits. Its error, in u = 2^-24:
+//  - r: n*C1 is exact (C1 has 9 significant bits, |n| <= 126 has 7); a - n*C1, n*C2 and the second
+//    subtraction round by at most u times 0.347, 0.027 and 0.347; C1 + C2 differs from ln2 by 1.6e-12,
 //    times |n| <= 126 that is 2e-10. An absolute error d in r is a relative one in exp(r): <= 0.73u.
 //  - the polynomial 1 + r + r^2 Q(r): Cephes' coefficients (as floats) differ from exp on |r| <= ln2/2
 //    by at most 2.7e-9 relative (0.05u; max over a 2e6-point grid in double). Evaluating Q by Horner
