@@ -21,6 +21,7 @@
 #include "launcher/device_probe.h"
 #include "launcher/inference_model.h"
 #include "launcher/shared_flags.h"
+#include "model/huge_page_weights.h"
 #include "model/sampling.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/mixed_precision.h"
@@ -240,6 +241,9 @@ int run_eval(const Parsed<EvalFlags>& flags, const JobSession&) {
   std::cout << "model: " << m.description << std::endl;
   if (f.val) return evaluate_val_loss(f, m, device, precision);
   if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, precision);
+  // Greedy answers, one token at a time, each reading every weight (model/huge_page_weights.h); the
+  // line it returns is for generate --timing, not for eval's output.
+  if (device.is_cpu()) static_cast<void>(move_weights_to_huge_pages(*m.model));
   return evaluate_builtin_task(f, m, device);
 }
 

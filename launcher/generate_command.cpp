@@ -19,6 +19,7 @@
 #include "launcher/device_probe.h"
 #include "launcher/inference_model.h"
 #include "launcher/shared_flags.h"
+#include "model/huge_page_weights.h"
 #include "model/sampling.h"
 
 namespace mygpt {
@@ -92,6 +93,11 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   if (device.is_cpu()) std::cout << "threads: " << threads << std::endl;
   InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
   std::cout << "model: " << m.description << std::endl;
+  if (device.is_cpu()) {
+    // Each new token reads every weight once: from huge pages that is fewer TLB misses (model/huge_page_weights.h).
+    const std::string placed = move_weights_to_huge_pages(*m.model);
+    if (f.timing) std::cerr << "weights: " << placed << std::endl;
+  }
   SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k, /*vocab_limit=*/m.token_count};
   sampling.kv_cache = f.kv_cache;
   const std::vector<int64_t> prompt_ids = m.codec->encode(f.prompt);
