@@ -17,8 +17,8 @@ struct PresetShape {
 
 // The GPT-2 family (Radford et al. 2019) with the padded vocabulary, plus small shapes that train in
 // minutes on a CPU. Character presets keep vocab_size 0: the tokenizer built from the text sets it.
-// Every preset has biases, as GPT-2 and nanoGPT's shakespeare-char config (bias = False is nanoGPT's
-// option, not its recipe).
+// Every preset has biases, as GPT-2 has (nanoGPT's shakespeare-char config leaves its train.py's
+// bias = False; `--bias false` trains that model).
 const std::map<std::string, PresetShape>& presets() {
   static const std::map<std::string, PresetShape> table = {
       {"gpt2", {12, 12, 768, 1024, 50304, 0.0, true}},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's Tiny Shakespeare CPU command with its defaults, side by side with nanoGPT's train.py on
 # config/train_shakespeare_char.py and the README's CPU overrides (nanoGPT's own README: val loss about
-# 1.88), on the same torch (.venv), at the same time, one thread each. Prints the validation loss of
+# 1.88), on the same torch (.venv), at the same time, one thread each, the same model (no biases, as
+# nanoGPT's config has it). Prints the validation loss of
 # both at every evaluation and appends the table to docs/BENCHMARKS.md.
 # Then the speed, one run at a time (each alone on the machine): ours (also with --keep-freed-memory
 # false: glibc's malloc defaults), nanoGPT eager and nanoGPT with
@@ -43,8 +44,9 @@ mkdir -p "$work/stub"
 
 bench_machine_facts "nanoGPT $nanogpt_commit"
 export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+# --bias false: nanoGPT's config leaves train.py's `bias = False`, so both sides train the same model.
 ours_model=(train "$data" --preset shakespeare-char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12
-            --dropout 0 --eval-steps 20 --device cpu --threads "$threads")
+            --bias false --dropout 0 --eval-steps 20 --device cpu --threads "$threads")
 ours=("${ours_model[@]}" --steps "$steps" --out "$work/ours")
 theirs=(train.py config/train_shakespeare_char.py --device=cpu --compile=False --eval_iters=20 --log_interval=1
         --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --max_iters="$steps"
