@@ -193,22 +193,40 @@ void StoreRendezvous::join(const LaunchEnvironment& launch, std::chrono::millise
   const std::string me = this_process();
   const std::string rank_var = launch.launcher == Launcher::slurm ? "SLURM_PROCID" : "RANK";
   const std::string world_var = launch.launcher == Launcher::slurm ? "SLURM_STEP_NUM_TASKS" : "WORLD_SIZE";
+  // Rank 0 serves a TCP rendezvous itself (unless torchrun's agent does): its exit closes the store.
+  const bool serves_store = launch.rank == 0 && !launch.agent_store && claim_ == nullptr;
   const std::string claimed = text(store_->compareSet("rank/" + std::to_string(launch.rank), {}, bytes(me)));
   if (claimed != me) {
-    throw std::invalid_argument(rank_var + "=" + std::to_string(launch.rank) + " was already taken by " + claimed +
-                                " in the rendezvous at " + where_ + ": every rank needs its own " + rank_var);
+    refuse(rank_var + "=" + std::to_string(launch.rank) + " was already taken by " + claimed + " in the rendezvous at " +
+               where_ + ": every rank needs its own " + rank_var,
+           serves_store, timeout);
   }
-  const std::string world_text = std::to_string(world);
-  const std::string first_world = text(store_->compareSet("world_size", {}, bytes(world_text)));
-  if (first_world != world_text) {
-    throw std::invalid_argument(world_var + "=" + world_text + " on rank " + std::to_string(launch.rank) + " but " +
-                                first_world + " on the ranks that joined " + where_ + " first");
+  // The first rank to join sets the job's size; the line names both ranks, whichever of them finds it.
+  const std::string mine = std::to_string(world) + "@" + std::to_string(launch.rank);
+  const std::string first = text(store_->compareSet("world_size", {}, bytes(mine)));
+  const auto at = first.find('@');
+  const std::string first_world = first.substr(0, at);
+  if (first_world != std::to_string(world)) {
+    const int first_rank = std::stoi(first.substr(at + 1));
+    auto on = [](const std::string& size, int rank) { return size + " on rank " + std::to_string(rank); };
+    const bool mine_first = launch.rank < first_rank;
+    refuse(world_var + " differs between the ranks of the rendezvous at " + where_ + ": " +
+               (mine_first ? on(std::to_string(world), launch.rank) : on(first_world, first_rank)) + ", " +
+               (mine_first ? on(first_world, first_rank) : on(std::to_string(world), launch.rank)) +
+               " (start every rank with the same " + world_var + ")",
+           serves_store, timeout);
   }
   const int64_t joined = store_->add("joined", 1);
   if (joined == world) store_->set("complete", bytes("1"));
   const auto deadline = Clock::now() + timeout;
   for (auto pause = std::chrono::milliseconds(5);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
     if (store_->check({"complete"})) break;
+    if (store_->check({"failed"})) {
+      // Another rank found the job misconfigured: stop with its line (and tell it this rank has read it).
+      const std::string why = text(store_->get("failed"));
+      store_->add("failed_read", 1);
+      throw std::invalid_argument(why);
+    }
     if (Clock::now() > deadline) {
       const int64_t count = store_->add("joined", 0);
       std::string missing;
@@ -218,7 +236,7 @@ void StoreRendezvous::join(const LaunchEnvironment& launch, std::chrono::millise
           missing += (listed++ ? ", " : "") + std::to_string(r);
         }
       }
-      throw std::runtime_error(std::to_string(count) + " of " + world_text + " ranks joined the rendezvous at " + where_ +
+      throw std::runtime_error(std::to_string(count) + " of " + std::to_string(world) + " ranks joined the rendezvous at " + where_ +
                                " in " + seconds_text(timeout) + " (missing: rank " + missing +
                                (count + listed < world ? ", ..." : "") + ")");
     }
@@ -226,6 +244,24 @@ void StoreRendezvous::join(const LaunchEnvironment& launch, std::chrono::millise
     if (claim_) ::utimensat(AT_FDCWD, pointer_file_.c_str(), nullptr, 0);
     std::this_thread::sleep_for(pause);
   }
+}
+
+void StoreRendezvous::refuse(const std::string& why, bool serves_store, std::chrono::milliseconds timeout) {
+  try {
+    // The ranks already waiting in join() read it and stop with the same line instead of waiting out
+    // the timeout. A rank that serves the store waits (a few seconds at most) until they have read it:
+    // its exit closes the store, and a rank that then polls it would only see a broken connection.
+    store_->set("failed", bytes(why));
+    if (serves_store) {
+      const auto deadline = Clock::now() + std::min(timeout, std::chrono::milliseconds(5000));
+      while (store_->add("failed_read", 0) < store_->add("joined", 0) && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  } catch (const std::exception&) {
+    // The store itself failing changes nothing: this rank's own line below is what it reports.
+  }
+  throw std::invalid_argument(why);
 }
 
 }  // namespace mygpt

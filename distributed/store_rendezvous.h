@@ -53,6 +53,8 @@ class StoreRendezvous {
   void open_tcp(const LaunchEnvironment& launch, std::chrono::milliseconds timeout);
   void open_file(const LaunchEnvironment& launch, const std::string& folder, std::chrono::milliseconds timeout);
   void join(const LaunchEnvironment& launch, std::chrono::milliseconds timeout);
+  // Throws std::invalid_argument(why) after leaving `why` in the store for the ranks waiting in join().
+  [[noreturn]] void refuse(const std::string& why, bool serves_store, std::chrono::milliseconds timeout);
 
   c10::intrusive_ptr<c10d::Store> base_;
   c10::intrusive_ptr<c10d::Store> store_;
