@@ -32,7 +32,7 @@ bool keeps_freed_memory(bool asked) {
 
 bool keep_freed_memory_for_reuse() {
 #if defined(__GLIBC__)
-  if (environment_tunes_malloc()) return false;
+  if (!keeps_freed_memory(/*asked=*/true)) return false;  // one rule for train and for plan's estimate
   // Both return 1 on success; a libc that refuses leaves its defaults, which are correct, only slower.
   // (With another allocator preloaded these tune glibc's unused one: harmless.)
   return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1;

@@ -99,19 +99,26 @@ template <int Budget>
 static_assert(kDecodeLinearMaxRows == 4, "run() has a case per row count");
 
 // One function per instruction set, chosen once at run time: the build targets any x86-64, and a
-// CPU with AVX-512 or AVX2 streams the weights with wider loads (and fused multiply-adds).
+// CPU with AVX-512 or AVX2 streams the weights with wider loads (and fused multiply-adds). Other
+// architectures (an ARM Mac) compile the baseline only, for the build's own target.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MYGPT_DECODE_X86_VARIANTS 1
 [[gnu::target("avx512f,fma")]] void run_avx512(const Problem& p) { run<16>(p); }
 [[gnu::target("avx2,fma")]] void run_avx2(const Problem& p) { run<4>(p); }
+#endif
 void run_baseline(const Problem& p) { run<2>(p); }
 
 using Kernel = void (*)(const Problem&);
 Kernel kernel_of(DecodeLinearIsa isa) {
   switch (isa) {
+#ifdef MYGPT_DECODE_X86_VARIANTS
     case DecodeLinearIsa::avx512: return run_avx512;
     case DecodeLinearIsa::avx2: return run_avx2;
+#endif
     case DecodeLinearIsa::baseline: return run_baseline;
+    default: break;
   }
-  throw std::logic_error("decode_linear: no such instruction set");
+  throw std::logic_error("decode_linear: no code for that instruction set in this build");
 }
 
 DecodeLinearIsa best_isa() {
@@ -124,12 +131,12 @@ DecodeLinearIsa best_isa() {
 }  // namespace
 
 bool decode_linear_isa_runs_here(DecodeLinearIsa isa) {
+  if (isa == DecodeLinearIsa::baseline) return true;
+#ifdef MYGPT_DECODE_X86_VARIANTS
   __builtin_cpu_init();
-  switch (isa) {
-    case DecodeLinearIsa::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-    case DecodeLinearIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case DecodeLinearIsa::baseline: return true;
-  }
+  if (isa == DecodeLinearIsa::avx512) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  if (isa == DecodeLinearIsa::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
   return false;
 }
 
@@ -147,14 +154,9 @@ bool decode_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, 
   return !records_gradient;
 }
 
-torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  static const DecodeLinearIsa isa = best_isa();
-  return decode_linear(x, weight, bias, isa);
-}
+namespace {
 
-torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                            DecodeLinearIsa isa) {
-  if (!decode_linear_isa_runs_here(isa)) throw std::logic_error("decode_linear: this CPU lacks the instruction set asked for");
+torch::Tensor multiply(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, Kernel kernel) {
   if (!decode_linear_applies(x, weight, bias)) throw std::logic_error("decode_linear: inputs it does not handle");
   const int64_t in = weight.size(1), out = weight.size(0);
   const auto rows_in = x.reshape({-1, in}).contiguous();
@@ -163,9 +165,22 @@ torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight,
   shape.back() = out;
   auto y = torch::empty(shape, x.options());
   if (rows_in.size(0) == 0 || out == 0) return y;
-  kernel_of(isa)(Problem{rows_in.data_ptr<float>(), rows_in.size(0), weight.data_ptr<float>(),
+  kernel(Problem{rows_in.data_ptr<float>(), rows_in.size(0), weight.data_ptr<float>(),
                  bias_in.defined() ? bias_in.data_ptr<float>() : nullptr, y.data_ptr<float>(), out, in});
   return y;
+}
+
+}  // namespace
+
+torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  static const Kernel best = kernel_of(best_isa());  // the CPU is asked once, not at every matrix of a step
+  return multiply(x, weight, bias, best);
+}
+
+torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                            DecodeLinearIsa isa) {
+  if (!decode_linear_isa_runs_here(isa)) throw std::logic_error("decode_linear: this CPU lacks the instruction set asked for");
+  return multiply(x, weight, bias, kernel_of(isa));
 }
 
 }  // namespace mygpt

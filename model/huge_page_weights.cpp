@@ -32,14 +32,14 @@ struct Mapping {
 
 std::string move_weights_to_huge_pages(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> tensors;
-  for (const auto& t : module.parameters()) tensors.push_back(t);
-  for (const auto& t : module.buffers()) tensors.push_back(t);
-  size_t bytes = 0;
-  for (const auto& t : tensors) {
-    if (!t.defined() || !t.device().is_cpu() || t.numel() == 0) continue;
-    bytes = round_up(bytes, kAlignment) + t.nbytes();
+  std::vector<torch::Tensor> tensors;  // those to move: CPU tensors with data
+  for (const auto& group : {module.parameters(), module.buffers()}) {
+    for (const auto& t : group) {
+      if (t.defined() && t.device().is_cpu() && t.numel() > 0) tensors.push_back(t);
+    }
   }
+  size_t bytes = 0;
+  for (const auto& t : tensors) bytes = round_up(bytes, kAlignment) + t.nbytes();
   if (bytes == 0) return "no CPU weights to place";
   // One huge page more than needed, so the start can be moved to a 2 MiB boundary.
   auto mapping = std::make_shared<Mapping>();
@@ -50,7 +50,6 @@ std::string move_weights_to_huge_pages(torch::nn::Module& module) {
   const bool advised = madvise(start, round_up(bytes, kHugePage), MADV_HUGEPAGE) == 0;
   size_t offset = 0;
   for (auto& t : tensors) {
-    if (!t.defined() || !t.device().is_cpu() || t.numel() == 0) continue;
     offset = round_up(offset, kAlignment);
     auto copy = torch::from_blob(
         start + offset, t.sizes(), [mapping](void*) {}, t.options().requires_grad(false));

@@ -87,8 +87,9 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
         in.loss_chunk_rows > 0
             ? in.loss_chunk_rows
             : lm_loss_chunk_rows(m.vocab_size, m.n_embd, in.gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU));
-    const double chunk_bytes = std::min(rows * T, chunk) * V * (in.half_activations ? 6.0 : 4.0);
-    largest_block = std::max(largest_block, std::min(rows * T, chunk) * V * 4);
+    const double chunk_logits = std::min(rows * T, chunk) * V;
+    const double chunk_bytes = chunk_logits * (in.half_activations ? 6.0 : 4.0);
+    largest_block = std::max(largest_block, chunk_logits * 4);
     loss_fixed += chunk_bytes;
     loss_note = "fused: the head's weight gradient and one chunk of logits";
   } else {
