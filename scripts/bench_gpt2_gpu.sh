@@ -10,6 +10,10 @@
 #
 # usage: scripts/bench_gpt2_gpu.sh [--batches "16 32 64"] [--steps 60] [--skip 10] [--seq-len 1024]
 #          [--model-flags ""] [--device cuda] [--precision bf16] [--variants "LABEL:FLAGS;..."] [--no-append]
+#          [--keep DIR]
+# --keep DIR: each row's log (and the C++ rows' metrics.jsonl) is copied into DIR, and its table line
+# appended to DIR/table.md, the moment the row ends (scripts/gpu_check.sh packs DIR: a run cut short by
+# its budget still brings back every row that finished). Table lines are printed as they come either way.
 #
 # The shards are random GPT-2 token ids made here (throughput does not depend on the text; the GPU node
 # has no ../shared data). Step time is the median after the first --skip steps, each side timing one
@@ -25,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 default_variants="aten loss:--fused-loss true;cuda loss kernel:--cuda-loss-kernel true"
 default_variants+=";kernel + cudnn attention:--cuda-loss-kernel true --attention cudnn;plain loss:--fused-loss false"
 bench_options batches="16 32 64" steps=60 skip=10 seq-len=1024 model-flags="" device=cuda precision=bf16 \
-  variants="$default_variants" -- "$@"
+  variants="$default_variants" keep="" -- "$@"
 (( steps > skip && skip >= 1 )) || bench_usage_error "need --steps > --skip >= 1"
 twin="$repo/scripts/bench/pytorch_gpt2_gpu.py"
 bench_need_built "$mygpt_bin" "$python"
@@ -75,6 +79,23 @@ table="$work/table.md"
   echo "| micro-batch | side | ms/step | tok/s | MFU | peak memory (MiB) | last loss |"
   echo "|---|---|---|---|---|---|---|"
 } >"$table"
+if [[ -n $keep ]]; then
+  mkdir -p "$keep" || bench_die "--keep: cannot create $keep"
+  cp "$table" "$keep/table.md"
+fi
+# add_row LINE NAME: LINE into the table, printed at once, and (--keep) the row's log and metrics kept.
+add_row() {
+  echo "$1" >>"$table"
+  echo "ROW $1"
+  [[ -n $keep ]] || return 0
+  echo "$1" >>"$keep/table.md"
+  cp -f "$work/$2.log" "$keep/$2.log" 2>/dev/null || true
+  [[ -f $work/$2/metrics.jsonl ]] && cp -f "$work/$2/metrics.jsonl" "$keep/$2.metrics.jsonl"
+  return 0
+}
+# A row cut off by a budget (SIGTERM from gpu_check.sh's timeout) leaves its log so far in --keep too.
+current=""
+trap '[[ -n $keep && -n $current ]] && cp -f "$work/$current.log" "$keep/$current.cut-off.log" 2>/dev/null; exit 143' TERM
 # shellcheck disable=SC2206  # words on purpose
 extra=($model_flags)
 for batch in $batches; do
@@ -85,26 +106,28 @@ for batch in $batches; do
     variant_flags=(${variant#*:})
     name="cpp_b${batch}_$(tr -c 'a-zA-Z0-9' _ <<<"$label")"
     echo "== C++, micro-batch $batch, $label: ${variant_flags[*]}"
+    current=$name
     if "$binary" train "$shards" --preset gpt2 --device "$device" --precision "$precision" --total-batch-tokens 0 \
         --batch-size "$batch" --seq-len "$seq_len" --steps "$steps" --eval-every 0 --log-every 1 --seed 1337 --final-checkpoint false \
         "${variant_flags[@]}" "${extra[@]}" --out "$work/$name" >"$work/$name.log" 2>&1; then
       m="$work/$name/metrics.jsonl"
-      echo "| $batch | C++ ($label) | $(median dt_ms "$m" "$skip") | $(median tok_per_sec "$m" "$skip") | $(median mfu "$m" "$skip") | $(median peak_mem_mib "$m" "$skip") | $(tail -n 1 "$m" | grep -o '"loss":[0-9.]*' | cut -d: -f2) |" >>"$table"
+      add_row "| $batch | C++ ($label) | $(median dt_ms "$m" "$skip") | $(median tok_per_sec "$m" "$skip") | $(median mfu "$m" "$skip") | $(median peak_mem_mib "$m" "$skip") | $(tail -n 1 "$m" | grep -o '"loss":[0-9.]*' | cut -d: -f2) |" "$name"
     else
-      echo "| $batch | C++ ($label) | $(grep -qi 'out of memory' "$work/$name.log" && echo 'out of memory' || echo "failed: $(tail -n 1 "$work/$name.log" | cut -c1-80)") | | | | |" >>"$table"
+      add_row "| $batch | C++ ($label) | $(grep -qi 'out of memory' "$work/$name.log" && echo 'out of memory' || echo "failed: $(tail -n 1 "$work/$name.log" | cut -c1-160)") | | | | |" "$name"
     fi
     rm -rf "${work:?}/$name"
   done
   for mode in eager compile; do
     name="py_b${batch}_$mode"
     echo "== Python $mode, micro-batch $batch"
+    current=$name
     flags=(--data "$shards" --device "$device" --precision "$precision" --batch-size "$batch" --seq-len "$seq_len"
            --steps "$steps" --skip-steps "$skip" --log-every 10 "${extra[@]}")
     [[ $mode == compile ]] && flags+=(--compile)
     if "$python" "$twin" "${flags[@]}" >"$work/$name.log" 2>&1; then
-      echo "| $batch | PyTorch $mode | $(result median_dt_ms "$work/$name.log") | $(result median_tok_per_sec "$work/$name.log") | | $(result peak_memory_mib "$work/$name.log") | $(result last_loss "$work/$name.log") |" >>"$table"
+      add_row "| $batch | PyTorch $mode | $(result median_dt_ms "$work/$name.log") | $(result median_tok_per_sec "$work/$name.log") | | $(result peak_memory_mib "$work/$name.log") | $(result last_loss "$work/$name.log") |" "$name"
     else
-      echo "| $batch | PyTorch $mode | $(grep -qi 'out of memory' "$work/$name.log" && echo 'out of memory' || echo "failed: $(tail -n 1 "$work/$name.log" | cut -c1-80)") | | | | |" >>"$table"
+      add_row "| $batch | PyTorch $mode | $(grep -qi 'out of memory' "$work/$name.log" && echo 'out of memory' || echo "failed: $(tail -n 1 "$work/$name.log" | cut -c1-160)") | | | | |" "$name"
     fi
   done
 done

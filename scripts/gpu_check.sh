@@ -18,13 +18,17 @@
 #                    files, so a device call brings them back even when it is cut off
 #   --budget SECONDS stop every step in time to finish within SECONDS (its row says TIMEOUT)
 #   --device cuda|cpu   cpu checks this script's control flow on a machine without a GPU
-#   --batches "16 32"   micro-batches of the bench phase
+#   --batches "16 32"   micro-batches of the bench phase (default 32, what one call can afford)
+#   --tests-budget SECONDS  at most SECONDS for the tests phase's ctest (a hung test must not eat the
+#                    bench's minutes: CTest's own per-test TIMEOUT is 300 s)
+#   --bench-steps N     steps of each bench row (bench_gpt2_gpu.sh's --steps; its default otherwise)
+#   --variants "L:FLAGS;..."  the bench's C++ rows (bench_gpt2_gpu.sh's --variants)
 #   --summarize DIR  rebuild DIR/summary.txt from its phases' rows (after unpacking several calls' packs)
 # Exit status: 0 when nothing failed, 1 when a step failed or timed out, 2 for bad usage or no GPU.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_phases=(tests run nccl memcheck bench)
-kit="" out="" pack="" budget=0 device=cuda batches="16 32 64"
+kit="" out="" pack="" budget=0 device=cuda batches="32" bench_steps="" variants="" tests_budget=0
 phases=()
 usage_error() { echo "gpu_check.sh: $*" >&2; exit 2; }
 need_value() { [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"; }
@@ -49,6 +53,9 @@ while (( $# )); do
     --budget) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || usage_error "--budget takes whole seconds, not '$2'"; budget=$2; shift 2 ;;
     --device) need_value "$@"; [[ $2 == cuda || $2 == cpu ]] || usage_error "--device is cuda or cpu, not '$2'"; device=$2; shift 2 ;;
     --batches) need_value "$@"; batches=$2; shift 2 ;;
+    --tests-budget) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || usage_error "--tests-budget takes whole seconds, not '$2'"; tests_budget=$2; shift 2 ;;
+    --bench-steps) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || usage_error "--bench-steps takes a whole number, not '$2'"; bench_steps=$2; shift 2 ;;
+    --variants) need_value "$@"; variants=$2; shift 2 ;;
     --summarize) need_value "$@"; [[ -d $2 ]] || usage_error "--summarize: $2 is not a folder"; summarize "$2"; cat "$2/summary.txt"; exit 0 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     -*) usage_error "unknown option '$1' (see --help)" ;;
@@ -124,6 +131,8 @@ step() {
     limit=$(( budget - (SECONDS - start) - 15 ))  # 15 s to write and pack the rows
     (( limit > 0 )) || { row "$phase" TIMEOUT "$name" "not started: --budget $budget s used up"; return 1; }
   fi
+  # A step's own cap (step_cap, set by its phase) when it is lower than what the budget leaves.
+  if (( ${step_cap:-0} > 0 )) && (( limit <= 0 || step_cap < limit )); then limit=$step_cap; fi
   echo "== $phase.$name"
   if (( limit > 0 )); then
     timeout -k 10 "$limit" "$@" >"$out/$phase/$name.log" 2>&1
@@ -178,7 +187,7 @@ phase_tests() {
   # Four at a time: the tests are small next to one GPU's memory, and one at a time they cost minutes of
   # a scarce session. The ones that start whole jobs (mpirun, torchrun) share a RESOURCE_LOCK and still
   # run one after the other (tests/CMakeLists.txt).
-  step tests ctest_cuda ctest --test-dir "$dir" -L cuda -j 4 --timeout 300 --output-on-failure \
+  step_cap=$tests_budget step tests ctest_cuda ctest --test-dir "$dir" -L cuda -j 4 --timeout 300 --output-on-failure \
     --output-junit "$out/tests/junit.xml"
   # One row per test from CTest's own lines ("1/9 Test #3: Cuda.X ....   Passed    2.31 sec").
   # (A parameterized test's name is followed by "  # GetParam() = ...": the name is the first word.)
@@ -252,7 +261,7 @@ phase_memcheck() {
   rm -f "$out/memcheck/sort"/ckpt_*
   # Some virtual machines (gVisor, old kernels) refuse the sanitizer's instrumentation: it then reports no
   # summary but a line of its own, which says nothing about our kernels: a SKIP with that line.
-  refusal=$(grep -m1 -E 'Internal Sanitizer Error|[Ff]ailed to initiali[sz]e|[Dd]ebugger interface|not supported on this|terminated before first instrumented API call' "$log")
+  refusal=$(grep -m1 -E 'Internal Sanitizer Error|[Ff]ailed to initiali[sz]e|[Dd]ebugger interface|not supported on this|[Dd]evice not supported|terminated before first instrumented API call' "$log")
   if [[ -n $refusal ]] && ! grep -q 'ERROR SUMMARY' "$log"; then
     skip memcheck memcheck "compute-sanitizer cannot instrument on this machine: ${refusal#========= }"
     return
@@ -266,10 +275,34 @@ phase_memcheck() {
   else
     row memcheck FAIL error_summary "${summary}(s): see memcheck/memcheck.log"
   fi
+  sanitize_loss_tests memcheck
+  sanitize_loss_tests racecheck
+}
+
+# The CUDA loss kernel's own tests under compute-sanitizer's memcheck and racecheck, with PyTorch's caching
+# allocator off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): inside a cached block an out-of-bounds access hits
+# memory that is still allocated and goes unseen.
+sanitize_loss_tests() {
+  local tool=$1 tests="$build/tests/mygpt_cuda_loss_tests" log summary
+  log="$out/memcheck/loss_kernel_$tool.log"
+  [[ -x $tests ]] || { skip memcheck "loss_kernel_$tool" "no $tests"; return; }
+  MYGPT_STEP_NO_ROW=1 step memcheck "loss_kernel_$tool" env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+    compute-sanitizer --tool "$tool" --report-api-errors no "$tests" || return
+  step_verdict memcheck "loss_kernel_$tool" "$step_rc" || return
+  summary=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | tail -n 1)
+  if [[ $summary == "ERROR SUMMARY: 0 error" ]]; then
+    row memcheck PASS "loss_kernel_$tool.errors" "${summary}s"
+  else
+    row memcheck FAIL "loss_kernel_$tool.errors" "${summary:-no ERROR SUMMARY}: see memcheck/loss_kernel_$tool.log"
+  fi
 }
 
 phase_bench() {
-  step bench gpt2 "$repo/scripts/bench_gpt2_gpu.sh" --batches "$batches" --no-append --device "$device"
+  # Each row's log, metrics and table line land in bench/rows/ as the row ends: a budget cut keeps them.
+  step bench gpt2 "$repo/scripts/bench_gpt2_gpu.sh" --batches "$batches" --no-append --device "$device" \
+    --keep "$out/bench/rows" ${bench_steps:+--steps "$bench_steps"} ${variants:+--variants "$variants"}
+  [[ -f $out/bench/rows/table.md ]] && { echo; cat "$out/bench/rows/table.md"; }
+  pack_up
 }
 
 for phase in "${phases[@]}"; do

@@ -115,10 +115,12 @@ for name in run.train run.generate run.eval run.generate_on_cpu nccl.torchrun_np
             memcheck.error_summary; do
   check "(2) ... row PASS $name" grep -qE "^PASS +$name " "$evidence/${name%%.*}/rows.txt"
 done
+check "(2) ... the loss kernel's tests under memcheck and racecheck: SKIP where the build has none" \
+  bash -c "grep -qE '^SKIP +memcheck.loss_kernel_memcheck ' '$evidence/memcheck/rows.txt' && grep -qE '^SKIP +memcheck.loss_kernel_racecheck ' '$evidence/memcheck/rows.txt'"
 check "(2) ... stalled_peer skipped with one GPU" grep -qE '^SKIP +nccl.stalled_peer ' "$evidence/nccl/rows.txt"
 check "(2) ... facts name the GPU and the driver" bash -c "grep -q 'NVIDIA H100' '$evidence/facts.txt' && grep -q 'driver 580.00.00' '$evidence/facts.txt'"
 check "(2) ... summary.txt gathers every row ($(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null) rows)" \
-  test "$(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null)" -eq 11
+  test "$(grep -cE '^(PASS|FAIL|SKIP)' "$evidence/summary.txt" 2>/dev/null)" -eq 13
 check "(2) ... no checkpoint kept as evidence" bash -c "! find '$evidence' -name 'ckpt_*' | grep -q ."
 check "(2) ... the pack: summary.txt and one tarball of the folder" \
   bash -c "cmp -s '$WORK/pack/summary.txt' '$evidence/summary.txt' && tar -tzf '$WORK/pack/gpu-run.tar.gz' | grep -q '^evidence/run/train.log$' && [[ \$(ls '$WORK/pack' | wc -l) -eq 2 ]]"
