@@ -175,8 +175,9 @@ OptionTable<TrainFlags> make_table() {
       .of_process();
   t.add("cuda-loss-kernel", &F::train, &T::cuda_loss_kernel,
         "on CUDA, one fused kernel per chunk of the fused loss computes softmax, loss and gradient in place, and "
-        "the head's fp32 weight gradient is accumulated by the 16-bit matmul itself (false: ATen ops)")
-      .init(false)
+        "the head's fp32 weight gradient is accumulated by the 16-bit matmul itself (false: ATen ops; CPUs always "
+        "use those)")
+      .init(true)
       .of_process();
   t.add("attention", &F::train, &T::attention,
         "preferred attention kernel (LibTorch's scaled_dot_product_attention); where it cannot run the next "

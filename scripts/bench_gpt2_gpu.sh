@@ -10,7 +10,7 @@
 #
 # usage: scripts/bench_gpt2_gpu.sh [--batches "16 32 64"] [--steps 60] [--skip 10] [--seq-len 1024]
 #          [--model-flags ""] [--device cuda] [--precision bf16] [--variants "LABEL:FLAGS;..."] [--no-append]
-#          [--keep DIR]
+#          [--keep DIR] [--twins "eager compile"]
 # --keep DIR: each row's log (and the C++ rows' metrics.jsonl) is copied into DIR, and its table line
 # appended to DIR/table.md, the moment the row ends (scripts/gpu_check.sh packs DIR: a run cut short by
 # its budget still brings back every row that finished). Table lines are printed as they come either way.
@@ -29,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 default_variants="aten loss:--fused-loss true;cuda loss kernel:--cuda-loss-kernel true"
 default_variants+=";kernel + cudnn attention:--cuda-loss-kernel true --attention cudnn;plain loss:--fused-loss false"
 bench_options batches="16 32 64" steps=60 skip=10 seq-len=1024 model-flags="" device=cuda precision=bf16 \
-  variants="$default_variants" keep="" -- "$@"
+  variants="$default_variants" keep="" twins="eager compile" -- "$@"
 (( steps > skip && skip >= 1 )) || bench_usage_error "need --steps > --skip >= 1"
 twin="$repo/scripts/bench/pytorch_gpt2_gpu.py"
 bench_need_built "$mygpt_bin" "$python"
@@ -117,7 +117,8 @@ for batch in $batches; do
     fi
     rm -rf "${work:?}/$name"
   done
-  for mode in eager compile; do
+  for mode in $twins; do
+    [[ $mode == eager || $mode == compile ]] || bench_usage_error "--twins takes eager and/or compile, not '$mode'"
     name="py_b${batch}_$mode"
     echo "== Python $mode, micro-batch $batch"
     current=$name

@@ -25,7 +25,7 @@ struct Attention {
 
 Attention attend(const torch::Tensor& qkv_values, const torch::Tensor& grad_out, int64_t heads_count,
                  AttentionBackend preferred) {
-  prefer_attention_backend(preferred);
+  prefer_attention_backend(preferred, qkv_values.device());
   const int64_t B = qkv_values.size(0), T = qkv_values.size(1), C = qkv_values.size(2) / 3;
   auto qkv = qkv_values.clone().requires_grad_();
   const auto parts = qkv.split(C, /*dim=*/2);
@@ -34,7 +34,7 @@ Attention attend(const torch::Tensor& qkv_values, const torch::Tensor& grad_out,
   const auto backend = static_cast<at::SDPBackend>(at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true));
   auto out = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
   out.backward(grad_out.to(out.scalar_type()));
-  prefer_attention_backend(AttentionBackend::automatic);
+  prefer_attention_backend(AttentionBackend::automatic, qkv_values.device());
   return {out.detach().to(torch::kFloat), qkv.grad().to(torch::kFloat), backend};
 }
 
