@@ -1,5 +1,8 @@
 #include "launcher/train_flags.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -9,6 +12,20 @@
 
 namespace mygpt {
 namespace {
+
+// --profile's file: its folder must exist and take a file (checked before training starts, not at step 10).
+void profile_file(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path file(path);
+  if (std::filesystem::is_directory(file)) throw std::invalid_argument("--" + flag + " " + path + " is a folder, not a file");
+  const std::filesystem::path folder = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(folder)) {
+    throw std::invalid_argument("--" + flag + " " + path + ": folder " + folder.string() + " does not exist");
+  }
+  if (access(folder.c_str(), W_OK) != 0) {
+    throw std::invalid_argument("--" + flag + " " + path + ": folder " + folder.string() + " is not writable");
+  }
+}
 
 OptionTable<TrainFlags> make_table() {
   using F = TrainFlags;
@@ -212,6 +229,16 @@ OptionTable<TrainFlags> make_table() {
       .init("out")
       .check(not_empty)
       .read_by(kPlanCommand)
+      .of_process();
+  t.add("profile", &F::train, &T::profile,
+        "write a trace of --profile-steps steps (CPU operators; CUDA kernels on a GPU) to this file, taken "
+        "after the first 10 steps; open it at ui.perfetto.dev or sum it with scripts/profile_summary.py")
+      .init("")
+      .check(profile_file)
+      .of_process();
+  t.add("profile-steps", &F::train, &T::profile_steps, "steps traced by --profile")
+      .init(3)
+      .check(positive)
       .of_process();
   t.add("resume", &F::runtime, &R::resume,
         "auto (newest intact checkpoint in --out, if any) or a checkpoint path; empty starts afresh. A resumed run "

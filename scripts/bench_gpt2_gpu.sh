@@ -10,10 +10,12 @@
 #
 # usage: scripts/bench_gpt2_gpu.sh [--batches "16 32 64"] [--steps 60] [--skip 10] [--seq-len 1024]
 #          [--model-flags ""] [--device cuda] [--precision bf16] [--variants "LABEL:FLAGS;..."] [--no-append]
-#          [--keep DIR] [--twins "eager compile"]
+#          [--keep DIR] [--twins "eager compile"] [--profile-dir DIR]
 # --keep DIR: each row's log (and the C++ rows' metrics.jsonl) is copied into DIR, and its table line
 # appended to DIR/table.md, the moment the row ends (scripts/gpu_check.sh packs DIR: a run cut short by
 # its budget still brings back every row that finished). Table lines are printed as they come either way.
+# --profile-dir DIR: every row also writes a profiler trace of 3 steps taken after the first 10 into
+# DIR/<row>.trace.json (train --profile; the twin's --profile); scripts/profile_summary.py sums one.
 #
 # The shards are random GPT-2 token ids made here (throughput does not depend on the text; the GPU node
 # has no ../shared data). Step time is the median after the first --skip steps, each side timing one
@@ -29,7 +31,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 default_variants="aten loss:--fused-loss true;cuda loss kernel:--cuda-loss-kernel true"
 default_variants+=";kernel + cudnn attention:--cuda-loss-kernel true --attention cudnn;plain loss:--fused-loss false"
 bench_options batches="16 32 64" steps=60 skip=10 seq-len=1024 model-flags="" device=cuda precision=bf16 \
-  variants="$default_variants" keep="" twins="eager compile" -- "$@"
+  variants="$default_variants" keep="" twins="eager compile" profile-dir="" -- "$@"
 (( steps > skip && skip >= 1 )) || bench_usage_error "need --steps > --skip >= 1"
 twin="$repo/scripts/bench/pytorch_gpt2_gpu.py"
 bench_need_built "$mygpt_bin" "$python"
@@ -37,6 +39,10 @@ if [[ $device == cuda ]]; then
   command -v nvidia-smi >/dev/null || bench_die "no nvidia-smi: this benchmark needs a GPU (or --device cpu to check the script)"
 fi
 bench_work_dir
+if [[ -n $profile_dir ]]; then
+  mkdir -p "$profile_dir" || bench_die "--profile-dir: cannot create $profile_dir"
+  profile_dir=$(cd "$profile_dir" && pwd)
+fi
 binary="$(bench_private_copy "$mygpt_bin")"
 gpu="none"
 [[ $device == cuda ]] && gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
@@ -107,9 +113,11 @@ for batch in $batches; do
     name="cpp_b${batch}_$(tr -c 'a-zA-Z0-9' _ <<<"$label")"
     echo "== C++, micro-batch $batch, $label: ${variant_flags[*]}"
     current=$name
+    profile=()
+    [[ -n $profile_dir ]] && profile=(--profile "$profile_dir/$name.trace.json")
     if "$binary" train "$shards" --preset gpt2 --device "$device" --precision "$precision" --total-batch-tokens 0 \
         --batch-size "$batch" --seq-len "$seq_len" --steps "$steps" --eval-every 0 --log-every 1 --seed 1337 --final-checkpoint false \
-        "${variant_flags[@]}" "${extra[@]}" --out "$work/$name" >"$work/$name.log" 2>&1; then
+        "${variant_flags[@]}" "${profile[@]}" "${extra[@]}" --out "$work/$name" >"$work/$name.log" 2>&1; then
       m="$work/$name/metrics.jsonl"
       add_row "| $batch | C++ ($label) | $(median dt_ms "$m" "$skip") | $(median tok_per_sec "$m" "$skip") | $(median mfu "$m" "$skip") | $(median peak_mem_mib "$m" "$skip") | $(tail -n 1 "$m" | grep -o '"loss":[0-9.]*' | cut -d: -f2) |" "$name"
     else
@@ -125,6 +133,7 @@ for batch in $batches; do
     flags=(--data "$shards" --device "$device" --precision "$precision" --batch-size "$batch" --seq-len "$seq_len"
            --steps "$steps" --skip-steps "$skip" --log-every 10 "${extra[@]}")
     [[ $mode == compile ]] && flags+=(--compile)
+    [[ -n $profile_dir ]] && flags+=(--profile "$profile_dir/$name.trace.json")
     if "$python" "$twin" "${flags[@]}" >"$work/$name.log" 2>&1; then
       add_row "| $batch | PyTorch $mode | $(result median_dt_ms "$work/$name.log") | $(result median_tok_per_sec "$work/$name.log") | | $(result peak_memory_mib "$work/$name.log") | $(result last_loss "$work/$name.log") |" "$name"
     else

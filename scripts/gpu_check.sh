@@ -7,6 +7,8 @@
 #             path with one rank); 2+ GPUs: a stalled peer must end the job
 #   memcheck  compute-sanitizer memcheck on a few steps, judged by its ERROR SUMMARY
 #   bench     scripts/bench_gpt2_gpu.sh (GPT-2 124M against PyTorch eager and torch.compile; minutes)
+#   profile   a profiler trace of 3 GPT-2 steps of the C++ default and of torch.compile's twin (the bench's
+#             --batches' first), each summed by scripts/profile_summary.py (kernels by kind, idle gaps)
 # Default phases: tests run nccl memcheck. The raw material of the run (nvidia-smi, versions of driver,
 # CUDA, torch and NCCL, the rows, every log) goes to the evidence folder docs/gpu-runs/<date>-<gpu>/,
 # one subfolder per phase, with summary.txt gathering the rows of every phase there.
@@ -28,7 +30,7 @@
 # Exit status: 0 when nothing failed, 1 when a step failed or timed out, 2 for bad usage or no GPU.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-all_phases=(tests run nccl memcheck bench)
+all_phases=(tests run nccl memcheck bench profile)
 kit="" out="" pack="" budget=0 device=cuda batches="32" bench_steps="" variants="" twins="" tests_budget=0
 phases=()
 usage_error() { echo "gpu_check.sh: $*" >&2; exit 2; }
@@ -313,6 +315,23 @@ sanitize_loss_tests() {
   else
     row memcheck FAIL "loss_kernel_$tool.errors" "${summary:-no ERROR SUMMARY}: see memcheck/loss_kernel_$tool.log"
   fi
+}
+
+phase_profile() {
+  local dir="$out/profile" trace name
+  step profile traces "$repo/scripts/bench_gpt2_gpu.sh" --batches "${batches%% *}" --no-append --device "$device" \
+    --steps 13 --skip 10 --variants "default:" --twins compile --profile-dir "$dir"
+  for trace in "$dir"/*.trace.json; do
+    [[ -f $trace ]] || continue
+    name=$(basename "$trace" .trace.json)
+    if "$PYTHON" "$repo/scripts/profile_summary.py" "$trace" --steps 3 >"$dir/$name.summary.md" 2>&1; then
+      row profile PASS "$name" "$(head -n 1 "$dir/$name.summary.md")"
+    else
+      row profile FAIL "$name" "$(tail -n 1 "$dir/$name.summary.md")"
+    fi
+    gzip -f "$trace"  # kept for ui.perfetto.dev, a tenth of the size
+  done
+  pack_up
 }
 
 phase_bench() {

@@ -60,6 +60,8 @@ struct TrainOptions {
   bool ddp_overlap{};    // start bucket all-reduces during backward
   int64_t zero{};        // 1: AdamW state sharded across ranks (ZeRO stage 1, trainer/sharded_adamw.h)
   std::string out;       // output folder: checkpoints, metrics.jsonl
+  std::string profile;   // a trace of profile_steps steps (trainer/step_profiler.h); empty: off
+  int64_t profile_steps{};
 };
 
 }  // namespace mygpt

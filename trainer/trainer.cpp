@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "trainer/mixed_precision.h"
+#include "trainer/step_profiler.h"
 #include "trainer/validation_batches.h"
 
 namespace mygpt {
@@ -376,13 +377,16 @@ TrainSummary Trainer::run(int64_t start_step) {
   }
   double smoothed_dt = 0;
   int64_t bad_in_a_row = 0;
+  StepProfiler profiler(output_.writes() ? options_.profile : "", options_.profile_steps, start_step, options_.steps);
   for (int64_t step = start_step; step < options_.steps; ++step) {
     // Evaluations at step s see the weights after s steps (the last ones come after the loop).
     evaluate_at(step, /*final=*/false, summary);
 
+    profiler.before_step(step);
     const auto t0 = Clock::now();
     const StepResult r = train_step(step);  // ends by waiting for the device, so dt is real
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (const std::string line = profiler.after_step(step); !line.empty()) output_.print(line);
     if (summary.steps_run == 0) summary.first_loss = r.loss;
     summary.last_loss = r.loss;
     ++summary.steps_run;

@@ -326,10 +326,25 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
         return loss_sum.item(), grad_norm.item(), lr
 
     dts, losses = [], []
+    profile = getattr(args, "profile", "") if ranks.rank == 0 else ""
+    # The same window as mygpt-ddp's (trainer/step_profiler.cpp): after 10 warm-up steps, or as late as fits.
+    profile_first = max(0, min(10, args.steps - getattr(args, "profile_steps", 3)))
+    profiler = None
     for step in range(args.steps):
+        if profile and step == profile_first:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            profiler = torch.profiler.profile(activities=activities)
+            profiler.start()
         t0 = time.perf_counter()
         loss, grad_norm, lr = train_step(step)
         dt = time.perf_counter() - t0
+        if profiler is not None and step == profile_first + args.profile_steps - 1:
+            profiler.stop()
+            profiler.export_chrome_trace(profile)
+            profiler = None
+            ranks.say(f"profile: steps {profile_first}-{step} traced into {profile}")
         losses.append(loss)
         if step >= args.skip_steps:
             dts.append(dt)
@@ -372,6 +387,9 @@ def add_training_flags(p, **defaults):
     for name, value in (TRAINING_FLAGS | defaults).items():
         p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, help=FLAG_HELP.get(name))
     p.add_argument("--metrics", help="rank 0 writes one JSON line per step here (same keys as metrics.jsonl)")
+    p.add_argument("--profile", default="", help="rank 0 writes a torch.profiler trace of --profile-steps steps "
+                   "taken after the first 10 here, as mygpt-ddp train --profile (scripts/profile_summary.py)")
+    p.add_argument("--profile-steps", type=int, default=3)
 
 
 def parse_args(argv):
