@@ -25,6 +25,14 @@ torch::Tensor full_logits_cross_entropy(const torch::Tensor& logits, const torch
 
 torch::Tensor rows_of(const torch::Tensor& hidden) { return hidden.reshape({-1, hidden.size(-1)}); }
 
+// A Linear layer's product through ATen's linear, not the module's forward: the C++ frontend's
+// torch::nn::Linear multiplies and then adds the bias in place, which under bf16 autocast adds an fp32 bias
+// into a bf16 product through ATen's slow mixed-dtype kernel (on an H100: 48 such adds, 12 of a GPT-2 step's
+// 89 ms, docs/gpu-runs/2026-11-26-h100-call4); ATen's linear fuses the bias into the matrix product.
+torch::Tensor linear_of(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return torch::linear(x, layer->weight, layer->bias);
+}
+
 // weight applied to the rows of a read that continues a KV cache: model/decode_linear for the few rows of
 // a decoding step on a CPU in fp32 (it streams the weight faster than the BLAS's one-row GEMM),
 // torch::linear otherwise. A first read (`continues_cache` false) is always torch::linear, as forward()
@@ -58,13 +66,13 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  auto qkv = c_attn(x).split(C, /*dim=*/2);
+  auto qkv = linear_of(c_attn, x).split(C, /*dim=*/2);
   // (B, T, C) -> (B, n_head, T, head_size): heads become a batch dimension for the attention kernel.
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2); };
   auto y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*attn_mask=*/{},
                                             is_training() ? dropout_ : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_dropout_(c_proj(y));
+  return resid_dropout_(linear_of(c_proj, y));
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer) {
@@ -100,7 +108,7 @@ MlpImpl::MlpImpl(const GptConfig& config) {
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   // GPT-2 was trained with the tanh approximation of GELU; keep it to match its weights. On the CPU in
   // float32 it runs our cheaper kernel (model/gelu_tanh_cpu.h), elsewhere ATen's.
-  return dropout_(c_proj(gelu_tanh(c_fc(x))));
+  return dropout_(linear_of(c_proj, gelu_tanh(linear_of(c_fc, x))));
 }
 
 torch::Tensor MlpImpl::forward_cached(const torch::Tensor& x, bool continues_cache) {

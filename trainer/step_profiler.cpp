@@ -22,7 +22,7 @@ int64_t first_profiled_step(int64_t count, int64_t start_step, int64_t steps) {
 }
 
 StepProfiler::StepProfiler(std::string path, int64_t count, int64_t start_step, int64_t steps)
-    : path_(std::move(path)), count_(count), first_(first_profiled_step(count, start_step, steps)) {}
+    : path_(std::move(path)), count_(count), first_(first_profiled_step(count, start_step, steps)), end_(steps) {}
 
 StepProfiler::~StepProfiler() {
   if (active_) finish();
@@ -44,7 +44,9 @@ void StepProfiler::before_step(int64_t step) {
 }
 
 std::string StepProfiler::after_step(int64_t step) {
-  if (!active_ || step < last_step()) return "";
+  if (!active_) return "";
+  last_run_ = step;
+  if (step < last_step() && step + 1 < end_) return "";
   return finish();
 }
 
@@ -59,7 +61,7 @@ std::string StepProfiler::finish() {
     std::filesystem::remove(tmp, error);
     return "profile: could not write " + path_;
   }
-  return "profile: steps " + std::to_string(first_) + "-" + std::to_string(last_step()) + " traced into " + path_ +
+  return "profile: steps " + std::to_string(first_) + "-" + std::to_string(last_run_) + " traced into " + path_ +
          " (open at ui.perfetto.dev; scripts/profile_summary.py " + path_ + ")";
 }
 

@@ -30,6 +30,8 @@ class StepProfiler {
   std::string path_;
   int64_t count_{};
   int64_t first_{};
+  int64_t end_{};        // the run's last step + 1: a window past it ends with the run
+  int64_t last_run_{-1};  // the last step traced so far
   bool active_ = false;
 };
 
