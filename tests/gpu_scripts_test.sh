@@ -167,6 +167,23 @@ check "(3) ... its row says TIMEOUT, and nothing after it ran" \
   bash -c "grep -qE '^TIMEOUT +run.train ' '$WORK/budget/run/rows.txt' && [[ \$(wc -l <'$WORK/budget/run/rows.txt') -eq 1 ]]"
 check "(3) ... the pack holds the row" grep -qE '^TIMEOUT +run.train ' "$WORK/budget_pack/summary.txt"
 
+# --- (3b) the benchmark keeps every row as it ends ----------------------------------------------------
+# A tiny model on the CPU stands in for GPT-2 on a GPU: one C++ row that trains, one that fails (an
+# unknown flag), the eager twin; --keep must hold each row's log, the C++ metrics and the table lines.
+keep="$WORK/bench_keep"
+RUN_TIMEOUT=300
+run_cmd bench_keep env MYGPT_BIN="$BIN" bash "$REPO_DIR/scripts/bench_gpt2_gpu.sh" --device cpu --precision fp32 \
+  --batches 2 --steps 3 --skip 1 --seq-len 32 --model-flags "--n-layer 1 --n-head 2 --n-embd 32" --no-append \
+  --variants "ok:--fused-loss true;broken:--no-such-flag 1" --twins eager --keep "$keep"
+check "(3b) bench --keep: exit 0 (exit $RC): $(tail -n 2 "$WORK/bench_keep.err")" test "$RC" -eq 0
+check "(3b) ... a table line per row, the failed one saying why" bash -c "
+  grep -qE '^\| 2 \| C\+\+ \(ok\) \| [0-9.]+ \|' '$keep/table.md' &&
+  grep -qE '^\| 2 \| C\+\+ \(broken\) \| failed: .*no-such-flag' '$keep/table.md' &&
+  grep -qE '^\| 2 \| PyTorch eager \| [0-9.]+ \|' '$keep/table.md'"
+check "(3b) ... each row's log, and the trained row's metrics" bash -c "
+  [[ -s '$keep/cpp_b2_ok_.log' && -s '$keep/cpp_b2_ok_.metrics.jsonl' && -s '$keep/cpp_b2_broken_.log' && -s '$keep/py_b2_eager.log' ]]"
+check "(3b) ... rows printed as they come" grep -qE '^ROW \| 2 \| C\+\+ \(ok\)' "$WORK/bench_keep.out"
+
 # --- (4) the kit's library search ----------------------------------------------------------------------
 kit="$WORK/kit"
 site="$WORK/site"
