@@ -75,13 +75,16 @@ class NcclPending final : public PendingCollective {
 
 // A non-blocking communicator's call may return before its work is enqueued: true once it is (or the
 // initialization has finished), false while in progress; throws on an error.
-bool nccl_done(ncclComm_t comm, const char* what) {
-  ncclResult_t state = ncclSuccess;
-  const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
-  if (queried != ncclSuccess) state = queried;
+bool nccl_state_done(ncclResult_t state, const char* what) {
   if (state == ncclSuccess) return true;
   if (state == ncclInProgress) return false;
   throw std::runtime_error(std::string(what) + " failed: " + ncclGetErrorString(state));
+}
+// A communicator that no other thread sees yet (its initialization).
+bool nccl_done(ncclComm_t comm, const char* what) {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+  return nccl_state_done(queried != ncclSuccess ? queried : state, what);
 }
 
 // Two ranks on one physical GPU (a launcher that showed every task the same single GPU) would deadlock
@@ -234,7 +237,12 @@ class NcclCommunicator final : public Communicator {
     if (result == ncclInProgress) {
       // Non-blocking: no other NCCL call on the communicator until this one is enqueued (NCCL's rule).
       try {
-        poll_until_done([&] { return nccl_done(comm_.get(), what); }, timeout_seconds_, what);
+        poll_until_done(
+            [&] {
+              if (comm_.aborted()) throw std::runtime_error("the NCCL communicator was aborted");
+              return nccl_state_done(comm_.async_error(), what);
+            },
+            timeout_seconds_, what);
         return;
       } catch (...) {
         comm_.abort_on_close();

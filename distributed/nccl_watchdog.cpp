@@ -40,6 +40,14 @@ void NcclComm::abort() {
   ncclCommAbort(comm_);
 }
 
+ncclResult_t NcclComm::async_error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted_) return ncclInvalidUsage;
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
+  return queried != ncclSuccess ? queried : state;
+}
+
 void NcclWatchedDevice::bind_thread() {
   // A new thread's current device is 0: without this, every rank would open a context on GPU 0 at the
   // first event query (about 0.5 GiB each), and fail where GPUs are in exclusive-process mode.
@@ -48,8 +56,8 @@ void NcclWatchedDevice::bind_thread() {
 }
 
 std::string NcclWatchedDevice::async_error() {
-  ncclResult_t error = ncclSuccess;
-  ncclCommGetAsyncError(comm_.get(), &error);
+  if (comm_.aborted()) return "";  // the watchdog aborted it itself, and has said why
+  const ncclResult_t error = comm_.async_error();
   if (error == ncclSuccess || error == ncclInProgress) return "";
   return ncclGetErrorString(error);
 }

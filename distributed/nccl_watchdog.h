@@ -39,6 +39,9 @@ class NcclComm {
   ncclComm_t get() const { return comm_; }
   void abort();  // idempotent, from any thread
   bool aborted() const { return aborted_; }
+  // ncclCommGetAsyncError, one thread at a time: the main thread polls it while a non-blocking call is in
+  // progress and the watchdog's thread polls it for errors; an aborted communicator reads as failed.
+  ncclResult_t async_error();
   // The destructor aborts instead of destroying: set when work may be pending or a peer may be gone.
   void abort_on_close() { abort_on_close_ = true; }
 
