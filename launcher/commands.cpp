@@ -35,6 +35,7 @@ std::string usage_text() {
     out << strprintf("  %-18s %2lld layers, %2lld heads, %4lld wide, block %4lld, dropout %.1f\n", name.c_str(),
                      static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
                      static_cast<long long>(c.n_embd), static_cast<long long>(c.block_size), c.dropout);
+    if (!c.is_gpt2_architecture()) out << "  " << std::string(18, ' ') << " " << c.architecture_text() << "\n";
   }
   out << "\n`mygpt-ddp <command> --help` lists that command's options; `mygpt-ddp --version` the build.";
   return out.str();

@@ -56,7 +56,8 @@ OptionTable<TrainFlags> make_table() {
   t.group("Model");
   t.add("preset", &F::model, &M::preset,
         "model shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl (these bring the GPT-2 recipe's defaults), "
-        "shakespeare-char, small, tiny")
+        "shakespeare-char, small, tiny; nanochat-d12 ... nanochat-d32 (nanochat's depth dial, any nanochat-dN), "
+        "llama-small")
       .init("small")
       .check([](const std::string&, const std::string& name) { preset_config(name); })
       .read_by(kPlanCommand);
@@ -75,7 +76,42 @@ OptionTable<TrainFlags> make_table() {
   t.add("dropout", &F::model, &M::dropout, "dropout probability (overrides the preset)")
       .check(in_range(0, 1, /*hi_inclusive=*/false))
       .read_by(kPlanCommand);
-  t.add("bias", &F::model, &M::bias, "biases in the linear layers and layer norms (overrides the preset; all: true)")
+  t.add("bias", &F::model, &M::bias,
+        "biases in the linear layers and layer norms (overrides the preset; GPT-2's and the small ones: true)")
+      .read_by(kPlanCommand);
+  // The architecture family (model/gpt_config.h); each overrides the preset's choice.
+  t.add("positions", &F::model, &M::positions, "position encoding: learned (GPT-2) or rotary")
+      .check([](const std::string&, const std::string& v) { parse_positions(v); })
+      .read_by(kPlanCommand);
+  t.add("rope-theta", &F::model, &M::rope_theta, "rotary base (rotary positions; nanochat and Llama 2: 10000)")
+      .read_by(kPlanCommand);
+  t.add("norm", &F::model, &M::norm, "normalization: layernorm (GPT-2) or rmsnorm")
+      .check([](const std::string&, const std::string& v) { parse_norm(v); })
+      .read_by(kPlanCommand);
+  t.add("norm-weight", &F::model, &M::norm_weight, "a learned gain in every norm (nanochat: false)")
+      .read_by(kPlanCommand);
+  t.add("norm-eps", &F::model, &M::norm_eps, "the norms' epsilon (GPT-2: 1e-5, nanochat: 1e-6)")
+      .read_by(kPlanCommand);
+  t.add("embedding-norm", &F::model, &M::embedding_norm, "a norm right after the token embedding (nanochat)")
+      .read_by(kPlanCommand);
+  t.add("qk-norm", &F::model, &M::qk_norm, "normalize queries and keys per head (nanochat, Qwen3)")
+      .read_by(kPlanCommand);
+  t.add("mlp", &F::model, &M::mlp, "MLP: gelu (GPT-2's tanh-GELU), relu2 (nanochat) or swiglu (Llama)")
+      .check([](const std::string&, const std::string& v) { parse_mlp(v); })
+      .read_by(kPlanCommand);
+  t.add("mlp-hidden", &F::model, &M::mlp_hidden, "the MLP's inner width (default 4 x --n-embd)")
+      .check(positive)
+      .read_by(kPlanCommand);
+  t.add("n-kv-head", &F::model, &M::n_kv_head, "key/value heads; fewer than --n-head: grouped-query attention")
+      .check(positive)
+      .read_by(kPlanCommand);
+  t.add("tie-head", &F::model, &M::tie_head, "the output head is the token embedding (GPT-2: true, nanochat: false)")
+      .read_by(kPlanCommand);
+  t.add("logit-softcap", &F::model, &M::logit_softcap, "cap the logits to cap * tanh(logits / cap) (nanochat: 15), or none")
+      .check([](const std::string&, const std::string& v) { parse_logit_softcap(v); })
+      .read_by(kPlanCommand);
+  t.add("init", &F::model, &M::init, "initialization: gpt2 (N(0, 0.02)) or nanochat (zero output projections)")
+      .check([](const std::string&, const std::string& v) { parse_init(v); })
       .read_by(kPlanCommand);
   t.add("init-from", &F::runtime, &R::init_from,
         "start from these weights: a checkpoint (file or folder) or a Hugging Face GPT-2 folder. The model's shape "

@@ -143,10 +143,7 @@ double Trainer::evaluate() {
 }
 
 double Trainer::flops_per_token() const {
-  const GptConfig& c = p_.model->config();
-  const double weights = static_cast<double>(p_.model->num_parameters() - p_.model->wpe->weight.numel());
-  const double attention = 12.0 * static_cast<double>(c.n_layer * c.n_embd * options_.seq_len);
-  return 6.0 * weights + attention;
+  return training_flops_per_token(p_.model->config(), options_.seq_len);
 }
 
 std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
