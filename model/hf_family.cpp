@@ -95,13 +95,6 @@ torch::Tensor their_tensor(const TensorMap& m, const torch::Tensor& ours, int64_
   return value.contiguous();
 }
 
-std::vector<int64_t> their_shape(const TensorMap& m, const torch::Tensor& ours, int64_t vocab_size) {
-  std::vector<int64_t> shape(ours.sizes().begin(), ours.sizes().end());
-  if (m.vocabulary_rows) shape[0] = vocab_size;
-  if (m.rows > 0) shape[0] = m.rows;
-  return shape;
-}
-
 std::string shape_text(c10::IntArrayRef shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
@@ -251,8 +244,7 @@ ParsedFamilyConfig parse_family_config(const fs::path& folder, int64_t vocab_mul
 }
 
 // The folder's model.safetensors against the maps: names, dtypes and shapes, nothing extra.
-std::vector<TensorMap> check_weights(const ParsedFamilyConfig& parsed, const SafetensorsReader& file,
-                                     const Gpt* shapes_of) {
+std::vector<TensorMap> check_weights(const ParsedFamilyConfig& parsed, const SafetensorsReader& file) {
   const GptConfig& c = parsed.shape.config;
   const auto maps = tensor_maps(parsed.family, c);
   std::map<std::string, std::vector<int64_t>> ours;
@@ -281,7 +273,6 @@ std::vector<TensorMap> check_weights(const ParsedFamilyConfig& parsed, const Saf
                                   traits(parsed.family).architecture + " (config.json disagrees with the weights)");
     }
   }
-  (void)shapes_of;
   return maps;
 }
 
@@ -304,7 +295,9 @@ std::optional<HfFamily> hf_family_of(const GptConfig& c, std::string* why) {
     if (why) *why = reason;
     return std::nullopt;
   };
-  if (c.positions != Positions::rotary) return no("learned positions are GPT-2's (export them as GPT-2)");
+  if (c.positions != Positions::rotary) {
+    return no("learned positions map onto GPT-2 only, which has none of this model's other choices");
+  }
   if (c.norm != NormKind::rmsnorm) return no("LayerNorm with rotary positions is no transformers class here");
   if (c.mlp == MlpKind::relu2) {
     if (c.norm_weight || !c.embedding_norm || !c.qk_norm || c.bias) {
@@ -397,14 +390,14 @@ void export_hf_family(const Gpt& model, int64_t vocab_size, const fs::path& fold
 
 HfGpt2Config check_hf_family_folder(const fs::path& folder, int64_t vocab_multiple) {
   const ParsedFamilyConfig parsed = parse_family_config(folder, vocab_multiple);
-  check_weights(parsed, SafetensorsReader::open(weights_file(folder)), nullptr);
+  check_weights(parsed, SafetensorsReader::open(weights_file(folder)));
   return parsed.shape;
 }
 
 HfGpt2Model load_hf_family(const fs::path& folder, int64_t vocab_multiple) {
   const ParsedFamilyConfig parsed = parse_family_config(folder, vocab_multiple);
   const SafetensorsReader file = SafetensorsReader::open(weights_file(folder));
-  const auto maps = check_weights(parsed, file, nullptr);
+  const auto maps = check_weights(parsed, file);
   HfGpt2Model out;
   static_cast<HfGpt2Config&>(out) = parsed.shape;
   // Building the model draws an initialization that is overwritten at once; the caller's random streams

@@ -224,7 +224,9 @@ int64_t measure_training_runtime_bytes(const GptConfig& like, bool fused_loss) {
     GptConfig tiny = like;
     tiny.n_layer = 1;
     tiny.n_head = 1;
+    tiny.n_kv_head = 0;  // as many as heads
     tiny.n_embd = 8;
+    tiny.mlp_hidden = 0;  // 4x
     tiny.block_size = 8;
     tiny.vocab_size = 16;
     Gpt model(tiny);

@@ -317,6 +317,7 @@ void Trainer::print_setup() const {
                           static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
                           static_cast<long long>(c.n_embd), static_cast<long long>(c.block_size),
                           static_cast<long long>(c.vocab_size), static_cast<long long>(p_.model->num_parameters())));
+  if (!c.is_gpt2_architecture()) output_.print("architecture: " + c.architecture_text());
   const int world = comm_.world_size();
   output_.print(strprintf("batch: %lld x %lld tokens x %lld accumulation x %d ranks = %lld tokens per step | %s",
                           static_cast<long long>(options_.batch_size), static_cast<long long>(options_.seq_len),
