@@ -192,7 +192,9 @@ TEST(ModelFamily, NanochatInitZeroesTheResidualWriters) {
   Gpt model(c);
   for (const auto& item : model->named_parameters()) {
     const auto& p = item.value();
-    if (item.key().ends_with("c_proj.weight")) EXPECT_EQ(p.abs().max().item<float>(), 0.0f) << item.key();
+    if (item.key().ends_with("c_proj.weight")) {
+      EXPECT_EQ(p.abs().max().item<float>(), 0.0f) << item.key();
+    }
     if (item.key().ends_with("c_attn.weight") || item.key().ends_with("c_fc.weight")) {
       // Uniform with the std of 1/sqrt(n_embd): bound sqrt(3 / 64).
       EXPECT_LE(p.abs().max().item<double>(), std::sqrt(3.0 / 64.0)) << item.key();
