@@ -10,6 +10,18 @@
 namespace mygpt {
 namespace {
 
+// The check of a family option whose value model/ parses (model/gpt_config.h): its message, naming the flag.
+template <typename Parse>
+std::function<void(const std::string&, const std::string&)> family_choice(Parse parse) {
+  return [parse](const std::string& flag, const std::string& value) {
+    try {
+      parse(value);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--" + flag + ": " + e.what());
+    }
+  };
+}
+
 OptionTable<TrainFlags> make_table() {
   using F = TrainFlags;
   using D = DataOptions;
@@ -81,12 +93,12 @@ OptionTable<TrainFlags> make_table() {
       .read_by(kPlanCommand);
   // The architecture family (model/gpt_config.h); each overrides the preset's choice.
   t.add("positions", &F::model, &M::positions, "position encoding: learned (GPT-2) or rotary")
-      .check([](const std::string&, const std::string& v) { parse_positions(v); })
+      .check(family_choice(parse_positions))
       .read_by(kPlanCommand);
   t.add("rope-theta", &F::model, &M::rope_theta, "rotary base (rotary positions; nanochat and Llama 2: 10000)")
       .read_by(kPlanCommand);
   t.add("norm", &F::model, &M::norm, "normalization: layernorm (GPT-2) or rmsnorm")
-      .check([](const std::string&, const std::string& v) { parse_norm(v); })
+      .check(family_choice(parse_norm))
       .read_by(kPlanCommand);
   t.add("norm-weight", &F::model, &M::norm_weight, "a learned gain in every norm (nanochat: false)")
       .read_by(kPlanCommand);
@@ -97,7 +109,7 @@ OptionTable<TrainFlags> make_table() {
   t.add("qk-norm", &F::model, &M::qk_norm, "normalize queries and keys per head (nanochat, Qwen3)")
       .read_by(kPlanCommand);
   t.add("mlp", &F::model, &M::mlp, "MLP: gelu (GPT-2's tanh-GELU), relu2 (nanochat) or swiglu (Llama)")
-      .check([](const std::string&, const std::string& v) { parse_mlp(v); })
+      .check(family_choice(parse_mlp))
       .read_by(kPlanCommand);
   t.add("mlp-hidden", &F::model, &M::mlp_hidden, "the MLP's inner width (default 4 x --n-embd)")
       .check(positive)
@@ -108,10 +120,10 @@ OptionTable<TrainFlags> make_table() {
   t.add("tie-head", &F::model, &M::tie_head, "the output head is the token embedding (GPT-2: true, nanochat: false)")
       .read_by(kPlanCommand);
   t.add("logit-softcap", &F::model, &M::logit_softcap, "cap the logits to cap * tanh(logits / cap) (nanochat: 15), or none")
-      .check([](const std::string&, const std::string& v) { parse_logit_softcap(v); })
+      .check(family_choice(parse_logit_softcap))
       .read_by(kPlanCommand);
   t.add("init", &F::model, &M::init, "initialization: gpt2 (N(0, 0.02)) or nanochat (zero output projections)")
-      .check([](const std::string&, const std::string& v) { parse_init(v); })
+      .check(family_choice(parse_init))
       .read_by(kPlanCommand);
   t.add("init-from", &F::runtime, &R::init_from,
         "start from these weights: a checkpoint (file or folder) or a Hugging Face GPT-2 folder. The model's shape "
