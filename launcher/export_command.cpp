@@ -183,7 +183,7 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
 
 Command export_command() {
   return make_command<ExportFlags>("export", "export --checkpoint PATH --out DIR [options]",
-                                   "write a model as a Hugging Face GPT-2 folder (transformers loads it)",
+                                   "write a model as a Hugging Face folder (GPT-2, NanoChat, Llama, Qwen3)",
                                    /*multi_rank=*/false, &export_flag_table, &run_export);
 }
 

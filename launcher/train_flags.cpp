@@ -126,7 +126,7 @@ OptionTable<TrainFlags> make_table() {
       .check(family_choice(parse_init))
       .read_by(kPlanCommand);
   t.add("init-from", &F::runtime, &R::init_from,
-        "start from these weights: a checkpoint (file or folder) or a Hugging Face GPT-2 folder. The model's shape "
+        "start from these weights: a checkpoint (file or folder) or a Hugging Face folder (GPT-2, NanoChat, Llama, Qwen3). The model's shape "
         "comes from it (shape flags must agree); optimizer, step, schedule and data position start fresh. With "
         "--resume auto: only while --out holds no checkpoint (a requeued fine-tuning job resumes its own)")
       .read_by(kPlanCommand)
