@@ -31,7 +31,16 @@ std::string usage_text() {
   }
   out << "\nmodel presets (--preset):\n";
   for (const std::string& name : preset_names()) {
+    // nanochat's depth dial is one line (its members differ only in depth); the family's others name
+    // their architecture in `plan` and at the start of a run.
+    const bool dial = name.rfind("nanochat-d", 0) == 0;
+    if (dial && name != "nanochat-d12") continue;
     const GptConfig c = preset_config(name);
+    if (dial) {
+      out << "  nanochat-dN        nanochat's depth dial (nanochat-d12 ... -d32): N layers, 64N wide, heads of 128, "
+             "block 2048\n";
+      continue;
+    }
     out << strprintf("  %-18s %2lld layers, %2lld heads, %4lld wide, block %4lld, dropout %.1f\n", name.c_str(),
                      static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
                      static_cast<long long>(c.n_embd), static_cast<long long>(c.block_size), c.dropout);

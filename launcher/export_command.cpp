@@ -23,6 +23,7 @@
 #include "launcher/commands.h"
 #include "launcher/inference_model.h"
 #include "launcher/shared_flags.h"
+#include "model/hf_family.h"
 #include "model/hf_gpt2.h"
 
 namespace mygpt {
@@ -155,7 +156,12 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   }
   if (bpe) write_gpt2_tokenizer(folder, *bpe, stored.config.block_size);
   if (characters) write_file_atomically(folder / "char_vocab.txt", stored.tokenizer_data);
-  export_hf_gpt2(model, vocab_size, folder);  // config.json last
+  // GPT-2's architecture as GPT2LMHeadModel; the newer members as the transformers class that computes them.
+  if (model->config().is_gpt2_architecture()) {
+    export_hf_gpt2(model, vocab_size, folder);  // config.json last
+  } else {
+    export_hf_family(model, vocab_size, folder);
+  }
   if (staging) staging->publish_as(target);
 
   std::cout << "exported to " << out.string() << ": config.json, model.safetensors (" << vocab_size << " tokens)"
@@ -177,7 +183,7 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
 
 Command export_command() {
   return make_command<ExportFlags>("export", "export --checkpoint PATH --out DIR [options]",
-                                   "write a model as a Hugging Face GPT-2 folder (transformers loads it)",
+                                   "write a model as a Hugging Face folder (GPT-2, NanoChat, Llama, Qwen3)",
                                    /*multi_rank=*/false, &export_flag_table, &run_export);
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/file_io.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
+#include "model/hf_family.h"
 #include "model/hf_gpt2.h"
 #include "trainer/stateful_parts.h"
 
@@ -37,7 +38,8 @@ StoredModel open_hugging_face_folder(const fs::path& folder) {
   stored.description = "Hugging Face folder " + folder.string();
   // The weights must be what config.json claims before anything of that size is built (train builds its
   // model before it copies the weights in).
-  const HfGpt2Config hf = check_hf_gpt2_folder(folder, /*vocab_multiple=*/1);
+  const HfGpt2Config hf = is_hf_family_folder(folder) ? check_hf_family_folder(folder, /*vocab_multiple=*/1)
+                                                      : check_hf_gpt2_folder(folder, /*vocab_multiple=*/1);
   stored.config = hf.config;
   stored.token_count = hf.vocab_size;
   read_folder_tokenizer(stored);
@@ -65,7 +67,8 @@ StoredModel open_stored_model(const fs::path& path, CheckpointParts parts) {
 
 Gpt load_stored_weights(const StoredModel& stored) {
   if (stored.checkpoint) return model_from_checkpoint(*stored.checkpoint);
-  HfGpt2Model hf = load_hf_gpt2(stored.path, /*vocab_multiple=*/1);
+  HfGpt2Model hf = is_hf_family_folder(stored.path) ? load_hf_family(stored.path, /*vocab_multiple=*/1)
+                                                    : load_hf_gpt2(stored.path, /*vocab_multiple=*/1);
   if (!(hf.config == stored.config)) throw std::logic_error("an HF folder's config changed while it was read");
   return hf.model;
 }

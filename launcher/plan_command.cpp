@@ -97,14 +97,14 @@ int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
                                                static_cast<int>(ranks));
 
   const ParameterCounts n = count_parameters(config);
-  const auto params = static_cast<double>(n.total());
-  const double flops_per_token = 6.0 * (params - static_cast<double>(config.block_size * config.n_embd)) +
-                                 12.0 * static_cast<double>(config.n_layer * config.n_embd * o.seq_len);
+  const double flops_per_token = training_flops_per_token(config, o.seq_len);
   const double tokens_per_step = static_cast<double>(o.batch_size * o.seq_len * o.grad_accum);
   std::cout << strprintf("model: %lld layers, %lld heads, %lld wide, block %lld, vocab %lld, %s\n",
                          static_cast<long long>(config.n_layer), static_cast<long long>(config.n_head),
                          static_cast<long long>(config.n_embd), static_cast<long long>(config.block_size),
-                         static_cast<long long>(config.vocab_size), config.bias ? "biases" : "no biases")
+                         static_cast<long long>(config.vocab_size), config.bias ? "biases" : "no biases");
+  if (!config.is_gpt2_architecture()) std::cout << "architecture: " << config.architecture_text() << "\n";
+  std::cout
             << strprintf("parameters: %lld (%lld decayed in %lld tensors, %lld not decayed in %lld tensors)\n",
                          static_cast<long long>(n.total()), static_cast<long long>(n.decayed),
                          static_cast<long long>(n.decayed_tensors), static_cast<long long>(n.not_decayed),

@@ -136,6 +136,12 @@ GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_voc
   require_agreement(flags, "block-size", shape.block_size, config.block_size, model);
   require_agreement(flags, "bias", shape.bias, config.bias, model);
   require_agreement(flags, "vocab-size", flags.config.data.vocab_size, config.vocab_size, model);
+  GptConfig with_family_flags = config;
+  shape.apply_to(with_family_flags);
+  if (!(with_family_flags == config)) {
+    throw std::invalid_argument("the architecture flags make " + with_family_flags.architecture_text() + ", but " +
+                                model + " is " + config.architecture_text());
+  }
   if (flags.gave("preset")) {
     GptConfig from_flags = shape.resolve(config.vocab_size);
     from_flags.dropout = config.dropout;

@@ -47,13 +47,18 @@ struct ChunkPlan {
   // fp16 the chunks work with the gradient of the SUM of the rows' losses (entries in [-1, 1]) and the
   // 1/N is applied in fp32, in the backward. bf16 has fp32's range and keeps the mean's gradient.
   bool sum_gradients = false;
+  double logit_softcap = 0.0;  // > 0: the logits are cap * tanh(logits / cap) before the softmax
 };
 
-ChunkPlan plan_chunks(const LmLossOptions& options, const torch::Tensor& hidden, const torch::Tensor& weight) {
+ChunkPlan plan_chunks(const LmLossOptions& options, const torch::Tensor& hidden, const torch::Tensor& weight,
+                      double logit_softcap) {
   ChunkPlan plan;
+  plan.logit_softcap = logit_softcap;
   plan.chunk_rows = options.chunk_rows > 0 ? options.chunk_rows
                                            : lm_loss_chunk_rows(weight.size(0), weight.size(1), hidden.device().type());
-  plan.cuda_kernel = options.cuda_kernel && hidden.is_cuda();
+  // The CUDA kernel has no soft-cap: a capped head runs the ATen path (the cap is a few elementwise
+  // passes over each chunk's logits).
+  plan.cuda_kernel = options.cuda_kernel && hidden.is_cuda() && logit_softcap <= 0.0;
   if (plan.cuda_kernel && !lm_loss_cuda_kernel_built()) {
     throw std::invalid_argument("the CUDA loss kernel is not built into this binary (nvcc was not found when it "
                                 "was configured); use the ATen loss");
@@ -74,10 +79,17 @@ struct ChunkedHeadResult {
 // One chunk's losses into `losses` and, when wanted, its d(mean loss)/d(logits) in the matmul dtype,
 // by ATen ops: fp32 logits whose exp is computed once and reused as the softmax, then turned in place
 // into (softmax - onehot) / N.
+// With a soft-cap the logits are cap * tanh(z / cap) of the head's z, and the gradient with respect
+// to z is that with respect to the capped logits times 1 - tanh^2.
 torch::Tensor chunk_losses_aten(const torch::Tensor& logits_cast, const torch::Tensor& targets, torch::Tensor losses,
-                                double grad_scale, bool want_grad) {
+                                double grad_scale, bool want_grad, double logit_softcap) {
   // fp32 logits, a fresh tensor (mm allocates, .to(kFloat) copies bf16), so in-place work is safe.
   auto logits = logits_cast.to(torch::kFloat);
+  torch::Tensor capped_tanh;
+  if (logit_softcap > 0.0) {
+    capped_tanh = logits.div(logit_softcap).tanh_();  // transformers' order: divide, tanh, multiply
+    logits = capped_tanh * logit_softcap;
+  }
   const auto target_column = targets.unsqueeze(1);
   const auto target_logit = logits.gather(1, target_column);
   const auto row_max = logits.amax(1, /*keepdim=*/true);
@@ -88,6 +100,7 @@ torch::Tensor chunk_losses_aten(const torch::Tensor& logits_cast, const torch::T
   auto& grad_logits = exp_shifted.div_(exp_sum);
   grad_logits.scatter_add_(1, target_column, torch::full({logits.size(0), 1}, -1.0, grad_logits.options()));
   grad_logits.mul_(grad_scale);
+  if (capped_tanh.defined()) grad_logits.mul_(1.0 - capped_tanh.square_());
   return grad_logits.to(logits_cast.scalar_type());
 }
 
@@ -137,7 +150,7 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
       lm_loss_rows_cuda_(logits, chunk_targets, losses, grad_scale, want_grad);
       grad_logits = logits;
     } else {
-      grad_logits = chunk_losses_aten(logits, chunk_targets, losses, grad_scale, want_grad);
+      grad_logits = chunk_losses_aten(logits, chunk_targets, losses, grad_scale, want_grad, plan.logit_softcap);
     }
     if (!want_grad) continue;
     if (want_grad_hidden) out.grad_hidden.slice(0, begin, end).copy_(grad_logits.mm(weight_cast));
@@ -210,17 +223,18 @@ int64_t lm_loss_chunk_rows(int64_t vocab_size, int64_t n_embd, c10::DeviceType d
 }
 
 torch::Tensor chunked_lm_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
-                              const LmLossOptions& options) {
+                              const LmLossOptions& options, double logit_softcap) {
   check_inputs(hidden, weight, targets);
   const bool gradient_wanted = torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
-  if (!gradient_wanted) return chunked_lm_token_losses(hidden, weight, targets, options).mean();
-  return ChunkedLmLossFunction::apply(hidden, weight, targets, plan_chunks(options, hidden, weight));
+  if (!gradient_wanted) return chunked_lm_token_losses(hidden, weight, targets, options, logit_softcap).mean();
+  return ChunkedLmLossFunction::apply(hidden, weight, targets, plan_chunks(options, hidden, weight, logit_softcap));
 }
 
 torch::Tensor chunked_lm_token_losses(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                      const torch::Tensor& targets, const LmLossOptions& options) {
+                                      const torch::Tensor& targets, const LmLossOptions& options,
+                                      double logit_softcap) {
   check_inputs(hidden, weight, targets);
-  const ChunkPlan plan = plan_chunks(options, hidden, weight);
+  const ChunkPlan plan = plan_chunks(options, hidden, weight, logit_softcap);
   torch::NoGradGuard no_grad;
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   return run_chunked_head(hidden, weight, targets, plan, false, false).row_losses;

@@ -27,13 +27,15 @@ struct LmLossOptions {
 };
 
 // Mean over rows of cross_entropy(hidden @ weight^T, targets). hidden (N, C), weight (V, C) (the
-// tied token embedding), targets (N) int64 in [0, V). Differentiable with respect to hidden and
-// weight. Returns a 0-dim fp32 tensor.
+// head: the tied token embedding or its own), targets (N) int64 in [0, V). Differentiable with respect to hidden and
+// weight. Returns a 0-dim fp32 tensor. logit_softcap > 0: the logits are cap * tanh(logits / cap) (in
+// fp32) before the cross-entropy, as nanochat's head computes them; 0: no cap.
 torch::Tensor chunked_lm_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
-                              const LmLossOptions& options = {});
+                              const LmLossOptions& options = {}, double logit_softcap = 0.0);
 
 // The per-row cross-entropy (N) fp32 of the same head, for evaluation: no gradient flows through it.
 torch::Tensor chunked_lm_token_losses(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                      const torch::Tensor& targets, const LmLossOptions& options = {});
+                                      const torch::Tensor& targets, const LmLossOptions& options = {},
+                                      double logit_softcap = 0.0);
 
 }  // namespace mygpt

@@ -48,90 +48,164 @@ torch::Tensor decoding_linear(const torch::nn::Linear& layer, const torch::Tenso
 
 }  // namespace
 
-LayerNormImpl::LayerNormImpl(int64_t width, bool bias) {
-  weight = register_parameter("weight", torch::ones({width}));
-  if (bias) this->bias = register_parameter("bias", torch::zeros({width}));
+NormImpl::NormImpl(int64_t width, const GptConfig& config)
+    : width_(width), kind_(config.norm), eps_(config.norm_eps) {
+  if (config.norm_weight) weight = register_parameter("weight", torch::ones({width}));
+  if (config.bias && kind_ == NormKind::layernorm) bias = register_parameter("bias", torch::zeros({width}));
 }
 
-torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
-  return torch::layer_norm(x, {weight.size(0)}, weight, bias, 1e-5);
+torch::Tensor NormImpl::forward(const torch::Tensor& x) {
+  if (kind_ == NormKind::layernorm) return torch::layer_norm(x, {width_}, weight, bias, eps_);
+  // x * rsqrt(mean(x^2) + eps) * weight, computed in fp32 and returned in x's dtype, as transformers'
+  // LlamaRMSNorm / NanoChatRMSNorm compute it.
+  const auto x32 = x.to(torch::kFloat);
+  auto y = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  if (weight.defined()) return weight * y.to(x.scalar_type());
+  return y.to(x.scalar_type());
 }
+
+RotaryAngles rotary_angles(const GptConfig& config, const torch::Tensor& positions) {
+  if (config.positions != Positions::rotary) return {};
+  // inv_freq_i = 1 / theta^(2i / hs), angle = position * inv_freq, each frequency for both halves
+  // (transformers' default RoPE, computed the same way in fp32).
+  const int64_t hs = config.head_size();
+  const auto options = torch::TensorOptions().dtype(torch::kFloat).device(positions.device());
+  const auto inv_freq =
+      torch::pow(config.rope_theta, torch::arange(0, hs, 2, options.dtype(torch::kLong)).to(torch::kFloat) /
+                                        static_cast<double>(hs))
+          .reciprocal();
+  const auto freqs = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;
+  const auto angles = torch::cat({freqs, freqs}, -1);
+  return {angles.cos(), angles.sin()};
+}
+
+namespace {
+
+// Llama's rotation of the pairs (x_i, x_{i + hs/2}) by the positions' angles: x cos + rotate_half(x) sin
+// with rotate_half(x) = (-x2, x1). x (B, H, T, hs); the angles in x's dtype, as transformers casts them.
+torch::Tensor rotate(const torch::Tensor& x, const RotaryAngles& rope) {
+  const auto halves = x.chunk(2, -1);
+  const auto rotated_half = torch::cat({-halves[1], halves[0]}, -1);
+  return x * rope.cos.to(x.scalar_type()) + rotated_half * rope.sin.to(x.scalar_type());
+}
+
+}  // namespace
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
-    : n_head_(config.n_head), dropout_(config.dropout) {
-  c_attn = register_module("c_attn", make_linear(config.n_embd, 3 * config.n_embd, config.bias));
-  c_proj = register_module("c_proj", make_linear(config.n_embd, config.n_embd, config.bias));
+    : n_head_(config.n_head),
+      n_kv_head_(config.kv_heads()),
+      head_size_(config.head_size()),
+      dropout_(config.dropout) {
+  c_attn = register_module("c_attn", make_linear(config.n_embd, config.qkv_rows(), config.bias));
+  c_proj = register_module("c_proj", make_linear(n_head_ * head_size_, config.n_embd, config.bias));
+  if (config.qk_norm) {
+    q_norm = register_module("q_norm", Norm(head_size_, config));
+    k_norm = register_module("k_norm", Norm(head_size_, config));
+  }
   resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(config.dropout));
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  auto qkv = linear_of(c_attn, x).split(C, /*dim=*/2);
-  // (B, T, C) -> (B, n_head, T, head_size): heads become a batch dimension for the attention kernel.
-  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2); };
-  auto y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*attn_mask=*/{},
-                                            is_training() ? dropout_ : 0.0, /*is_causal=*/true);
-  y = y.transpose(1, 2).contiguous().view({B, T, C});
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> CausalSelfAttentionImpl::queries_keys_values(
+    const torch::Tensor& qkv, int64_t B, int64_t T, const RotaryAngles& rope) {
+  const auto parts = qkv.split_with_sizes({n_head_ * head_size_, n_kv_head_ * head_size_, n_kv_head_ * head_size_}, 2);
+  // (B, T, heads * hs) -> (B, heads, T, hs): heads become a batch dimension for the attention kernel.
+  auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, T, n, head_size_}).transpose(1, 2); };
+  auto q = heads(parts[0], n_head_), k = heads(parts[1], n_kv_head_), v = heads(parts[2], n_kv_head_);
+  // QK-norm before the rotation: the order of Qwen3's and OLMo's; for a gain-free RMSNorm (nanochat's,
+  // which normalizes after) the two orders are the same function, since the rotation keeps the norm.
+  if (q_norm) {
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  if (rope.defined()) {
+    q = rotate(q, rope);
+    k = rotate(k, rope);
+  }
+  return {q, k, v};
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const RotaryAngles& rope) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto [q, k, v] = queries_keys_values(linear_of(c_attn, x), B, T, rope);
+  auto y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, is_training() ? dropout_ : 0.0,
+                                            /*is_causal=*/true, /*scale=*/std::nullopt,
+                                            /*enable_gqa=*/n_kv_head_ != n_head_);
+  y = y.transpose(1, 2).contiguous().view({B, T, n_head_ * head_size_});
   return resid_dropout_(linear_of(c_proj, y));
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer,
+                                                      const RotaryAngles& rope) {
+  const int64_t B = x.size(0), T = x.size(1);
   const int64_t past = cache.length();
-  auto qkv = decoding_linear(c_attn, x, past > 0).split(C, /*dim=*/2);
-  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2); };
-  const auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  const bool gqa = n_kv_head_ != n_head_;
+  auto [q, k, v] = queries_keys_values(decoding_linear(c_attn, x, past > 0), B, T, rope);
   auto [keys, values] = cache.append(layer, k, v);
   torch::Tensor y;
   if (past == 0) {
     // A first read is forward()'s computation exactly (its own fresh keys, the causal kernel), so the
     // cached and uncached paths agree bit for bit on it.
-    y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, 0.0, /*is_causal=*/true);
+    y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, 0.0, /*is_causal=*/true, std::nullopt, gqa);
   } else if (T == 1) {
     // One new position sees every cached one: no mask at all.
-    y = at::scaled_dot_product_attention(q, keys, values, /*attn_mask=*/{}, 0.0, /*is_causal=*/false);
+    y = at::scaled_dot_product_attention(q, keys, values, /*attn_mask=*/{}, 0.0, /*is_causal=*/false, std::nullopt,
+                                         gqa);
   } else {
     // Several new positions: query i sees the past and new positions up to its own (a causal mask
     // aligned to the bottom right, which is_causal's top-left alignment is not).
     auto allowed = torch::ones({T, past + T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).tril(past);
-    y = at::scaled_dot_product_attention(q, keys, values, allowed, 0.0, /*is_causal=*/false);
+    y = at::scaled_dot_product_attention(q, keys, values, allowed, 0.0, /*is_causal=*/false, std::nullopt, gqa);
   }
-  return decoding_linear(c_proj, y.transpose(1, 2).contiguous().view({B, T, C}), past > 0);
+  return decoding_linear(c_proj, y.transpose(1, 2).contiguous().view({B, T, n_head_ * head_size_}), past > 0);
 }
 
-MlpImpl::MlpImpl(const GptConfig& config) {
-  c_fc = register_module("c_fc", make_linear(config.n_embd, 4 * config.n_embd, config.bias));
-  c_proj = register_module("c_proj", make_linear(4 * config.n_embd, config.n_embd, config.bias));
+MlpImpl::MlpImpl(const GptConfig& config) : kind_(config.mlp) {
+  c_fc = register_module("c_fc", make_linear(config.n_embd, config.mlp_in_rows(), config.bias));
+  c_proj = register_module("c_proj", make_linear(config.mlp_width(), config.n_embd, config.bias));
   dropout_ = register_module("dropout", torch::nn::Dropout(config.dropout));
 }
 
+torch::Tensor MlpImpl::activation(const torch::Tensor& h) const {
+  switch (kind_) {
+    case MlpKind::gelu_tanh:
+      // GPT-2 was trained with the tanh approximation of GELU; keep it to match its weights. On the CPU
+      // in float32 it runs our cheaper kernel (model/gelu_tanh_cpu.h), elsewhere ATen's.
+      return gelu_tanh(h);
+    case MlpKind::relu2:
+      return torch::relu(h).square();
+    case MlpKind::swiglu: {
+      const auto gate_up = h.chunk(2, -1);
+      return torch::silu(gate_up[0]) * gate_up[1];
+    }
+  }
+  throw std::logic_error("unknown MLP kind");
+}
+
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  // GPT-2 was trained with the tanh approximation of GELU; keep it to match its weights. On the CPU in
-  // float32 it runs our cheaper kernel (model/gelu_tanh_cpu.h), elsewhere ATen's.
-  return dropout_(linear_of(c_proj, gelu_tanh(linear_of(c_fc, x))));
+  return dropout_(linear_of(c_proj, activation(linear_of(c_fc, x))));
 }
 
 torch::Tensor MlpImpl::forward_cached(const torch::Tensor& x, bool continues_cache) {
-  return decoding_linear(c_proj, gelu_tanh(decoding_linear(c_fc, x, continues_cache)), continues_cache);
+  return decoding_linear(c_proj, activation(decoding_linear(c_fc, x, continues_cache)), continues_cache);
 }
 
 BlockImpl::BlockImpl(const GptConfig& config) {
-  ln_1 = register_module("ln_1", LayerNorm(config.n_embd, config.bias));
+  ln_1 = register_module("ln_1", Norm(config.n_embd, config));
   attn = register_module("attn", CausalSelfAttention(config));
-  ln_2 = register_module("ln_2", LayerNorm(config.n_embd, config.bias));
+  ln_2 = register_module("ln_2", Norm(config.n_embd, config));
   mlp = register_module("mlp", Mlp(config));
 }
 
-torch::Tensor BlockImpl::forward(torch::Tensor x) {
-  auto whole = [this](const torch::Tensor& in) {
-    auto x = in + attn(ln_1(in));
+torch::Tensor BlockImpl::forward(torch::Tensor x, const RotaryAngles& rope) {
+  auto whole = [this, rope](const torch::Tensor& in) {
+    auto x = in + attn(ln_1(in), rope);
     return x + mlp(ln_2(x));
   };
   switch (recompute) {
     case Recompute::block:
       return recompute_in_backward(whole, x);
     case Recompute::mlp:
-      x = x + attn(ln_1(x));
+      x = x + attn(ln_1(x), rope);
       return x + recompute_in_backward([this](const torch::Tensor& in) { return mlp(ln_2(in)); }, x);
     case Recompute::none:
       break;
@@ -139,61 +213,105 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
   return whole(x);
 }
 
-torch::Tensor BlockImpl::forward_cached(torch::Tensor x, KvCache& cache, int64_t layer) {
+torch::Tensor BlockImpl::forward_cached(torch::Tensor x, KvCache& cache, int64_t layer, const RotaryAngles& rope) {
   const bool continues_cache = cache.length() > 0;  // the cache advances once every layer has read
-  x = x + attn->forward_cached(ln_1(x), cache, layer);
+  x = x + attn->forward_cached(ln_1(x), cache, layer, rope);
   return x + mlp->forward_cached(ln_2(x), continues_cache);
 }
 
 GptImpl::GptImpl(const GptConfig& config) : config_(config) {
   config_.validate();
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
-  wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+  if (config.positions == Positions::learned) {
+    wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+  }
   drop_ = register_module("drop", torch::nn::Dropout(config.dropout));
+  if (config.embedding_norm) ln_e = register_module("ln_e", Norm(config.n_embd, config));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layer; ++i) h->push_back(Block(config));
-  ln_f = register_module("ln_f", LayerNorm(config.n_embd, config.bias));
+  ln_f = register_module("ln_f", Norm(config.n_embd, config));
+  if (!config.tie_head) {
+    lm_head = register_module("lm_head", make_linear(config.n_embd, config.vocab_size, /*bias=*/false));
+  }
   reset_parameters();
 }
 
 void GptImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
+  auto is_residual_writer = [](const std::string& name) {
+    return name.size() >= 6 && name.compare(name.size() - 6, 6, "c_proj") == 0;
+  };
+  for (auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    if (auto* norm = item.value()->as<NormImpl>()) {
+      if (norm->weight.defined()) norm->weight.fill_(1.0);
+      if (norm->bias.defined()) norm->bias.zero_();
+    }
+  }
+  if (config_.init == InitKind::nanochat) {
+    // karpathy/nanochat's init_weights: uniform with the std of N(0, 1/n_embd) (bound sqrt(3) std, no
+    // outliers) for what reads the residual stream, zero for what writes into it, so that every block
+    // starts as the identity; a near-zero head.
+    const double bound = std::sqrt(3.0 / static_cast<double>(config_.n_embd));
+    wte->weight.normal_(0.0, 1.0);
+    if (wpe) wpe->weight.normal_(0.0, 0.02);
+    for (auto& item : h->named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+      if (auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
+        if (is_residual_writer(item.key())) {
+          linear->weight.zero_();
+        } else {
+          linear->weight.uniform_(-bound, bound);
+        }
+        if (linear->bias.defined()) linear->bias.zero_();
+      }
+    }
+    if (lm_head) lm_head->weight.normal_(0.0, 0.001);
+    return;
+  }
   const double std = 0.02;
   // Each block adds two residual writes; scaling them keeps the residual stream's variance from
   // growing with depth (GPT-2 paper, section 2.3).
   const double residual_std = std / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
   wte->weight.normal_(0.0, std);
-  wpe->weight.normal_(0.0, std);
+  if (wpe) wpe->weight.normal_(0.0, std);
   for (auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
-    const std::string& name = item.key();
     if (auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
-      const bool residual_writer = name.size() >= 6 && name.compare(name.size() - 6, 6, "c_proj") == 0;
-      linear->weight.normal_(0.0, residual_writer ? residual_std : std);
+      linear->weight.normal_(0.0, is_residual_writer(item.key()) ? residual_std : std);
       if (linear->bias.defined()) linear->bias.zero_();
-    } else if (auto* norm = item.value()->as<LayerNormImpl>()) {
-      norm->weight.fill_(1.0);
-      if (norm->bias.defined()) norm->bias.zero_();
     }
   }
+}
+
+std::pair<torch::Tensor, RotaryAngles> GptImpl::embed(const torch::Tensor& idx, int64_t first_position) {
+  const int64_t T = idx.size(1);
+  auto pos = torch::arange(first_position, first_position + T,
+                           torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto x = wpe ? wte(idx) + wpe(pos) : wte(idx);
+  if (ln_e) x = ln_e(x);
+  return {drop_(x), rotary_angles(config_, pos)};
+}
+
+torch::Tensor GptImpl::soft_capped(const torch::Tensor& logits) const {
+  if (!config_.logit_softcap) return logits;
+  const double cap = *config_.logit_softcap;
+  return torch::tanh(logits.to(torch::kFloat) / cap) * cap;
 }
 
 torch::Tensor GptImpl::hidden_states(const torch::Tensor& idx) {
   const int64_t T = idx.size(1);
   TORCH_CHECK(T <= config_.block_size, "sequence length ", T, " exceeds block size ", config_.block_size);
-  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
-  auto x = drop_(wte(idx) + wpe(pos));
-  for (const auto& block : *h) x = block->as<BlockImpl>()->forward(x);
+  auto [x, rope] = embed(idx, 0);
+  for (const auto& block : *h) x = block->as<BlockImpl>()->forward(x, rope);
   return ln_f(x);
 }
 
 torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
-  // Weight tying: the output head reuses the token embedding matrix (saves 38M parameters for GPT-2
-  // and helps quality, Press & Wolf 2017).
-  return torch::linear(hidden_states(idx), wte->weight);
+  // Weight tying (GPT-2): the output head reuses the token embedding matrix (saves 38M parameters for
+  // GPT-2 and helps quality, Press & Wolf 2017); the newer members keep a head of their own.
+  return soft_capped(torch::linear(hidden_states(idx), head_weight()));
 }
 
 torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx) {
-  return torch::linear(hidden_states(idx).select(1, -1), wte->weight);
+  return soft_capped(torch::linear(hidden_states(idx).select(1, -1), head_weight()));
 }
 
 torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx, KvCache& cache) {
@@ -202,28 +320,33 @@ torch::Tensor GptImpl::last_token_logits(const torch::Tensor& idx, KvCache& cach
     throw std::logic_error("last_token_logits: " + std::to_string(past + T) + " positions in a cache of " +
                            std::to_string(cache.capacity()) + " for block size " + std::to_string(config_.block_size));
   }
-  auto pos = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
-  auto x = drop_(wte(idx) + wpe(pos));
+  // Positions continue those in the cache: the learned embedding's rows and the rotary angles of
+  // past..past+T-1.
+  auto [x, rope] = embed(idx, past);
   for (int64_t layer = 0; layer < static_cast<int64_t>(h->size()); ++layer) {
-    x = h[layer]->as<BlockImpl>()->forward_cached(x, cache, layer);
+    x = h[layer]->as<BlockImpl>()->forward_cached(x, cache, layer, rope);
   }
   cache.advance(T);
-  return decoding_linear(ln_f(x.select(1, -1)), wte->weight, {}, past > 0);
+  return soft_capped(decoding_linear(ln_f(x.select(1, -1)), head_weight(), {}, past > 0));
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit) {
-  const int64_t rows = wte->weight.size(0);
+  const torch::Tensor& weight = head_weight();
+  const int64_t rows = weight.size(0);
   if (vocab_limit < 0 || vocab_limit > rows) throw std::logic_error("loss: vocab_limit outside the vocabulary");
-  const torch::Tensor head = vocab_limit > 0 ? wte->weight.narrow(0, 0, vocab_limit) : wte->weight;
-  if (fused_loss_) return chunked_lm_loss(rows_of(hidden_states(idx)), head, targets.reshape({-1}), loss_options_);
-  return full_logits_cross_entropy(torch::linear(hidden_states(idx), head), targets, torch::kMean);
+  const torch::Tensor head = vocab_limit > 0 ? weight.narrow(0, 0, vocab_limit) : weight;
+  if (fused_loss_) {
+    return chunked_lm_loss(rows_of(hidden_states(idx)), head, targets.reshape({-1}), loss_options_,
+                           config_.logit_softcap.value_or(0.0));
+  }
+  return full_logits_cross_entropy(soft_capped(torch::linear(hidden_states(idx), head)), targets, torch::kMean);
 }
 
 torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tensor& targets) {
   torch::NoGradGuard no_grad;
   const auto losses = fused_loss_
-                          ? chunked_lm_token_losses(rows_of(hidden_states(idx)), wte->weight, targets.reshape({-1}),
-                                                    loss_options_)
+                          ? chunked_lm_token_losses(rows_of(hidden_states(idx)), head_weight(), targets.reshape({-1}),
+                                                    loss_options_, config_.logit_softcap.value_or(0.0))
                           : full_logits_cross_entropy(forward(idx), targets, torch::kNone);
   return losses.view(targets.sizes());
 }

@@ -1,9 +1,14 @@
 #pragma once
-// The GPT-2 network: token + learned position embeddings, pre-LayerNorm transformer blocks with causal
-// self-attention (LibTorch's scaled_dot_product_attention, which picks flash/memory-efficient kernels),
-// a tanh-GELU MLP, a final LayerNorm, and an output head tied to the token embedding.
+// The GPT family (model/gpt_config.h): token embedding (+ learned positions, or rotary ones applied to
+// queries and keys), pre-norm transformer blocks with causal self-attention (LibTorch's
+// scaled_dot_product_attention, which picks flash/memory-efficient kernels; grouped-query attention
+// when there are fewer key/value heads), an MLP (tanh-GELU, ReLU^2 or SwiGLU), a final norm, and an
+// output head tied to the token embedding or its own, optionally soft-capped. GPT-2 is the member with
+// every choice at its default; its arithmetic is what it was before the family existed.
 #include <torch/torch.h>
 
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "model/chunked_lm_loss.h"
@@ -13,29 +18,48 @@
 
 namespace mygpt {
 
-// LayerNorm whose bias is optional (nanoGPT's bias=False variant); LibTorch's module always has one.
-class LayerNormImpl : public torch::nn::Module {
+// The config's norm over the last dimension: LayerNorm (bias optional, nanoGPT's bias=False) or
+// RMSNorm, each with or without a learned gain (LibTorch's modules always have one).
+class NormImpl : public torch::nn::Module {
  public:
-  LayerNormImpl(int64_t width, bool bias);
+  NormImpl(int64_t width, const GptConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::Tensor weight, bias;  // bias undefined when disabled
+  torch::Tensor weight, bias;  // undefined when the config has none
+
+ private:
+  int64_t width_;
+  NormKind kind_;
+  double eps_;
 };
-TORCH_MODULE(LayerNorm);
+TORCH_MODULE(Norm);
+
+// cos and sin (T, head_size) of the rotary angles of T positions, in Llama's layout (each frequency
+// twice: the first and second halves of a head rotate together). Undefined for learned positions.
+struct RotaryAngles {
+  torch::Tensor cos, sin;
+  bool defined() const { return cos.defined(); }
+};
+RotaryAngles rotary_angles(const GptConfig& config, const torch::Tensor& positions);
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
-  // x (B, T, C) at the positions after those in `cache`: attends to the cached keys and values and its
-  // own (causally), and stores its own in the cache as `layer`. No dropout (generation only).
-  torch::Tensor forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer);
+  torch::Tensor forward(const torch::Tensor& x, const RotaryAngles& rope = {});
+  // x (B, T, C) at the positions after those in `cache` (rope: the angles of those positions): attends
+  // to the cached keys and values and its own (causally), and stores its own in the cache as `layer`.
+  // No dropout (generation only).
+  torch::Tensor forward_cached(const torch::Tensor& x, KvCache& cache, int64_t layer, const RotaryAngles& rope = {});
 
-  torch::nn::Linear c_attn{nullptr};  // q, k and v projections in one matmul
+  torch::nn::Linear c_attn{nullptr};  // q, k and v projections in one matmul (q's heads, then k's, then v's)
   torch::nn::Linear c_proj{nullptr};  // output projection, a residual-stream writer
+  Norm q_norm{nullptr}, k_norm{nullptr};  // per head, with qk_norm only
 
  private:
-  int64_t n_head_;
+  // q (B, n_head, T, hs), k and v (B, n_kv_head, T, hs): projected, normalized, rotated.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> queries_keys_values(const torch::Tensor& qkv, int64_t B,
+                                                                              int64_t T, const RotaryAngles& rope);
+  int64_t n_head_, n_kv_head_, head_size_;
   double dropout_;
   torch::nn::Dropout resid_dropout_{nullptr};
 };
@@ -49,10 +73,12 @@ class MlpImpl : public torch::nn::Module {
   // already held positions before this read (a decoding step rather than a first read).
   torch::Tensor forward_cached(const torch::Tensor& x, bool continues_cache);
 
-  torch::nn::Linear c_fc{nullptr};
+  torch::nn::Linear c_fc{nullptr};    // input projection (SwiGLU: gate rows, then up rows)
   torch::nn::Linear c_proj{nullptr};  // a residual-stream writer
 
  private:
+  torch::Tensor activation(const torch::Tensor& h) const;
+  MlpKind kind_;
   torch::nn::Dropout dropout_{nullptr};
 };
 TORCH_MODULE(Mlp);
@@ -60,12 +86,12 @@ TORCH_MODULE(Mlp);
 class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const GptConfig& config);
-  torch::Tensor forward(torch::Tensor x);
-  torch::Tensor forward_cached(torch::Tensor x, KvCache& cache, int64_t layer);
+  torch::Tensor forward(torch::Tensor x, const RotaryAngles& rope = {});
+  torch::Tensor forward_cached(torch::Tensor x, KvCache& cache, int64_t layer, const RotaryAngles& rope = {});
 
-  LayerNorm ln_1{nullptr};
+  Norm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};
-  LayerNorm ln_2{nullptr};
+  Norm ln_2{nullptr};
   Mlp mlp{nullptr};
   Recompute recompute = Recompute::none;  // set through GptImpl::set_recompute
 };
@@ -75,9 +101,10 @@ class GptImpl : public torch::nn::Module {
  public:
   explicit GptImpl(const GptConfig& config);
 
-  // idx: (B, T) int64 token ids with T <= block_size. Returns logits (B, T, vocab_size).
+  // idx: (B, T) int64 token ids with T <= block_size. Returns logits (B, T, vocab_size), soft-capped
+  // (in fp32) where the config has a cap.
   torch::Tensor forward(const torch::Tensor& idx);
-  // The final LayerNorm's output (B, T, n_embd): what the tied head turns into logits.
+  // The final norm's output (B, T, n_embd): what the head turns into logits.
   torch::Tensor hidden_states(const torch::Tensor& idx);
   // Logits of the last position only (B, vocab_size), all that sampling needs.
   torch::Tensor last_token_logits(const torch::Tensor& idx);
@@ -87,6 +114,8 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor last_token_logits(const torch::Tensor& idx, KvCache& cache);
   // A cache sized for this model (block_size positions).
   KvCache make_kv_cache() const { return KvCache(config_.n_layer, config_.block_size); }
+  // The output head's (vocab_size, n_embd) weight: the token embedding's when tied, lm_head's otherwise.
+  const torch::Tensor& head_weight() const { return config_.tie_head ? wte->weight : lm_head->weight; }
   // Mean cross-entropy of the next-token prediction against targets (B, T). vocab_limit > 0 scores
   // over the first vocab_limit ids only: the tokenizer's tokens without the padding rows, as a sampler
   // with that limit (and an exported, unpadded model) sees the distribution.
@@ -110,24 +139,32 @@ class GptImpl : public torch::nn::Module {
   int64_t num_parameters() const;
 
   // AdamW groups: weight decay applies to matrices and embeddings (dim >= 2) only; biases and
-  // LayerNorm gains stay undecayed, as in GPT-2 / nanoGPT.
+  // norm gains stay undecayed, as in GPT-2 / nanoGPT.
   std::vector<torch::Tensor> decay_parameters() const;
   std::vector<torch::Tensor> no_decay_parameters() const;
 
-  // Re-draws every weight the GPT-2 way: N(0, 0.02), residual writers scaled by 1/sqrt(2 n_layer),
-  // zero biases, unit LayerNorm gains. Uses the current default generator.
+  // Re-draws every weight by the config's init. gpt2: N(0, 0.02), residual writers scaled by
+  // 1/sqrt(2 n_layer), zero biases, unit norm gains. nanochat (karpathy/nanochat's init_weights): token
+  // embedding N(0, 1), head N(0, 0.001), the blocks' input projections uniform with std 1/sqrt(n_embd),
+  // the residual writers (attention and MLP output projections) zero. Uses the default generator.
   void reset_parameters();
 
-  torch::nn::Embedding wte{nullptr};  // also the output head (weight tying)
-  torch::nn::Embedding wpe{nullptr};
+  torch::nn::Embedding wte{nullptr};  // also the output head when tied
+  torch::nn::Embedding wpe{nullptr};  // learned positions only
+  Norm ln_e{nullptr};                 // embedding_norm only
   torch::nn::ModuleList h{nullptr};
-  LayerNorm ln_f{nullptr};
+  Norm ln_f{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // untied head only
 
  private:
   GptConfig config_;
   bool fused_loss_ = true;
   LmLossOptions loss_options_;
   torch::nn::Dropout drop_{nullptr};
+  // Embeddings of tokens at these positions (+ their learned positions; the rotary angles of them).
+  std::pair<torch::Tensor, RotaryAngles> embed(const torch::Tensor& idx, int64_t first_position);
+  // cap * tanh(logits / cap) in fp32 where the config has a cap; logits unchanged otherwise.
+  torch::Tensor soft_capped(const torch::Tensor& logits) const;
 };
 TORCH_MODULE(Gpt);
 

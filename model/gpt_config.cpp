@@ -1,5 +1,7 @@
 #include "model/gpt_config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -32,6 +34,76 @@ const std::map<std::string, PresetShape>& presets() {
   return table;
 }
 
+// nanochat's depth dial (karpathy/nanochat scripts/base_train.py): width 64 * depth, heads of 128
+// (ceil), as many kv-heads, its 2048-token block, and its block (model/gpt.cpp's nanochat member:
+// rotary, weightless RMSNorm also after the embedding, QK-norm, ReLU^2, no biases, untied head,
+// soft-cap 15) with its initialization. The architecture is the one transformers' NanoChat reads.
+GptConfig nanochat_config(int64_t depth) {
+  GptConfig c;
+  c.n_layer = depth;
+  c.n_embd = 64 * depth;
+  c.n_head = std::max<int64_t>(1, (c.n_embd + 127) / 128);
+  c.n_kv_head = c.n_head;
+  c.block_size = 2048;
+  c.vocab_size = 0;  // the data (or --vocab-size) sets it
+  c.dropout = 0.0;
+  c.bias = false;
+  c.positions = Positions::rotary;
+  c.rope_theta = 10000.0;
+  c.norm = NormKind::rmsnorm;
+  c.norm_weight = false;
+  c.norm_eps = 1e-6;  // transformers' NanoChatConfig.rms_norm_eps (torch's rms_norm default is finfo.eps)
+  c.embedding_norm = true;
+  c.qk_norm = true;
+  c.mlp = MlpKind::relu2;
+  c.tie_head = false;
+  c.logit_softcap = 15.0;
+  c.init = InitKind::nanochat;
+  return c;
+}
+
+// A Llama-style block (rotary 10000, RMSNorm with gains, SwiGLU of Llama's 8/3 width rounded up to 64,
+// grouped-query attention 4:2, no biases, untied head) at the size of "small"; GPT-2's initialization.
+GptConfig llama_small_config() {
+  GptConfig c;
+  c.n_layer = 4;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 128;
+  c.block_size = 128;
+  c.vocab_size = 0;
+  c.bias = false;
+  c.positions = Positions::rotary;
+  c.norm = NormKind::rmsnorm;
+  c.norm_eps = 1e-5;
+  c.mlp = MlpKind::swiglu;
+  c.mlp_hidden = 384;
+  c.tie_head = false;
+  return c;
+}
+
+const std::vector<int64_t>& nanochat_depths() {
+  static const std::vector<int64_t> depths = {4, 12, 16, 20, 24, 26, 32};
+  return depths;
+}
+
+template <typename Enum>
+Enum parse_name(const std::string& name, const char* what, std::initializer_list<std::pair<const char*, Enum>> known) {
+  std::string list;
+  for (const auto& [n, v] : known) {
+    if (name == n) return v;
+    list += (list.empty() ? "" : ", ") + std::string(n);
+  }
+  throw std::invalid_argument("unknown " + std::string(what) + " '" + name + "' (known: " + list + ")");
+}
+
+std::string number_text(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
 void require_positive(int64_t value, const char* name) {
   if (value <= 0) {
     throw std::invalid_argument(std::string(name) + " must be positive, got " + std::to_string(value));
@@ -39,6 +111,73 @@ void require_positive(int64_t value, const char* name) {
 }
 
 }  // namespace
+
+const char* positions_name(Positions v) { return v == Positions::learned ? "learned" : "rotary"; }
+const char* norm_name(NormKind v) { return v == NormKind::layernorm ? "layernorm" : "rmsnorm"; }
+const char* mlp_name(MlpKind v) {
+  return v == MlpKind::gelu_tanh ? "gelu" : v == MlpKind::relu2 ? "relu2" : "swiglu";
+}
+const char* init_name(InitKind v) { return v == InitKind::gpt2 ? "gpt2" : "nanochat"; }
+Positions parse_positions(const std::string& name) {
+  return parse_name<Positions>(name, "positions", {{"learned", Positions::learned}, {"rotary", Positions::rotary}});
+}
+NormKind parse_norm(const std::string& name) {
+  return parse_name<NormKind>(name, "norm", {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}});
+}
+MlpKind parse_mlp(const std::string& name) {
+  return parse_name<MlpKind>(name, "mlp",
+                             {{"gelu", MlpKind::gelu_tanh}, {"relu2", MlpKind::relu2}, {"swiglu", MlpKind::swiglu}});
+}
+InitKind parse_init(const std::string& name) {
+  return parse_name<InitKind>(name, "init", {{"gpt2", InitKind::gpt2}, {"nanochat", InitKind::nanochat}});
+}
+
+std::optional<double> parse_logit_softcap(const std::string& text) {
+  if (text == "none") return std::nullopt;
+  size_t used = 0;
+  double cap = 0.0;
+  try {
+    cap = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || !std::isfinite(cap) || cap <= 0.0) {
+    throw std::invalid_argument("logit soft-cap must be a positive number or none, got '" + text + "'");
+  }
+  return cap;
+}
+
+std::string logit_softcap_text(const std::optional<double>& cap) { return cap ? number_text(*cap) : "none"; }
+
+bool GptConfig::is_gpt2_architecture() const {
+  // The same sizes with every family choice at its default (GPT-2's), the MLP's 4x width named or not.
+  GptConfig gpt2;
+  gpt2.vocab_size = vocab_size;
+  gpt2.block_size = block_size;
+  gpt2.n_layer = n_layer;
+  gpt2.n_head = n_head;
+  gpt2.n_embd = n_embd;
+  gpt2.dropout = dropout;
+  gpt2.bias = bias;
+  gpt2.mlp_hidden = mlp_hidden == 4 * n_embd ? mlp_hidden : 0;
+  gpt2.n_kv_head = n_kv_head == n_head ? n_kv_head : 0;
+  return *this == gpt2;
+}
+
+std::string GptConfig::architecture_text() const {
+  std::string text = std::string(positions_name(positions));
+  if (positions == Positions::rotary) text += "(" + number_text(rope_theta) + ")";
+  text += std::string(", ") + norm_name(norm) + (norm_weight ? "" : "(no weight)");
+  if (embedding_norm) text += ", embedding norm";
+  if (qk_norm) text += ", qk-norm";
+  text += std::string(", ") + mlp_name(mlp) + " " + std::to_string(mlp_width());
+  text += ", " + std::to_string(n_head) + " heads";
+  if (kv_heads() != n_head) text += " / " + std::to_string(kv_heads()) + " kv";
+  text += tie_head ? ", tied head" : ", untied head";
+  if (logit_softcap) text += ", soft-cap " + number_text(*logit_softcap);
+  text += bias ? ", biases" : ", no biases";
+  return text;
+}
 
 void GptConfig::validate() const {
   require_positive(vocab_size, "vocab size");
@@ -50,13 +189,33 @@ void GptConfig::validate() const {
     throw std::invalid_argument("n_head (" + std::to_string(n_head) + ") does not divide n_embd (" +
                                 std::to_string(n_embd) + ")");
   }
+  if (n_kv_head < 0) throw std::invalid_argument("n_kv_head must be positive, got " + std::to_string(n_kv_head));
+  if (n_head % kv_heads() != 0) {
+    throw std::invalid_argument("n_kv_head (" + std::to_string(kv_heads()) + ") does not divide n_head (" +
+                                std::to_string(n_head) + ")");
+  }
+  if (positions == Positions::rotary && head_size() % 2 != 0) {
+    throw std::invalid_argument("rotary positions need an even head size, got " + std::to_string(head_size()) +
+                                " (n_embd " + std::to_string(n_embd) + " / n_head " + std::to_string(n_head) + ")");
+  }
+  if (!(rope_theta > 1.0 && std::isfinite(rope_theta))) {
+    throw std::invalid_argument("rope_theta must be a finite number above 1, got " + number_text(rope_theta));
+  }
+  if (!(norm_eps > 0.0 && norm_eps < 1.0)) {
+    throw std::invalid_argument("norm_eps must be in (0, 1), got " + number_text(norm_eps));
+  }
+  if (mlp_hidden < 0) throw std::invalid_argument("mlp_hidden must be positive, got " + std::to_string(mlp_hidden));
+  if (logit_softcap && !(*logit_softcap > 0.0 && std::isfinite(*logit_softcap))) {
+    throw std::invalid_argument("logit soft-cap must be positive, got " + number_text(*logit_softcap));
+  }
   if (!(dropout >= 0.0 && dropout < 1.0)) {
     throw std::invalid_argument("dropout must be in [0, 1), got " + std::to_string(dropout));
   }
   // Sizes whose tensors no machine holds are bad input, not an allocator failure halfway through a
   // build (and they keep every size product below int64's range). 2^40 parameters is ~700x GPT-2 XL.
   const double width = static_cast<double>(n_embd);
-  const double parameters = static_cast<double>(n_layer) * 12.0 * width * width +
+  const double per_layer = 4.0 * width * width + 3.0 * width * static_cast<double>(mlp_width());
+  const double parameters = static_cast<double>(n_layer) * per_layer +
                             (static_cast<double>(vocab_size) + static_cast<double>(block_size)) * width;
   if (parameters > 1099511627776.0) {
     throw std::invalid_argument(strprintf("a model of %lld layers, %lld wide, vocabulary %lld and block %lld has "
@@ -73,6 +232,22 @@ std::string GptConfig::to_text() const {
   out << "vocab_size=" << vocab_size << "\nblock_size=" << block_size << "\nn_layer=" << n_layer
       << "\nn_head=" << n_head << "\nn_embd=" << n_embd << "\ndropout=" << dropout << "\nbias=" << (bias ? 1 : 0)
       << "\n";
+  // The family's fields only where they depart from GPT-2's: a GPT-2 config's text is what it always was,
+  // and a checkpoint written before the family existed reads as GPT-2.
+  const GptConfig gpt2;
+  if (positions != gpt2.positions) out << "positions=" << positions_name(positions) << "\n";
+  if (rope_theta != gpt2.rope_theta) out << "rope_theta=" << rope_theta << "\n";
+  if (norm != gpt2.norm) out << "norm=" << norm_name(norm) << "\n";
+  if (norm_weight != gpt2.norm_weight) out << "norm_weight=" << (norm_weight ? 1 : 0) << "\n";
+  if (norm_eps != gpt2.norm_eps) out << "norm_eps=" << norm_eps << "\n";
+  if (embedding_norm != gpt2.embedding_norm) out << "embedding_norm=" << (embedding_norm ? 1 : 0) << "\n";
+  if (qk_norm != gpt2.qk_norm) out << "qk_norm=" << (qk_norm ? 1 : 0) << "\n";
+  if (mlp != gpt2.mlp) out << "mlp=" << mlp_name(mlp) << "\n";
+  if (mlp_hidden != gpt2.mlp_hidden) out << "mlp_hidden=" << mlp_hidden << "\n";
+  if (n_kv_head != gpt2.n_kv_head) out << "n_kv_head=" << n_kv_head << "\n";
+  if (tie_head != gpt2.tie_head) out << "tie_head=" << (tie_head ? 1 : 0) << "\n";
+  if (logit_softcap != gpt2.logit_softcap) out << "logit_softcap=" << logit_softcap_text(logit_softcap) << "\n";
+  if (init != gpt2.init) out << "init=" << init_name(init) << "\n";
   return out.str();
 }
 
@@ -98,10 +273,30 @@ GptConfig GptConfig::from_text(const std::string& text) {
     config.n_embd = std::stoll(field("n_embd"));
     config.dropout = std::stod(field("dropout"));
     config.bias = std::stoll(field("bias")) != 0;
+    auto optional = [&](const char* key) -> const std::string* {
+      const auto it = fields.find(key);
+      return it == fields.end() ? nullptr : &it->second;
+    };
+    if (auto v = optional("positions")) config.positions = parse_positions(*v);
+    if (auto v = optional("rope_theta")) config.rope_theta = std::stod(*v);
+    if (auto v = optional("norm")) config.norm = parse_norm(*v);
+    if (auto v = optional("norm_weight")) config.norm_weight = std::stoll(*v) != 0;
+    if (auto v = optional("norm_eps")) config.norm_eps = std::stod(*v);
+    if (auto v = optional("embedding_norm")) config.embedding_norm = std::stoll(*v) != 0;
+    if (auto v = optional("qk_norm")) config.qk_norm = std::stoll(*v) != 0;
+    if (auto v = optional("mlp")) config.mlp = parse_mlp(*v);
+    if (auto v = optional("mlp_hidden")) config.mlp_hidden = std::stoll(*v);
+    if (auto v = optional("n_kv_head")) config.n_kv_head = std::stoll(*v);
+    if (auto v = optional("tie_head")) config.tie_head = std::stoll(*v) != 0;
+    if (auto v = optional("logit_softcap")) config.logit_softcap = parse_logit_softcap(*v);
+    if (auto v = optional("init")) config.init = parse_init(*v);
   } catch (const std::out_of_range&) {
     throw std::invalid_argument("model config holds a number out of range");
   } catch (const std::invalid_argument& e) {
-    if (std::string(e.what()).rfind("model config", 0) == 0) throw;
+    const std::string what = e.what();
+    if (what.rfind("model config", 0) == 0 || what.rfind("unknown", 0) == 0 || what.rfind("logit", 0) == 0) {
+      throw std::invalid_argument("model config: " + what);
+    }
     throw std::invalid_argument("model config holds a field that is not a number");
   }
   config.validate();
@@ -109,6 +304,14 @@ GptConfig GptConfig::from_text(const std::string& text) {
 }
 
 GptConfig preset_config(const std::string& name) {
+  if (name == "llama-small") return llama_small_config();
+  if (name.rfind("nanochat-d", 0) == 0) {
+    const std::string digits = name.substr(10);
+    if (!digits.empty() && digits.size() <= 2 && digits.find_first_not_of("0123456789") == std::string::npos &&
+        digits[0] != '0') {
+      return nanochat_config(std::stoll(digits));  // any depth 1..99 (the listed ones are nanochat's)
+    }
+  }
   const auto it = presets().find(name);
   if (it == presets().end()) {
     std::string known;
@@ -130,6 +333,8 @@ GptConfig preset_config(const std::string& name) {
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto& [name, shape] : presets()) names.push_back(name);
+  for (const int64_t depth : nanochat_depths()) names.push_back("nanochat-d" + std::to_string(depth));
+  names.push_back("llama-small");
   return names;
 }
 
@@ -143,6 +348,7 @@ GptConfig ModelShapeOptions::resolve(int64_t vocab_size) const {
   if (block_size) config.block_size = *block_size;
   if (dropout) config.dropout = *dropout;
   if (bias) config.bias = *bias;
+  apply_to(config);
   config.vocab_size = vocab_size;  // the data decides: character vocabulary, or the (padded) BPE one
   try {
     config.validate();
@@ -156,10 +362,29 @@ GptConfig ModelShapeOptions::resolve(int64_t vocab_size) const {
     given("n-head", n_head);
     given("n-embd", n_embd);
     given("block-size", block_size);
+    given("n-kv-head", n_kv_head);
+    if (positions) made_by += " --positions " + *positions;
+    if (logit_softcap) made_by += " --logit-softcap " + *logit_softcap;
     throw std::invalid_argument(std::string(e.what()) + " (the shape of " + made_by + ", vocabulary " +
                                 std::to_string(vocab_size) + " from the data or --vocab-size)");
   }
   return config;
+}
+
+void ModelShapeOptions::apply_to(GptConfig& config) const {
+  if (positions) config.positions = parse_positions(*positions);
+  if (norm) config.norm = parse_norm(*norm);
+  if (mlp) config.mlp = parse_mlp(*mlp);
+  if (init) config.init = parse_init(*init);
+  if (logit_softcap) config.logit_softcap = parse_logit_softcap(*logit_softcap);
+  if (rope_theta) config.rope_theta = *rope_theta;
+  if (norm_eps) config.norm_eps = *norm_eps;
+  if (norm_weight) config.norm_weight = *norm_weight;
+  if (embedding_norm) config.embedding_norm = *embedding_norm;
+  if (qk_norm) config.qk_norm = *qk_norm;
+  if (tie_head) config.tie_head = *tie_head;
+  if (n_kv_head) config.n_kv_head = *n_kv_head;
+  if (mlp_hidden) config.mlp_hidden = *mlp_hidden;
 }
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple) {
@@ -167,36 +392,63 @@ int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple) {
 }
 
 ParameterCounts count_parameters(const GptConfig& c) {
+  // From the shapes, so that the two can never disagree: matrices and embeddings decay, the rest not.
   ParameterCounts n;
-  const int64_t C = c.n_embd, L = c.n_layer;
-  // wte (also the head), wpe; per block c_attn, attn c_proj, c_fc, mlp c_proj.
-  n.decayed = (c.vocab_size + c.block_size) * C + L * 12 * C * C;
-  n.decayed_tensors = 2 + 4 * L;
-  // Per block: two layer norms (weight, bias) and the four linears' biases; the final layer norm.
-  n.not_decayed = c.bias ? L * 13 * C + 2 * C : L * 2 * C + C;
-  n.not_decayed_tensors = c.bias ? L * 8 + 2 : L * 2 + 1;
+  for (const auto& [name, shape] : parameter_shapes(c)) {
+    int64_t numel = 1;
+    for (const int64_t d : shape) numel *= d;
+    if (shape.size() >= 2) {
+      n.decayed += numel;
+      ++n.decayed_tensors;
+    } else {
+      n.not_decayed += numel;
+      ++n.not_decayed_tensors;
+    }
+  }
   return n;
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(const GptConfig& c) {
   const int64_t C = c.n_embd;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {{"wte.weight", {c.vocab_size, C}},
-                                                                      {"wpe.weight", {c.block_size, C}}};
-  auto add = [&](const std::string& name, int64_t out, int64_t in) {
-    shapes.push_back({name + ".weight", in > 0 ? std::vector<int64_t>{out, in} : std::vector<int64_t>{out}});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {{"wte.weight", {c.vocab_size, C}}};
+  if (c.positions == Positions::learned) shapes.push_back({"wpe.weight", {c.block_size, C}});
+  auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+    shapes.push_back({name + ".weight", {out, in}});
     if (c.bias) shapes.push_back({name + ".bias", {out}});
   };
+  auto norm = [&](const std::string& name, int64_t width) {
+    if (c.norm_weight) shapes.push_back({name + ".weight", {width}});
+    if (c.bias && c.norm == NormKind::layernorm) shapes.push_back({name + ".bias", {width}});
+  };
+  if (c.embedding_norm) norm("ln_e", C);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string block = "h." + std::to_string(i) + ".";
-    add(block + "ln_1", C, 0);
-    add(block + "attn.c_attn", 3 * C, C);
-    add(block + "attn.c_proj", C, C);
-    add(block + "ln_2", C, 0);
-    add(block + "mlp.c_fc", 4 * C, C);
-    add(block + "mlp.c_proj", C, 4 * C);
+    norm(block + "ln_1", C);
+    linear(block + "attn.c_attn", c.qkv_rows(), C);
+    linear(block + "attn.c_proj", C, c.n_head * c.head_size());
+    if (c.qk_norm) {
+      norm(block + "attn.q_norm", c.head_size());
+      norm(block + "attn.k_norm", c.head_size());
+    }
+    norm(block + "ln_2", C);
+    linear(block + "mlp.c_fc", c.mlp_in_rows(), C);
+    linear(block + "mlp.c_proj", C, c.mlp_width());
   }
-  add("ln_f", C, 0);
+  norm("ln_f", C);
+  if (!c.tie_head) shapes.push_back({"lm_head.weight", {c.vocab_size, C}});
   return shapes;
+}
+
+double training_flops_per_token(const GptConfig& c, int64_t seq_len) {
+  double weights = 0.0;
+  for (const auto& [name, shape] : parameter_shapes(c)) {
+    if (name == "wpe.weight" || (name == "wte.weight" && !c.tie_head)) continue;  // lookups, not matmuls
+    double numel = 1.0;
+    for (const int64_t d : shape) numel *= static_cast<double>(d);
+    weights += numel;
+  }
+  return 6.0 * weights +
+         12.0 * static_cast<double>(c.n_layer) * static_cast<double>(c.n_head * c.head_size()) * static_cast<double>(seq_len);
 }
 
 }  // namespace mygpt

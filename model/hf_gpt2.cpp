@@ -366,6 +366,10 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
 
 void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder) {
   const GptConfig& config = model->config();
+  if (!config.is_gpt2_architecture()) {
+    throw std::invalid_argument("HF export: only GPT-2's architecture is exported as yet; this model is " +
+                                config.architecture_text());
+  }
   if (vocab_size < 1 || vocab_size > config.vocab_size) {
     throw std::invalid_argument("HF export: vocabulary size " + std::to_string(vocab_size) +
                                 " is not within the model's 1.." + std::to_string(config.vocab_size));

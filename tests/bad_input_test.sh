@@ -265,6 +265,13 @@ bad prep_no_input "--input" prepare --out out_prep_no_input --tokenizer char
 # --- plan and export ------------------------------------------------------------------------------
 bad plan_huge "beyond the 2\^40" plan --n-embd 4000000000000 --n-head 1
 bad plan_heads "n_head \(5\) does not divide" plan --n-head 5
+# The model family's bad configs (model/gpt_config.h).
+bad plan_kv_heads "n_kv_head \(3\) does not divide n_head \(4\)" plan --preset llama-small --n-kv-head 3
+bad plan_rotary_odd "rotary positions need an even head size, got 15" plan --preset llama-small --n-embd 60
+bad plan_softcap_zero "--logit-softcap: logit soft-cap must be a positive number or none" plan --logit-softcap 0
+bad plan_softcap_negative "--logit-softcap: logit soft-cap must be a positive number or none" plan --logit-softcap=-3
+bad plan_mlp_unknown "--mlp: unknown mlp .geglu." plan --mlp geglu
+bad plan_nanochat_depth "unknown preset 'nanochat-d0'" plan --preset nanochat-d0
 bad plan_init_missing "checkpoint 'absent.safetensors' does not exist" plan --init-from absent.safetensors
 bad export_missing "checkpoint 'absent.safetensors' does not exist" export --checkpoint absent.safetensors --out out_export_missing
 bad export_to_file "--out 'a_file' is a file" export --checkpoint ckpt --out a_file

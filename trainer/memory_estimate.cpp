@@ -66,8 +66,13 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
 
   // Per micro-batch row: the activations, the math attention's scores, the loss's logits. Recomputed
   // parts are not kept, except for the one block (or MLP) being recomputed in backward.
-  const double block_bytes = T * C * (in.half_activations ? kActivationBytesBf16 : kActivationBytesFp32);
-  const double mlp_bytes = T * C * (in.half_activations ? kMlpBytesBf16 : kMlpBytesFp32);
+  // The constants were measured on GPT-2's block (an MLP 4x wide); another member's MLP scales its part
+  // by its width (SwiGLU's input projection is twice as wide). Its other differences (rotary, RMSNorm,
+  // fewer kv-heads) are not measured here.
+  const double mlp_scale = static_cast<double>(m.mlp_in_rows() + m.mlp_width()) / (8.0 * C);
+  const double mlp_bytes = T * C * (in.half_activations ? kMlpBytesBf16 : kMlpBytesFp32) * mlp_scale;
+  const double block_bytes = T * C * (in.half_activations ? kActivationBytesBf16 : kActivationBytesFp32) +
+                             (mlp_scale == 1.0 ? 0.0 : mlp_bytes - mlp_bytes / mlp_scale);
   const bool math_attention = !in.gpu && m.dropout > 0;
   const double scores_bytes = math_attention ? H * T * T * kMathAttentionBytes : 0.0;
   double per_row = L * (block_bytes + scores_bytes);
@@ -80,7 +85,8 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   std::string loss_note;
   // The largest block a step frees and allocates again: one MLP's hidden tensor, a (vocab x width)
   // gradient (the embedding's dense one, the head's computed in the loss), or a chunk of logits.
-  double largest_block = std::max(rows * T * 4 * C * (in.half_activations ? 2.0 : 4.0), head_bytes);
+  double largest_block =
+      std::max(rows * T * static_cast<double>(m.mlp_in_rows()) * (in.half_activations ? 2.0 : 4.0), head_bytes);
   if (in.fused_loss) {
     // One chunk of fp32 logits at a time (and its 16-bit copy under autocast).
     const double chunk = static_cast<double>(
@@ -218,7 +224,9 @@ int64_t measure_training_runtime_bytes(const GptConfig& like, bool fused_loss) {
     GptConfig tiny = like;
     tiny.n_layer = 1;
     tiny.n_head = 1;
+    tiny.n_kv_head = 0;  // as many as heads
     tiny.n_embd = 8;
+    tiny.mlp_hidden = 0;  // 4x
     tiny.block_size = 8;
     tiny.vocab_size = 16;
     Gpt model(tiny);

@@ -23,10 +23,23 @@ bool ends_with(const std::string& s, const std::string& tail) {
 MuonSplit split_for_muon(const Gpt& model) {
   MuonSplit split;
   std::set<const void*> in_blocks;
+  // The fused projections are several matrices, each orthogonalized on its own as nanochat's separate
+  // c_q, c_k, c_v (and Llama's gate and up) are: q, k and v (of unequal rows under grouped-query
+  // attention), SwiGLU's gate and up.
+  const GptConfig& c = model->config();
+  const int64_t hs = c.head_size();
   for (const auto& item : model->h->named_parameters()) {
     const torch::Tensor& p = item.value();
     if (p.dim() != 2) continue;
-    split.muon.push_back({p, ends_with(item.key(), "attn.c_attn.weight") ? 3 : 1});
+    if (ends_with(item.key(), "attn.c_attn.weight")) {
+      if (c.kv_heads() == c.n_head) {
+        split.muon.push_back({p, 3});
+      } else {
+        split.muon.push_back({p, 1, {c.n_head * hs, c.kv_heads() * hs, c.kv_heads() * hs}});
+      }
+    } else {
+      split.muon.push_back({p, c.mlp == MlpKind::swiglu && ends_with(item.key(), "mlp.c_fc.weight") ? 2 : 1});
+    }
     in_blocks.insert(p.unsafeGetTensorImpl());
   }
   for (const auto& p : model->parameters()) {
@@ -63,7 +76,9 @@ Muon::Muon(std::vector<MuonMatrix> matrices, const MuonOptions& options, Communi
   for (size_t k = 0; k < by_size.size(); ++k) owner_[by_size[k]] = static_cast<int>(k % comm_.world_size());
   for (const MuonMatrix& m : matrices_) {
     const torch::Tensor& p = m.param;
-    if (p.dim() != 2 || m.row_blocks < 1 || p.size(0) % m.row_blocks != 0) {
+    const int64_t sized_rows = std::accumulate(m.row_sizes.begin(), m.row_sizes.end(), int64_t{0});
+    if (p.dim() != 2 || m.row_blocks < 1 || p.size(0) % m.row_blocks != 0 ||
+        (!m.row_sizes.empty() && sized_rows != p.size(0))) {
       throw std::logic_error("Muon takes 2-D matrices whose rows split evenly into its row blocks");
     }
     momentum_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
@@ -92,15 +107,30 @@ void Muon::step(const std::optional<torch::Tensor>& found_inf) {
     momentum_[i].copy_(new_momentum);
     if (owner_[i] != rank) continue;
     const torch::Tensor direction = options_.nesterov ? grad.lerp(momentum_[i], options_.momentum) : momentum_[i];
-    const int64_t blocks = matrices_[i].row_blocks, rows = p.size(0) / blocks, cols = p.size(1);
-    // bf16 on CUDA, where its matmuls are fast and the iteration is known to be stable in it; fp32 on
-    // the CPU, where bf16 matmuls are slow.
-    const torch::Tensor input = direction.reshape({blocks, rows, cols}).to(cuda ? torch::kBFloat16 : torch::kFloat);
-    torch::Tensor update = newton_schulz_orthogonalize(input, options_.ns_steps).to(torch::kFloat);
-    // A semi-orthogonal rows x cols matrix has RMS entries 1/sqrt(max(rows, cols)); the factor (KellerJordan/
-    // Muon's) makes every update's RMS 1/sqrt(cols), one over the fan-in, for tall matrices as for wide.
-    update = update * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
-    updates.narrow(0, offset_[i], p.numel()).copy_(update.reshape({-1}));
+    // Equal row blocks go through the iteration as one batch.
+    auto orthogonal_update = [&](const torch::Tensor& d, int64_t blocks) {
+      const int64_t rows = d.size(0) / blocks, cols = d.size(1);
+      // bf16 on CUDA, where its matmuls are fast and the iteration is known to be stable in it; fp32 on
+      // the CPU, where bf16 matmuls are slow.
+      const torch::Tensor input = d.reshape({blocks, rows, cols}).to(cuda ? torch::kBFloat16 : torch::kFloat);
+      torch::Tensor update = newton_schulz_orthogonalize(input, options_.ns_steps).to(torch::kFloat);
+      // A semi-orthogonal rows x cols matrix has RMS entries 1/sqrt(max(rows, cols)); the factor
+      // (KellerJordan/Muon's) makes every update's RMS 1/sqrt(cols), one over the fan-in, for tall
+      // matrices as for wide.
+      update = update * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
+      return update.reshape({-1});
+    };
+    torch::Tensor update;
+    if (matrices_[i].row_sizes.empty()) {
+      update = orthogonal_update(direction, matrices_[i].row_blocks);
+    } else {
+      std::vector<torch::Tensor> parts;
+      for (const auto& piece : direction.split_with_sizes(matrices_[i].row_sizes, 0)) {
+        parts.push_back(orthogonal_update(piece, 1));
+      }
+      update = torch::cat(parts);
+    }
+    updates.narrow(0, offset_[i], p.numel()).copy_(update);
   }
   if (comm_.world_size() > 1) comm_.all_reduce(updates, ReduceOp::Sum);
   for (size_t i = 0; i < matrices_.size(); ++i) {

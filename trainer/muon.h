@@ -31,6 +31,9 @@ struct MuonOptions {
 struct MuonMatrix {
   torch::Tensor param;
   int64_t row_blocks = 1;
+  // Row blocks of unequal sizes (grouped-query attention's q, k, v), summing to the rows; overrides
+  // row_blocks when given.
+  std::vector<int64_t> row_sizes = {};
 };
 
 // Which parameters each optimizer of --optimizer muon takes.

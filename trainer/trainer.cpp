@@ -144,10 +144,7 @@ double Trainer::evaluate() {
 }
 
 double Trainer::flops_per_token() const {
-  const GptConfig& c = p_.model->config();
-  const double weights = static_cast<double>(p_.model->num_parameters() - p_.model->wpe->weight.numel());
-  const double attention = 12.0 * static_cast<double>(c.n_layer * c.n_embd * options_.seq_len);
-  return 6.0 * weights + attention;
+  return training_flops_per_token(p_.model->config(), options_.seq_len);
 }
 
 std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
@@ -321,6 +318,7 @@ void Trainer::print_setup() const {
                           static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
                           static_cast<long long>(c.n_embd), static_cast<long long>(c.block_size),
                           static_cast<long long>(c.vocab_size), static_cast<long long>(p_.model->num_parameters())));
+  if (!c.is_gpt2_architecture()) output_.print("architecture: " + c.architecture_text());
   const int world = comm_.world_size();
   output_.print(strprintf("batch: %lld x %lld tokens x %lld accumulation x %d ranks = %lld tokens per step | %s",
                           static_cast<long long>(options_.batch_size), static_cast<long long>(options_.seq_len),
