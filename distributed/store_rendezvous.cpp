@@ -100,7 +100,6 @@ StoreRendezvous::StoreRendezvous(const LaunchEnvironment& launch, const Rendezvo
   // file rendezvous's polling) ends by it. --comm-timeout 0 (no limit) arrives as thirty days.
   timeout_ = timeout;
   deadline_ = start + timeout;
-  rank_ = launch.rank;
   source_ = launch.master_source;
   if (method.folder.empty()) {
     open_tcp(launch, timeout);
@@ -146,9 +145,9 @@ void StoreRendezvous::open_tcp(const LaunchEnvironment& launch, std::chrono::mil
         left_until(deadline_),
         [host, options]() -> c10::intrusive_ptr<c10d::Store> { return c10::make_intrusive<c10d::TCPStore>(host, options); },
         [&] {
-          return late_line(options.isServer ? "its own store's answer to c10d's ping"
-                                            : "an answer to c10d's connect and ping (the connection was accepted: is "
-                                              "another program listening on MASTER_PORT, or is rank 0 stopped?)");
+          return late_line(options.isServer ? "answer to c10d's ping (this rank serves the store itself)"
+                                            : "answer to c10d's connect and ping (is rank 0 running, and is nothing "
+                                              "else listening on MASTER_PORT?)");
         });
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
@@ -210,7 +209,7 @@ void StoreRendezvous::open_file(const LaunchEnvironment& launch, const std::stri
         base_ = call_within<c10::intrusive_ptr<c10d::Store>>(
             left_until(deadline),
             [file, world]() -> c10::intrusive_ptr<c10d::Store> { return c10::make_intrusive<c10d::FileStore>(file, world); },
-            [&] { return late_line("the store file " + file + " to open"); });
+            [&] { return late_line("answer while opening the store file " + file); });
         return;
       }
     }
@@ -224,8 +223,9 @@ void StoreRendezvous::open_file(const LaunchEnvironment& launch, const std::stri
 }
 
 std::string StoreRendezvous::late_line(const std::string& awaited) const {
-  return "rank " + std::to_string(rank_) + ": the rendezvous at " + where_ +
-         (source_.empty() || where_.rfind("tcp:", 0) != 0 ? "" : " (from " + source_ + ")") + " gave no " + awaited +
+  // main() puts "rank N: " before the line of a job of several ranks.
+  return "the rendezvous at " + where_ +
+         (source_.empty() || where_.rfind("tcp:", 0) != 0 ? "" : " (from " + source_ + ")") + " sent no " + awaited +
          " within --comm-timeout " + seconds_text(timeout_);
 }
 

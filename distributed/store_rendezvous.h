@@ -61,7 +61,7 @@ class StoreRendezvous {
   template <class T>
   T ask(const std::string& awaited, std::function<T(c10d::Store&)> request,
         std::chrono::steady_clock::time_point deadline) const;
-  // "rank 1: the rendezvous at tcp://h:p (from ...) gave no <awaited> within --comm-timeout 10 s".
+  // "the rendezvous at tcp://h:p (from ...) sent no <awaited> within --comm-timeout 10 s".
   std::string late_line(const std::string& awaited) const;
 
   c10::intrusive_ptr<c10d::Store> base_;
@@ -70,7 +70,6 @@ class StoreRendezvous {
   double join_seconds_ = 0;
   std::chrono::milliseconds timeout_{};
   std::chrono::steady_clock::time_point deadline_;
-  int rank_ = 0;
   std::string source_;  // where MASTER_ADDR/MASTER_PORT came from, for messages
   // The file rendezvous's rank 0: its claim, the published name and the store file, removed at the end.
   std::unique_ptr<FolderClaim> claim_;

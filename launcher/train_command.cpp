@@ -102,8 +102,10 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   output.print("data: " + data.description +
                strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
   trainer->print_setup();
-  output.open_metrics(/*resume=*/start.resume, start_step);
+  // run.json first: published whole or not at all, so a run that cannot write it (a full disk) leaves
+  // no empty metrics.jsonl, and with it no --out, behind.
   output.write_record("run.json", run_record(*trainer, data, w, device, threads, start_step));
+  output.open_metrics(/*resume=*/start.resume, start_step);
 
   const TrainSummary summary = trainer->run(start_step);
   if (summary.stopped_early) {

@@ -236,7 +236,7 @@ bad gen_temperature_nan "--temperature" generate --checkpoint ckpt "${CPU[@]}" -
 bad gen_temperature_negative "--temperature" generate --checkpoint ckpt "${CPU[@]}" --temperature -1
 bad gen_top_k_negative "--top-k" generate --checkpoint ckpt "${CPU[@]}" --top-k -2
 bad gen_tokens_negative "--max-new-tokens" generate --checkpoint ckpt "${CPU[@]}" --max-new-tokens -5
-bad gen_prompt_outside "^error: --prompt: character 'Z' is not in the vocabulary of this character-level model, which knows [0-9]+ characters: .*a-z" \
+bad gen_prompt_outside "^mygpt-ddp: error: --prompt: character 'Z' is not in the vocabulary of this character-level model, which knows [0-9]+ characters: .*a-z" \
   generate --checkpoint ckpt "${CPU[@]}" --prompt "Z"
 bad gen_prompt_euro "--prompt: character '€' is not in the vocabulary of this character-level model" generate --checkpoint ckpt \
   "${CPU[@]}" --prompt "a€"
@@ -286,8 +286,8 @@ bad export_missing "checkpoint 'absent.safetensors' does not exist" export --che
 bad export_to_file "--out 'a_file' is a file" export --checkpoint ckpt --out a_file
 bad export_flipped "flipped.safetensors" export --checkpoint flipped.safetensors --out out_export_flipped
 bad export_no_out "--out" export --checkpoint ckpt
-bad export_out_empty "^error: --out is empty" export --checkpoint ckpt --out ""
-bad export_out_proc "^error: --out '/proc/x': cannot create a folder in /proc" export --checkpoint ckpt --out /proc/x
+bad export_out_empty "^mygpt-ddp: error: --out is empty" export --checkpoint ckpt --out ""
+bad export_out_proc "^mygpt-ddp: error: --out '/proc/x': cannot create a folder in /proc" export --checkpoint ckpt --out /proc/x
 check "export of a damaged checkpoint leaves no folder" test ! -e out_export_flipped
 
 # --- a full disk ----------------------------------------------------------------------------------
@@ -298,8 +298,8 @@ if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null; t
   trap 'umount "$WORK/full" 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
   # Checked before the first step (issue 40: 30 steps trained, then the first save failed): one line naming
   # --out, what the checkpoints need and what is free; nothing trained, nothing left.
-  bad full_disk_checkpoint "^error: --out 'full/run': this run's checkpoints need about [0-9.]+ MiB \(3 more checkpoint\(s\): --keep-checkpoints 2 and the one being written, 0 already in --out, [0-9.]+ MiB each\) and its file system has 0\.[0-9] MiB free" \
-    train text.txt "${TINY[@]}" --steps 4 --checkpoint-every 1 --keep-checkpoints 2 --out full/run
+  bad full_disk_checkpoint "^mygpt-ddp: error: --out 'full/run': this run's checkpoints need about [0-9.]+ MiB \(2 more checkpoint\(s\): --keep-checkpoints 2 and the one being written, 0 already in --out, [0-9.]+ MiB each\) and its file system has 0\.[0-9] MiB free" \
+    train text.txt "${TINY[@]}" --checkpoint-every 1 --keep-checkpoints 2 --out full/run
   check "... before any step" bash -c "! grep -q '^step' '$WORK/full_disk_checkpoint.out'"
   check "a full disk leaves no checkpoint or temporary" test -z "$(find full -name 'ckpt_*')"
   # The space a run without checkpoints needs is none: its files fail one by one below.
@@ -349,9 +349,10 @@ unset WORLD_SIZE RANK
 # A resumed run keeps its data order: another is refused in words, not "data loader state is not a
 # generator state" (ckpt trained with the default order, sequential for so short a run).
 cp -r ckpt ckpt_order
+RESUME=(--preset tiny --batch-size 2 --seq-len 16 --eval-every 0 "${CPU[@]}" --resume auto --out ckpt_order)
 bad resume_other_order "--data-order random: a resumed run keeps its data order \(this one reads its data sequential\); .*start a new run" \
-  train text.txt "${TINY[@]}" --steps 4 --resume auto --data-order random --out ckpt_order
-expect_ok resume_same_order train text.txt "${TINY[@]}" --steps 3 --resume auto --out ckpt_order &&
+  train text.txt "${RESUME[@]}" --steps 4 --data-order random
+expect_ok resume_same_order train text.txt "${RESUME[@]}" --steps 3 &&
   check "a resumed run prints its data order line" grep -q "^data order: sequential (the resumed run's)" "$WORK/resume_same_order.out"
 export RANK=0 WORLD_SIZE=2
 bad rendezvous_missing_dir "--rendezvous file:$WORK/no/such/dir: no such directory" train text.txt "${TINY[@]}" \

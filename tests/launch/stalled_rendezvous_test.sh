@@ -44,7 +44,7 @@ check "(1) a silent listener on MASTER_PORT: exit 1 with one line ($took s, exit
   test "$RC" -eq 1 -a "$(wc -l <"$WORK/silent.err")" -eq 1
 check "(1) ... within --comm-timeout $TIMEOUT s and start-up" awk -v t="$took" -v l=$((TIMEOUT + SLACK)) 'BEGIN { exit !(t < l) }'
 check "(1) ... naming the address and what was waited for" \
-  grep -q "rendezvous at tcp://127.0.0.1:$PORT (from MASTER_ADDR.*) gave no answer to c10d's connect and ping.*within --comm-timeout $TIMEOUT s" \
+  grep -q "rendezvous at tcp://127.0.0.1:$PORT (from MASTER_ADDR.*) sent no answer to c10d's connect and ping.*within --comm-timeout $TIMEOUT s" \
   "$WORK/silent.err"
 check "(1) ... and leaving no --out behind" test ! -e "$WORK/silent"
 
