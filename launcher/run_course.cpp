@@ -38,9 +38,7 @@ ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::
     }
     return {*resumed, std::string("data order: ") + data_order_name(*resumed) + " (the resumed run's)"};
   }
-  if (requested != DataOrder::automatic) {
-    return {requested, std::string("data order: ") + data_order_name(requested) + " (--data-order)"};
-  }
+  if (requested != DataOrder::automatic) return {requested, ""};  // given: the user knows it
   const DataOrder order = resolve_data_order(requested, train_tokens, tokens_the_run_reads);
   const double epochs = static_cast<double>(tokens_the_run_reads) / static_cast<double>(train_tokens);
   if (order == DataOrder::shuffled) {

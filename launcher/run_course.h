@@ -15,7 +15,7 @@ std::map<std::string, std::string> option_lines(const std::string& text);
 
 struct ChosenDataOrder {
   DataOrder order = DataOrder::sequential;
-  std::string note;  // the log's "data order: ..." line
+  std::string note;  // the log's "data order: ..." line when the order was chosen or resumed; else empty
 };
 
 // A resumed run keeps the order its run used (so a resume with other --steps walks the same data); asking

@@ -346,10 +346,10 @@ if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 "$
   # them in train's, the two stood ln(50304/50257) = 0.0009 apart; eval prints 4 decimals (+-0.00005) and
   # the two sum the same fp32 batch losses, so 0.0002 separates agreement from that gap.
   if [[ $HAVE_DATA -eq 1 ]] &&
-     expect_ok val_agree_train train "$SHARDS" "${TINY[@]}" --batch-size 2 --steps 2 --eval-every 2 --eval-steps 2 \
+     expect_ok val_agree_train train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 2 --eval-steps 2 \
        "${VOCAB[@]}" --out "$WORK/val_agree" &&
      expect_ok val_agree_eval eval --checkpoint "$WORK/val_agree" --device cpu --val "$SHARDS" --eval-steps 2 \
-       --batch-size 2 --seq-len 16; then
+       --batch-size 4 --seq-len 16; then
     trained=$(metric_values val_loss "$WORK/val_agree/metrics.jsonl" | tail -n 1)
     evaluated=$(sed -n 's/^val loss: \([0-9.]*\).*/\1/p' "$WORK/val_agree_eval.out")
     check "train's validation loss ($trained) == eval's on its checkpoint ($evaluated), within 0.0002" \

@@ -196,7 +196,7 @@ TEST(DataOrder, AutoShufflesDataReadMoreThanOnceAndStreamsTheRest) {
   }
   EXPECT_EQ(choose_data_order(DataOrder::sequential, std::string("data-order=sequential\n"), 100, 50).note,
             "data order: sequential (the resumed run's)");
-  EXPECT_EQ(choose_data_order(DataOrder::random, std::nullopt, 100, 50).note, "data order: random (--data-order)");
+  EXPECT_TRUE(choose_data_order(DataOrder::random, std::nullopt, 100, 50).note.empty());
 }
 
 TrainOptions options_of(const std::vector<std::string>& args) {
