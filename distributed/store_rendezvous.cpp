@@ -250,6 +250,16 @@ void StoreRendezvous::join(const LaunchEnvironment& launch) {
   const std::string claimed = text(ask<std::vector<uint8_t>>(
       "answer to this rank's claim of " + rank_key,
       [rank_key, me](c10d::Store& s) { return s.compareSet(rank_key, {}, bytes(me)); }, deadline_));
+  // Counted before the size check: a rank 0 that serves the store and refuses the job waits until every
+  // rank that came this far has read why (its exit closes the store under them).
+  const auto arrived = [this] {
+    return ask<int64_t>("answer to an update of 'arrived'", [](c10d::Store& s) { return s.add("arrived", 1); },
+                        deadline_);
+  };
+  if (claimed == me) {
+    arrived();
+    arrived_ = true;
+  }
   if (claimed != me) {
     refuse(rank_var + "=" + std::to_string(launch.rank) + " was already taken by " + claimed + " in the rendezvous at " +
                where_ + ": every rank needs its own " + rank_var,
@@ -292,6 +302,7 @@ void StoreRendezvous::join(const LaunchEnvironment& launch) {
       const std::string why = text(ask<std::vector<uint8_t>>(
           "answer with the 'failed' line", [](c10d::Store& s) { return s.get("failed"); }, deadline_));
       add("failed_read", 1);
+      if (serves_store) wait_until_every_rank_read();
       throw std::invalid_argument(why);
     }
     if (Clock::now() > deadline_) {
@@ -323,17 +334,28 @@ void StoreRendezvous::refuse(const std::string& why, bool serves_store) {
     // its exit closes the store, and a rank that then polls it would only see a broken connection.
     const auto deadline = Clock::now() + std::min(timeout_, std::chrono::milliseconds(5000));
     ask<bool>("answer", [why](c10d::Store& s) { s.set("failed", bytes(why)); return true; }, deadline);
-    const auto count = [this, deadline](const std::string& key) {
-      return ask<int64_t>("answer", [key](c10d::Store& s) { return s.add(key, 0); }, deadline);
-    };
-    while (serves_store && count("failed_read") < count("joined") && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    if (arrived_) ask<int64_t>("answer", [](c10d::Store& s) { return s.add("failed_read", 1); }, deadline);
+    if (serves_store) wait_until_every_rank_read();
   } catch (const std::exception&) {
     // The store itself failing (or not answering) changes nothing: this rank's own line below is what it
     // reports.
   }
   throw std::invalid_argument(why);
+}
+
+void StoreRendezvous::wait_until_every_rank_read() const {
+  // A few seconds at most: a rank that stopped after arriving must not hold this one.
+  const auto deadline = Clock::now() + std::min(timeout_, std::chrono::milliseconds(5000));
+  const auto count = [this, deadline](const std::string& key) {
+    return ask<int64_t>("answer", [key](c10d::Store& s) { return s.add(key, 0); }, deadline);
+  };
+  try {
+    while (count("failed_read") < count("arrived") && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // Late or broken: the caller's own line is what it reports.
+  }
 }
 
 }  // namespace mygpt

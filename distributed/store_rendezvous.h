@@ -56,6 +56,8 @@ class StoreRendezvous {
   void join(const LaunchEnvironment& launch);
   // Throws std::invalid_argument(why) after leaving `why` in the store for the ranks waiting in join().
   [[noreturn]] void refuse(const std::string& why, bool serves_store);
+  // Rank 0 serving the store, before it leaves a refused job: until every rank that arrived has read why.
+  void wait_until_every_rank_read() const;
   // One request to the store, given up at `deadline` with late_line(awaited) (bounded_call.h: c10d's
   // TCPStore reads most answers with no timeout).
   template <class T>
@@ -70,6 +72,7 @@ class StoreRendezvous {
   double join_seconds_ = 0;
   std::chrono::milliseconds timeout_{};
   std::chrono::steady_clock::time_point deadline_;
+  bool arrived_ = false;  // counted in "arrived" (its RANK claimed), so counted again in "failed_read"
   std::string source_;  // where MASTER_ADDR/MASTER_PORT came from, for messages
   // The file rendezvous's rank 0: its claim, the published name and the store file, removed at the end.
   std::unique_ptr<FolderClaim> claim_;
