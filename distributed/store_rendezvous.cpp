@@ -282,25 +282,29 @@ void StoreRendezvous::join(const LaunchEnvironment& launch) {
                " (start every rank with the same " + world_var + ")",
            serves_store);
   }
-  const auto add = [this](const std::string& key, int64_t by) {
+  // The polling below ends at deadline_ with its own line (who joined, who is missing); its requests to a
+  // store that has answered so far get a few seconds more, so that one in flight at the deadline does not
+  // end the rank with a vaguer line first.
+  const auto answer_by = deadline_ + std::chrono::seconds(5);
+  const auto add = [this, answer_by](const std::string& key, int64_t by) {
     return ask<int64_t>("answer to an update of '" + key + "'", [key, by](c10d::Store& s) { return s.add(key, by); },
-                        deadline_);
+                        answer_by);
   };
-  const auto has = [this](const std::string& key) {
+  const auto has = [this, answer_by](const std::string& key) {
     return ask<bool>("answer to a check of '" + key + "'",
-                     [key](c10d::Store& s) { return s.check({key}); }, deadline_);
+                     [key](c10d::Store& s) { return s.check({key}); }, answer_by);
   };
   const int64_t joined = add("joined", 1);
   if (joined == world) {
     ask<bool>("answer to this rank's 'complete'", [](c10d::Store& s) { s.set("complete", bytes("1")); return true; },
-              deadline_);
+              answer_by);
   }
   for (auto pause = std::chrono::milliseconds(5);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
     if (has("complete")) break;
     if (has("failed")) {
       // Another rank found the job misconfigured: stop with its line (and tell it this rank has read it).
       const std::string why = text(ask<std::vector<uint8_t>>(
-          "answer with the 'failed' line", [](c10d::Store& s) { return s.get("failed"); }, deadline_));
+          "answer with the 'failed' line", [](c10d::Store& s) { return s.get("failed"); }, answer_by));
       add("failed_read", 1);
       if (serves_store) wait_until_every_rank_read();
       throw std::invalid_argument(why);
