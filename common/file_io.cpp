@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -228,6 +229,12 @@ void create_output_directory(const fs::path& directory, std::string_view what) {
     throw std::invalid_argument(std::string(what) + " '" + directory.string() +
                                 "' is not writable: " + std::strerror(errno));
   }
+}
+
+std::optional<uint64_t> free_disk_bytes(const fs::path& path) {
+  struct statvfs info {};
+  if (::statvfs(path.c_str(), &info) != 0) return std::nullopt;
+  return static_cast<uint64_t>(info.f_bavail) * static_cast<uint64_t>(info.f_frsize);
 }
 
 FileDescriptor::~FileDescriptor() {

@@ -2,6 +2,7 @@
 // Reading whole files and writing files that are never seen half-written. Every room uses these, so
 // that each input file is checked the same way and each output file is published the same way.
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -98,5 +99,9 @@ void sync_directory(const std::filesystem::path& directory);
 // Creates the folder (and its parents) where output goes; a path that names a file, or a folder that
 // cannot be created, is std::invalid_argument naming `what` (for example "--out").
 void create_output_directory(const std::filesystem::path& directory, std::string_view what);
+
+// Bytes an unprivileged process may still write on the file system holding `path` (statvfs's f_bavail);
+// nullopt where the system does not say.
+std::optional<uint64_t> free_disk_bytes(const std::filesystem::path& path);
 
 }  // namespace mygpt

@@ -10,11 +10,13 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "common/process_identity.h"
 #include "common/strprintf.h"
 
 namespace mygpt {
@@ -94,8 +96,40 @@ Holder read_holder(const fs::path& claim, const struct timespec& server_now) {
   return h;
 }
 
+// The claim's "since" (written by utc_text) in seconds since the epoch; nullopt when it is not one.
+std::optional<double> since_of(const Holder& h) {
+  std::tm utc{};
+  const std::string text = field_or(h.fields, "since", "");
+  if (::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &utc) == nullptr) return std::nullopt;
+  return static_cast<double>(::timegm(&utc));
+}
+
+// Why a live pid on this host is not the holder, or "" when it is (or nothing says otherwise).
+std::string why_not_the_holder(const Holder& h, pid_t pid) {
+  const std::string recorded = field_or(h.fields, "process", "");
+  const std::string now = process_start_identity(pid);
+  if (!recorded.empty() && !now.empty()) {
+    if (recorded == now) return "";
+    const std::string recorded_boot = recorded.substr(0, recorded.find('/'));
+    if (recorded_boot != now.substr(0, now.find('/'))) return "the host has restarted since; its pid is reused";
+    return strprintf("pid %ld is now another process, started after the holder's", static_cast<long>(pid));
+  }
+  // A claim written before claims named their process: a process that started after the claim was
+  // written cannot be its holder. Two seconds of slack: "since" is truncated to the second, and the
+  // kernel's boot time (the base of a start time) is a whole second that may be one off.
+  const auto since = since_of(h);
+  const auto started = process_start_time(pid);
+  if (since && started && *started > *since + 2.0) {
+    return "pid " + std::to_string(pid) + " is now another process, started at " +
+           utc_text(static_cast<std::time_t>(*started)) + ", after the claim";
+  }
+  return "";
+}
+
 // Why a holder is gone, or "" while it is alive. On this host its pid decides (a run stopped with SIGSTOP
-// or suspended by Slurm beats no heart, and is alive); elsewhere only the heartbeat can tell.
+// or suspended by Slurm beats no heart, and is alive) together with the process's start (a pid alone is
+// reused: PID 1 in a container after a restart, any pid after a reboot); elsewhere only the heartbeat can
+// tell.
 std::string why_gone(const Holder& h, const std::string& this_host) {
   const auto host = h.fields.find("host");
   const auto pid_text = h.fields.find("pid");
@@ -104,7 +138,7 @@ std::string why_gone(const Holder& h, const std::string& this_host) {
     const long pid = std::strtol(pid_text->second.c_str(), &end, 10);
     if (end != pid_text->second.c_str() && *end == '\0' && pid > 0) {
       const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-      return exists ? "" : "no such process on this host";
+      return exists ? why_not_the_holder(h, static_cast<pid_t>(pid)) : "no such process on this host";
     }
   }
   if (h.heartbeat_age > FolderClaim::kStaleSeconds) return strprintf("no heartbeat for %.0f s", h.heartbeat_age);
@@ -124,11 +158,30 @@ std::string random_token() {
 }  // namespace
 
 FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_(folder / kFileName) {
+  // The outermost folder of the path that this claim creates: a run refused before it wrote anything
+  // removes what it made (an empty --out left behind reads as a run that started).
+  std::error_code ec;
+  for (fs::path p = fs::absolute(folder, ec).lexically_normal(); !ec && !p.empty() && !fs::exists(p, ec);
+       p = p.parent_path()) {
+    created_ = p;
+    if (p == p.parent_path()) break;
+  }
+  try {
+    claim(folder, what);
+  } catch (...) {
+    remove_created_folders();  // a refused or failed claim leaves no folder it made
+    throw;
+  }
+  heartbeat_ = std::thread([this] { heartbeat(); });
+}
+
+void FolderClaim::claim(const fs::path& folder, std::string_view what) {
   create_output_directory(folder, what);
   const std::string host = host_name();
   token_ = random_token();
   const std::string content = "host=" + host + "\npid=" + std::to_string(::getpid()) +
-                              "\nsince=" + utc_text(std::time(nullptr)) + "\ntoken=" + token_ + "\n";
+                              "\nsince=" + utc_text(std::time(nullptr)) + "\ntoken=" + token_ +
+                              "\nprocess=" + process_start_identity(::getpid()) + "\n";
   // The claim is written whole under a private name first: link() then publishes it atomically.
   const fs::path mine = folder / (std::string(".") + kFileName + "." + host + "." + std::to_string(::getpid()));
   struct Cleanup {
@@ -191,7 +244,6 @@ FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_
   }
   sync_directory(folder);
   fd_ = ::open(claim_.c_str(), O_RDONLY | O_CLOEXEC);
-  heartbeat_ = std::thread([this] { heartbeat(); });
 }
 
 void FolderClaim::heartbeat() {
@@ -214,6 +266,16 @@ FolderClaim::~FolderClaim() {
   if (fd.get() >= 0 && field_or(parse_claim(read_fd(fd.get())), "token", "") == token_) {
     ::unlink(claim_.c_str());
     sync_directory(claim_.parent_path().empty() ? fs::path(".") : claim_.parent_path());
+  }
+  remove_created_folders();
+}
+
+void FolderClaim::remove_created_folders() const {
+  // Folders this claim created and nothing filled (rmdir removes only empty ones), innermost first.
+  if (created_.empty()) return;
+  std::error_code ec;
+  for (fs::path p = fs::absolute(claim_.parent_path(), ec).lexically_normal(); !ec && !p.empty(); p = p.parent_path()) {
+    if (::rmdir(p.c_str()) != 0 || p == created_ || p == p.parent_path()) break;
   }
 }
 

@@ -13,15 +13,19 @@
 //   - The holder's heartbeat: a thread refreshes the claim's mtime every kHeartbeatSeconds. An NFS or
 //     Lustre server stamps that time itself, and a reader compares it with the mtime of a file it has just
 //     written there, so the clocks of different hosts do not matter.
-//   - A holder on this host is alive while its pid is (kill(pid, 0)); one on another host while its
-//     heartbeat is younger than kStaleSeconds (pids mean nothing across hosts). Opening the claim
-//     revalidates its attributes on NFS (close-to-open), so a cached mtime cannot make a live holder look
-//     dead. A dead holder's claim is renamed aside (rename is atomic) and taken over with a note. A pid
-//     reused by an unrelated process keeps the folder refused; the message names it, and removing
-//     run.lock by hand frees the folder.
-// fcntl/flock locks are not used: on NFS they depend on the lock daemon (NLM) and on Lustre on a mount
-// option (`flock`) that many sites leave off (ENOSYS), and a POSIX lock is dropped when any descriptor of
-// the file in the process closes. Heartbeats and pids need nothing beyond the file system itself.
+//   - A holder on this host is alive while its pid is (kill(pid, 0)) and that pid is still the same
+//     process: the claim records the host's boot id and the process's start time within that boot
+//     (process_identity.h), so a pid reused after a reboot, or PID 1 of a container restarted after kill -9
+//     or the OOM killer, is told from the holder. A claim written before claims named their process is
+//     held by a live pid only if that process started before the claim was written. A holder on another
+//     host is alive while its heartbeat is younger than kStaleSeconds (pids mean nothing across hosts).
+//     Opening the claim revalidates its attributes on NFS (close-to-open), so a cached mtime cannot make
+//     a live holder look dead. A dead holder's claim is renamed aside (rename is atomic) and taken over
+//     with a note.
+// fcntl/flock locks are not used, though the kernel would release them at death: on NFS they depend on the
+// lock daemon (NLM) and on Lustre on a mount option (`flock`) that many sites leave off (ENOSYS), and a
+// POSIX lock is dropped when any descriptor of the file in the process closes. Heartbeats, pids and
+// process start times need nothing beyond the file system and /proc.
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -51,9 +55,12 @@ class FolderClaim {
   const std::filesystem::path& path() const { return claim_; }
 
  private:
+  void claim(const std::filesystem::path& folder, std::string_view what);
   void heartbeat();
+  void remove_created_folders() const;
 
   std::filesystem::path claim_;
+  std::filesystem::path created_;  // the outermost folder the claim created; removed at the end if empty
   std::string token_;
   std::string takeover_note_;
   int fd_ = -1;  // the claim, open for the heartbeat's futimens

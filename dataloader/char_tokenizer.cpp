@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/strprintf.h"
+
 namespace mygpt {
 
 std::vector<char32_t> utf8_decode(std::string_view text) {
@@ -76,6 +78,35 @@ CharTokenizer CharTokenizer::from_vocabulary(std::string_view vocabulary) {
   return tokenizer;
 }
 
+namespace {
+
+// The vocabulary for a message, short: runs of consecutive code points as "a-z", invisible ones escaped.
+std::string vocabulary_text(std::vector<char32_t> chars) {
+  std::sort(chars.begin(), chars.end());
+  const auto shown = [](char32_t cp) {
+    if (cp == '\n') return std::string("\\n");
+    if (cp == '\t') return std::string("\\t");
+    if (cp == ' ') return std::string("space");
+    if (cp < 0x20 || cp == 0x7f) return strprintf("\\x%02x", static_cast<unsigned>(cp));
+    std::string text;
+    utf8_append(text, cp);
+    return text;
+  };
+  std::string out;
+  for (size_t i = 0; i < chars.size();) {
+    size_t j = i;
+    while (j + 1 < chars.size() && chars[j + 1] == chars[j] + 1) ++j;
+    if (!out.empty()) out += ' ';
+    out += shown(chars[i]);
+    if (j >= i + 2) out += "-" + shown(chars[j]);
+    else if (j == i + 1) out += " " + shown(chars[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<int64_t> CharTokenizer::encode(std::string_view text) const {
   std::vector<int64_t> ids;
   ids.reserve(text.size());
@@ -84,7 +115,8 @@ std::vector<int64_t> CharTokenizer::encode(std::string_view text) const {
     if (it == ids_.end()) {
       std::string ch;
       utf8_append(ch, cp);
-      throw std::invalid_argument("character '" + ch + "' is not in the tokenizer's vocabulary");
+      throw std::invalid_argument("character '" + ch + "' is not in the vocabulary of this character-level model, which " +
+                                  "knows " + std::to_string(chars_.size()) + " characters: " + vocabulary_text(chars_));
     }
     ids.push_back(it->second);
   }

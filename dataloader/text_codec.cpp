@@ -1,5 +1,6 @@
 #include "dataloader/text_codec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -82,6 +83,18 @@ std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string
       break;
   }
   throw std::invalid_argument("a model trained on token data without --vocab has no tokenizer: give --vocab DIR");
+}
+
+int64_t tokens_in_vocabulary(TokenizerKind kind, int64_t vocab_size) {
+  return kind == TokenizerKind::gpt2 ? std::min<int64_t>(Gpt2BpeTokenizer::kVocabSize, vocab_size) : vocab_size;
+}
+
+std::vector<int64_t> encode_given_text(const TextCodec& codec, std::string_view text, const std::string& source) {
+  try {
+    return codec.encode(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(source + ": " + e.what());
+  }
 }
 
 std::unique_ptr<TextCodec> make_char_codec_for(std::string_view text) {

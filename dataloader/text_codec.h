@@ -31,6 +31,12 @@ class TextCodec {
 
 // Throws std::invalid_argument for unusable data (e.g. missing vocabulary files), and for kind none.
 std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string& data);
+// codec.encode(text) for text a user gave: a character the model does not know is std::invalid_argument
+// naming where the text came from (`source`: "--prompt", "--sample-prompt", "--task arithmetic").
+std::vector<int64_t> encode_given_text(const TextCodec& codec, std::string_view text, const std::string& source);
+// How many of a model's vocab_size rows are the tokenizer's tokens: GPT-2's 50257 in an embedding padded
+// to 50304; other models use every row. The rest never occur, so losses and sampling leave them out.
+int64_t tokens_in_vocabulary(TokenizerKind kind, int64_t vocab_size);
 // A character tokenizer over the characters of text.
 std::unique_ptr<TextCodec> make_char_codec_for(std::string_view text);
 

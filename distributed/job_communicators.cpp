@@ -1,5 +1,10 @@
 #include "distributed/job_communicators.h"
 
+#include <c10/util/Logging.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
 #include <stdexcept>
 
 #include "common/strprintf.h"
@@ -18,10 +23,32 @@ std::chrono::milliseconds timeout_of(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(limited * 1000.0));
 }
 
+// While ranks meet, c10d logs each failed connection attempt as a warning with a C++ stack trace
+// (hundreds of lines while rank 0 is not up, or never comes) and its own error before it throws; the
+// job's one line says what they say. So they are silenced then, unless --verbose or TORCH_CPP_LOG_LEVEL
+// asks for them. A failed rendezvous leaves them silenced: a request still blocked on a thread of its
+// own (bounded_call.h) must not print after the job's line.
+class QuietLibTorchLogs {
+ public:
+  explicit QuietLibTorchLogs(bool keep) : saved_(FLAGS_caffe2_log_level) {
+    if (!keep && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) {
+      FLAGS_caffe2_log_level = std::max(saved_, 3);  // c10's FATAL: warnings and errors are not printed
+    }
+  }
+  ~QuietLibTorchLogs() {
+    if (std::uncaught_exceptions() == 0) FLAGS_caffe2_log_level = saved_;
+  }
+  QuietLibTorchLogs(const QuietLibTorchLogs&) = delete;
+  QuietLibTorchLogs& operator=(const QuietLibTorchLogs&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace
 
 JobCommunicators::JobCommunicators(const JobSession& job, const torch::Device& device, double timeout_seconds,
-                                   const std::string& rendezvous) {
+                                   const std::string& rendezvous, bool verbose) {
   const RendezvousMethod method = RendezvousMethod::parse(rendezvous);
   const WorldInfo& world = job.world();
   if (!method.folder.empty() && !job.launch().uses_store()) {
@@ -37,6 +64,7 @@ JobCommunicators::JobCommunicators(const JobSession& job, const torch::Device& d
   } else if (job.launch().uses_store()) {
     // Likewise a torchrun job of one rank: the store, Gloo and (on a GPU) NCCL.
     const auto timeout = timeout_of(timeout_seconds);
+    const QuietLibTorchLogs quiet(verbose);
     rendezvous_ = std::make_unique<StoreRendezvous>(job.launch(), method, timeout);
     rendezvous_note_ = rendezvous_->where() + strprintf(", %d rank(s) joined in %.2f s", world.world_size,
                                                         rendezvous_->join_seconds());

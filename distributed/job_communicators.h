@@ -20,8 +20,9 @@ class JobCommunicators {
  public:
   // rendezvous: --rendezvous ("tcp" or "file:DIR"; only jobs started without MPI meet that way).
   // timeout_seconds: --comm-timeout (0: no limit), for the rendezvous and every collective.
+  // verbose: --verbose, LibTorch's own warnings while the ranks meet are printed (else only our line).
   JobCommunicators(const JobSession& job, const torch::Device& device, double timeout_seconds,
-                   const std::string& rendezvous);
+                   const std::string& rendezvous, bool verbose = false);
   ~JobCommunicators();
   Communicator& host() { return *host_; }
   Communicator& device() { return device_ ? *device_ : *host_; }

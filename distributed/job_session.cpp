@@ -74,4 +74,10 @@ void JobSession::abort_job(int exit_code) const {
   std::exit(exit_code);
 }
 
+std::string world_layout_text(const WorldInfo& w) {
+  const std::string ranks = std::to_string(w.world_size) + " rank(s) on " + std::to_string(w.node_count) + " node(s), ";
+  if (w.world_size == w.node_count * w.local_size) return ranks + std::to_string(w.local_size) + " per node";
+  return ranks + "unequally (" + std::to_string(w.local_size) + " on rank " + std::to_string(w.rank) + "'s node)";
+}
+
 }  // namespace mygpt

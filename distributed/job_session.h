@@ -23,6 +23,10 @@ struct WorldInfo {
   Launcher launcher = Launcher::none;
 };
 
+// "3 rank(s) on 2 node(s), unequally (1 on rank 0's node)", or "4 rank(s) on 2 node(s), 2 per node":
+// local_size is this node's count alone, and torchrun may start a different number on each node.
+std::string world_layout_text(const WorldInfo& world);
+
 // Whether a thread may call MPI_Abort: the thread that initialized MPI may; another (the NCCL watchdog's)
 // only under MPI_THREAD_MULTIPLE, since under a lower level the main thread may be inside MPI meanwhile.
 bool may_call_mpi_from(int provided_thread_level, bool on_initializing_thread);

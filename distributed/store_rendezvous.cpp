@@ -19,6 +19,7 @@
 #include "common/file_io.h"
 #include "common/folder_claim.h"
 #include "common/strprintf.h"
+#include "distributed/bounded_call.h"
 
 namespace mygpt {
 namespace fs = std::filesystem;
@@ -35,7 +36,13 @@ std::string this_process() {
   return std::string(host) + ":" + std::to_string(::getpid());
 }
 
-std::string seconds_text(std::chrono::milliseconds d) { return strprintf("%.0f s", d.count() / 1000.0); }
+std::string seconds_text(std::chrono::milliseconds d) { return strprintf("%g s", d.count() / 1000.0); }
+
+std::chrono::milliseconds left_until(Clock::time_point deadline) {
+  // At least a millisecond: zero would mean "no limit" to run_within.
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
 
 void require_resolvable(const std::string& host, const std::string& source) {
   addrinfo hints{};
@@ -89,6 +96,11 @@ RendezvousMethod RendezvousMethod::parse(const std::string& value) {
 StoreRendezvous::StoreRendezvous(const LaunchEnvironment& launch, const RendezvousMethod& method,
                                  std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
+  // One deadline for the whole rendezvous: every wait in it (connect, ping, each store request, the
+  // file rendezvous's polling) ends by it. --comm-timeout 0 (no limit) arrives as thirty days.
+  timeout_ = timeout;
+  deadline_ = start + timeout;
+  source_ = launch.master_source;
   if (method.folder.empty()) {
     open_tcp(launch, timeout);
   } else {
@@ -96,7 +108,7 @@ StoreRendezvous::StoreRendezvous(const LaunchEnvironment& launch, const Rendezvo
   }
   // Each torchrun attempt starts with keys of its own: an agent's store outlives the workers it restarts.
   store_ = c10::make_intrusive<c10d::PrefixStore>("mygpt/attempt_" + std::to_string(launch.restart_count), base_);
-  join(launch, timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+  join(launch);
   join_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -126,7 +138,17 @@ void StoreRendezvous::open_tcp(const LaunchEnvironment& launch, std::chrono::mil
   options.waitWorkers = false;  // join() counts the ranks and says which are missing
   options.timeout = timeout;
   try {
-    base_ = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, options);
+    // c10d connects, then sends its ping and reads the answer with no timeout of its own: a listener that
+    // accepts and never answers would hold this rank forever.
+    const std::string host = launch.master_addr;
+    base_ = call_within<c10::intrusive_ptr<c10d::Store>>(
+        left_until(deadline_),
+        [host, options]() -> c10::intrusive_ptr<c10d::Store> { return c10::make_intrusive<c10d::TCPStore>(host, options); },
+        [&] {
+          return late_line(options.isServer ? "answer to c10d's ping (this rank serves the store itself)"
+                                            : "answer to c10d's connect and ping (is rank 0 running, and is nothing "
+                                              "else listening on MASTER_PORT?)");
+        });
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
     if (options.isServer && (message.find("EADDRINUSE") != std::string::npos ||
@@ -150,6 +172,13 @@ void StoreRendezvous::open_file(const LaunchEnvironment& launch, const std::stri
                                 std::chrono::milliseconds timeout) {
   const std::string what = "--rendezvous file:" + folder;
   where_ = "file:" + folder;
+  // DIR is a folder every rank sees, made by the user: creating a whole missing path would hide a typo
+  // (each host would then meet in a private folder of its own and wait out the timeout).
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    throw std::invalid_argument(what + ": " + (fs::exists(folder, ec) ? "not a directory" : "no such directory") +
+                                " (create it on a file system every rank sees)");
+  }
   const fs::path dir = fs::path(folder) / "mygpt-rendezvous";
   create_output_directory(dir, what);
   pointer_file_ = (dir / "current").string();
@@ -167,7 +196,7 @@ void StoreRendezvous::open_file(const LaunchEnvironment& launch, const std::stri
   }
   // Only a name published (or refreshed) after this rank started is this job's.
   const timespec started = folder_now(dir, what);
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = deadline_;
   for (auto pause = std::chrono::milliseconds(10);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
     const auto stamped = mtime_of(pointer_file_);
     if (stamped && not_older(*stamped, started)) {
@@ -175,7 +204,12 @@ void StoreRendezvous::open_file(const LaunchEnvironment& launch, const std::stri
       std::string name;
       if (std::getline(in, name) && !name.empty()) {
         store_file_ = (dir / (name + ".store")).string();
-        base_ = c10::make_intrusive<c10d::FileStore>(store_file_, launch.world_size);
+        const std::string file = store_file_;
+        const int world = launch.world_size;
+        base_ = call_within<c10::intrusive_ptr<c10d::Store>>(
+            left_until(deadline),
+            [file, world]() -> c10::intrusive_ptr<c10d::Store> { return c10::make_intrusive<c10d::FileStore>(file, world); },
+            [&] { return late_line("answer while opening the store file " + file); });
         return;
       }
     }
@@ -188,22 +222,54 @@ void StoreRendezvous::open_file(const LaunchEnvironment& launch, const std::stri
   }
 }
 
-void StoreRendezvous::join(const LaunchEnvironment& launch, std::chrono::milliseconds timeout) {
+std::string StoreRendezvous::late_line(const std::string& awaited) const {
+  // main() puts "rank N: " before the line of a job of several ranks.
+  return "the rendezvous at " + where_ +
+         (source_.empty() || where_.rfind("tcp:", 0) != 0 ? "" : " (from " + source_ + ")") + " sent no " + awaited +
+         " within --comm-timeout " + seconds_text(timeout_);
+}
+
+template <class T>
+T StoreRendezvous::ask(const std::string& awaited, std::function<T(c10d::Store&)> request,
+                       Clock::time_point deadline) const {
+  // The request owns the store (by value): a late one stays blocked on it after this rank has given up.
+  c10::intrusive_ptr<c10d::Store> store = store_;
+  return call_within<T>(
+      left_until(deadline), [store, request = std::move(request)] { return request(*store); },
+      [&] { return late_line(awaited); });
+}
+
+void StoreRendezvous::join(const LaunchEnvironment& launch) {
   const int world = launch.world_size;
   const std::string me = this_process();
   const std::string rank_var = launch.launcher == Launcher::slurm ? "SLURM_PROCID" : "RANK";
   const std::string world_var = launch.launcher == Launcher::slurm ? "SLURM_STEP_NUM_TASKS" : "WORLD_SIZE";
   // Rank 0 serves a TCP rendezvous itself (unless torchrun's agent does): its exit closes the store.
   const bool serves_store = launch.rank == 0 && !launch.agent_store && claim_ == nullptr;
-  const std::string claimed = text(store_->compareSet("rank/" + std::to_string(launch.rank), {}, bytes(me)));
+  const std::string rank_key = "rank/" + std::to_string(launch.rank);
+  const std::string claimed = text(ask<std::vector<uint8_t>>(
+      "answer to this rank's claim of " + rank_key,
+      [rank_key, me](c10d::Store& s) { return s.compareSet(rank_key, {}, bytes(me)); }, deadline_));
+  // Counted before the size check: a rank 0 that serves the store and refuses the job waits until every
+  // rank that came this far has read why (its exit closes the store under them).
+  const auto arrived = [this] {
+    return ask<int64_t>("answer to an update of 'arrived'", [](c10d::Store& s) { return s.add("arrived", 1); },
+                        deadline_);
+  };
+  if (claimed == me) {
+    arrived();
+    arrived_ = true;
+  }
   if (claimed != me) {
     refuse(rank_var + "=" + std::to_string(launch.rank) + " was already taken by " + claimed + " in the rendezvous at " +
                where_ + ": every rank needs its own " + rank_var,
-           serves_store, timeout);
+           serves_store);
   }
   // The first rank to join sets the job's size; the line names both ranks, whichever of them finds it.
   const std::string mine = std::to_string(world) + "@" + std::to_string(launch.rank);
-  const std::string first = text(store_->compareSet("world_size", {}, bytes(mine)));
+  const std::string first = text(ask<std::vector<uint8_t>>(
+      "answer about the job's size",
+      [mine](c10d::Store& s) { return s.compareSet("world_size", {}, bytes(mine)); }, deadline_));
   const auto at = first.find('@');
   const std::string first_world = first.substr(0, at);
   if (first_world != std::to_string(world)) {
@@ -214,30 +280,49 @@ void StoreRendezvous::join(const LaunchEnvironment& launch, std::chrono::millise
                (mine_first ? on(std::to_string(world), launch.rank) : on(first_world, first_rank)) + ", " +
                (mine_first ? on(first_world, first_rank) : on(std::to_string(world), launch.rank)) +
                " (start every rank with the same " + world_var + ")",
-           serves_store, timeout);
+           serves_store);
   }
-  const int64_t joined = store_->add("joined", 1);
-  if (joined == world) store_->set("complete", bytes("1"));
-  const auto deadline = Clock::now() + timeout;
+  // The polling below ends at deadline_ with its own line (who joined, who is missing); its requests to a
+  // store that has answered so far get a few seconds more, so that one in flight at the deadline does not
+  // end the rank with a vaguer line first.
+  const auto answer_by = deadline_ + std::chrono::seconds(5);
+  const auto add = [this, answer_by](const std::string& key, int64_t by) {
+    return ask<int64_t>("answer to an update of '" + key + "'", [key, by](c10d::Store& s) { return s.add(key, by); },
+                        answer_by);
+  };
+  const auto has = [this, answer_by](const std::string& key) {
+    return ask<bool>("answer to a check of '" + key + "'",
+                     [key](c10d::Store& s) { return s.check({key}); }, answer_by);
+  };
+  const int64_t joined = add("joined", 1);
+  if (joined == world) {
+    ask<bool>("answer to this rank's 'complete'", [](c10d::Store& s) { s.set("complete", bytes("1")); return true; },
+              answer_by);
+  }
   for (auto pause = std::chrono::milliseconds(5);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
-    if (store_->check({"complete"})) break;
-    if (store_->check({"failed"})) {
+    if (has("complete")) break;
+    if (has("failed")) {
       // Another rank found the job misconfigured: stop with its line (and tell it this rank has read it).
-      const std::string why = text(store_->get("failed"));
-      store_->add("failed_read", 1);
+      const std::string why = text(ask<std::vector<uint8_t>>(
+          "answer with the 'failed' line", [](c10d::Store& s) { return s.get("failed"); }, answer_by));
+      add("failed_read", 1);
+      if (serves_store) wait_until_every_rank_read();
       throw std::invalid_argument(why);
     }
-    if (Clock::now() > deadline) {
-      const int64_t count = store_->add("joined", 0);
+    if (Clock::now() > deadline_) {
+      // A few more seconds to count who came: the store did answer until now.
+      const auto grace = Clock::now() + std::chrono::seconds(5);
+      const int64_t count = ask<int64_t>("count of joined ranks", [](c10d::Store& s) { return s.add("joined", 0); }, grace);
       std::string missing;
       int listed = 0;
       for (int r = 0; r < world && listed < 8; ++r) {
-        if (!store_->check({"rank/" + std::to_string(r)})) {
+        const std::string key = "rank/" + std::to_string(r);
+        if (!ask<bool>("answer to a check of '" + key + "'", [key](c10d::Store& s) { return s.check({key}); }, grace)) {
           missing += (listed++ ? ", " : "") + std::to_string(r);
         }
       }
       throw std::runtime_error(std::to_string(count) + " of " + std::to_string(world) + " ranks joined the rendezvous at " + where_ +
-                               " in " + seconds_text(timeout) + " (missing: rank " + missing +
+                               " in " + seconds_text(timeout_) + " (missing: rank " + missing +
                                (count + listed < world ? ", ..." : "") + ")");
     }
     // Keeps the published name fresh for ranks that start later (see the header).
@@ -246,22 +331,35 @@ void StoreRendezvous::join(const LaunchEnvironment& launch, std::chrono::millise
   }
 }
 
-void StoreRendezvous::refuse(const std::string& why, bool serves_store, std::chrono::milliseconds timeout) {
+void StoreRendezvous::refuse(const std::string& why, bool serves_store) {
   try {
     // The ranks already waiting in join() read it and stop with the same line instead of waiting out
     // the timeout. A rank that serves the store waits (a few seconds at most) until they have read it:
     // its exit closes the store, and a rank that then polls it would only see a broken connection.
-    store_->set("failed", bytes(why));
-    if (serves_store) {
-      const auto deadline = Clock::now() + std::min(timeout, std::chrono::milliseconds(5000));
-      while (store_->add("failed_read", 0) < store_->add("joined", 0) && Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
+    const auto deadline = Clock::now() + std::min(timeout_, std::chrono::milliseconds(5000));
+    ask<bool>("answer", [why](c10d::Store& s) { s.set("failed", bytes(why)); return true; }, deadline);
+    if (arrived_) ask<int64_t>("answer", [](c10d::Store& s) { return s.add("failed_read", 1); }, deadline);
+    if (serves_store) wait_until_every_rank_read();
   } catch (const std::exception&) {
-    // The store itself failing changes nothing: this rank's own line below is what it reports.
+    // The store itself failing (or not answering) changes nothing: this rank's own line below is what it
+    // reports.
   }
   throw std::invalid_argument(why);
+}
+
+void StoreRendezvous::wait_until_every_rank_read() const {
+  // A few seconds at most: a rank that stopped after arriving must not hold this one.
+  const auto deadline = Clock::now() + std::min(timeout_, std::chrono::milliseconds(5000));
+  const auto count = [this, deadline](const std::string& key) {
+    return ask<int64_t>("answer", [key](c10d::Store& s) { return s.add(key, 0); }, deadline);
+  };
+  try {
+    while (count("failed_read") < count("arrived") && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // Late or broken: the caller's own line is what it reports.
+  }
 }
 
 }  // namespace mygpt

@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -52,14 +53,27 @@ class StoreRendezvous {
  private:
   void open_tcp(const LaunchEnvironment& launch, std::chrono::milliseconds timeout);
   void open_file(const LaunchEnvironment& launch, const std::string& folder, std::chrono::milliseconds timeout);
-  void join(const LaunchEnvironment& launch, std::chrono::milliseconds timeout);
+  void join(const LaunchEnvironment& launch);
   // Throws std::invalid_argument(why) after leaving `why` in the store for the ranks waiting in join().
-  [[noreturn]] void refuse(const std::string& why, bool serves_store, std::chrono::milliseconds timeout);
+  [[noreturn]] void refuse(const std::string& why, bool serves_store);
+  // Rank 0 serving the store, before it leaves a refused job: until every rank that arrived has read why.
+  void wait_until_every_rank_read() const;
+  // One request to the store, given up at `deadline` with late_line(awaited) (bounded_call.h: c10d's
+  // TCPStore reads most answers with no timeout).
+  template <class T>
+  T ask(const std::string& awaited, std::function<T(c10d::Store&)> request,
+        std::chrono::steady_clock::time_point deadline) const;
+  // "the rendezvous at tcp://h:p (from ...) sent no <awaited> within --comm-timeout 10 s".
+  std::string late_line(const std::string& awaited) const;
 
   c10::intrusive_ptr<c10d::Store> base_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::string where_;
   double join_seconds_ = 0;
+  std::chrono::milliseconds timeout_{};
+  std::chrono::steady_clock::time_point deadline_;
+  bool arrived_ = false;  // counted in "arrived" (its RANK claimed), so counted again in "failed_read"
+  std::string source_;  // where MASTER_ADDR/MASTER_PORT came from, for messages
   // The file rendezvous's rank 0: its claim, the published name and the store file, removed at the end.
   std::unique_ptr<FolderClaim> claim_;
   std::string published_;

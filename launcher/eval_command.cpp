@@ -119,7 +119,8 @@ std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const Te
 
 // The loss is over the model's tokens only: the padding rows of a GPT-2 vocabulary (50257 -> 50304) take
 // no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
-// Training's validation keeps them (its loss is the one it trains); once trained they weigh nearly nothing.
+// Training's validation loss leaves them out too (issue 40: with them in the softmax it read 10.2714 where
+// this read 10.2705 on the same checkpoint and batches, ln(50304/50257) = 0.0009 apart at the start).
 int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
   const GptConfig& config = m.model->config();
   std::shared_ptr<const TokenSource> tokens;
@@ -185,8 +186,8 @@ int evaluate_builtin_task(const EvalFlags& f, InferenceModel& m, const torch::De
   int64_t correct = 0, shown = 0;
   SamplingOptions greedy{/*max_new_tokens=*/0, /*temperature=*/0.0, /*top_k=*/0, /*vocab_limit=*/m.token_count};
   for (const TaskExample& e : examples) {
-    const auto prompt_ids = m.codec->encode(e.prompt);
-    greedy.max_new_tokens = static_cast<int64_t>(m.codec->encode(e.answer).size());
+    const auto prompt_ids = encode_given_text(*m.codec, e.prompt, "--task " + *f.task);
+    greedy.max_new_tokens = static_cast<int64_t>(encode_given_text(*m.codec, e.answer, "--task " + *f.task).size());
     auto out = generate(m.model, torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device), greedy);
     auto tail = out.squeeze(0).slice(0, static_cast<int64_t>(prompt_ids.size())).to(torch::kCPU);
     const std::string answer =

@@ -90,7 +90,15 @@ void write_gpt2_tokenizer(const fs::path& folder, const Gpt2TokenizerFiles& from
 // Removes a temporary export folder unless it was published.
 class TemporaryFolder {
  public:
-  explicit TemporaryFolder(fs::path path) : path_(std::move(path)) { fs::create_directories(path_); }
+  // what: the option the folder is for ("--out"); a folder that cannot be made is bad input naming it.
+  TemporaryFolder(fs::path path, const std::string& what) : path_(std::move(path)) {
+    std::error_code ec;
+    fs::create_directories(path_, ec);
+    if (ec) {
+      throw std::invalid_argument(what + ": cannot create a folder in " + path_.parent_path().string() + ": " +
+                                  ec.message());
+    }
+  }
   ~TemporaryFolder() {
     std::error_code ignored;
     if (!published_) fs::remove_all(path_, ignored);
@@ -112,6 +120,7 @@ class TemporaryFolder {
 int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   const ExportFlags& f = flags.config;
   const fs::path out = *f.out;
+  if (out.empty()) throw std::invalid_argument("--out is empty: give the folder to write the Hugging Face model to");
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
     throw std::invalid_argument("--out '" + out.string() + "' is a file, not a folder");
@@ -128,6 +137,18 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   std::optional<FolderClaim> claim;
   if (!fresh) claim.emplace(out, "--out");
 
+  // The staging folder first: an --out that cannot be written is refused before the model is read.
+  std::optional<TemporaryFolder> staging;
+  fs::path folder = out, target = fs::absolute(out).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "dir/"
+  const std::string what = "--out '" + out.string() + "'";
+  if (fresh) {
+    create_output_directory(target.parent_path(), "--out's parent folder");
+    const std::string hidden = strprintf(".%s.export.%d", target.filename().c_str(), static_cast<int>(::getpid()));
+    staging.emplace(target.parent_path() / hidden, what);
+    folder = staging->path();
+  }
+
   const StoredModel stored = open_stored_model(*f.checkpoint);
   std::cout << "model: " << stored.description << std::endl;
   // What the folder's vocabulary is: GPT-2's 50257 tokens, the characters, or (no tokenizer) every row.
@@ -140,15 +161,7 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   }
   const Gpt model = load_stored_weights(stored);
 
-  std::optional<TemporaryFolder> staging;
-  fs::path folder = out, target = fs::absolute(out).lexically_normal();
-  if (target.filename().empty()) target = target.parent_path();  // "dir/"
-  if (fresh) {
-    create_output_directory(target.parent_path(), "--out's parent folder");
-    const std::string hidden = strprintf(".%s.export.%d", target.filename().c_str(), static_cast<int>(::getpid()));
-    staging.emplace(target.parent_path() / hidden);
-    folder = staging->path();
-  } else {
+  if (!fresh) {
     fs::remove(out / "config.json");  // until the new one is written last, this is no model folder
     for (const auto& entry : fs::directory_iterator(out)) {
       if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());

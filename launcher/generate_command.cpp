@@ -84,7 +84,8 @@ void print_ids(const std::vector<int64_t>& ids) {
 
 int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   const GenerateFlags& f = flags.config;
-  if (f.temperature == 0 && flags.gave("top-k")) {
+  // --top-k 0 (keep all, its default) says nothing greedy decoding contradicts; only a real cut does.
+  if (f.temperature == 0 && flags.gave("top-k") && f.top_k != 0) {
     throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");
   }
   const torch::Device device = pick_device(f.device);
@@ -100,7 +101,7 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   }
   SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k, /*vocab_limit=*/m.token_count};
   sampling.kv_cache = f.kv_cache;
-  const std::vector<int64_t> prompt_ids = m.codec->encode(f.prompt);
+  const std::vector<int64_t> prompt_ids = encode_given_text(*m.codec, f.prompt, "--prompt");
 
   seed_everything(f.seed);
   const auto prompt_row = torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device);

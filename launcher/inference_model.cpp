@@ -58,10 +58,7 @@ StoredModel open_stored_model(const fs::path& path, CheckpointParts parts) {
   stored.config = meta.model_config;
   stored.tokenizer_kind = meta.tokenizer_kind;
   stored.tokenizer_data = meta.tokenizer_data;
-  // GPT-2's 50257 tokens in an embedding padded to 50304; other models use every row.
-  stored.token_count = meta.tokenizer_kind == TokenizerKind::gpt2
-                           ? std::min<int64_t>(Gpt2BpeTokenizer::kVocabSize, meta.model_config.vocab_size)
-                           : meta.model_config.vocab_size;
+  stored.token_count = tokens_in_vocabulary(meta.tokenizer_kind, meta.model_config.vocab_size);
   return stored;
 }
 

@@ -15,6 +15,7 @@
 #include "launcher/memory_reuse.h"
 #include "launcher/run_start.h"
 #include "launcher/train_flags.h"
+#include "trainer/checkpoint_space.h"
 #include "trainer/memory_estimate.h"
 
 namespace mygpt {
@@ -120,6 +121,10 @@ int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
                          flops_per_token, tokens_per_step * static_cast<double>(ranks))
             << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld\n", static_cast<long long>(o.steps),
                          o.lr, o.min_lr.value(), static_cast<long long>(o.warmup_steps));
+  // The figure train checks against --out's free space before its first step (a fresh run's).
+  const CheckpointSpace disk = checkpoint_space(config, o, /*start_step=*/0, /*existing=*/0);
+  std::cout << strprintf("checkpoints: about %.1f MiB each; at most %.1f MiB in --out at once (%s)\n",
+                         disk.bytes_each / kMiB, disk.needed() / kMiB, disk.how.c_str());
 
   MemoryPlanInput input = memory_plan_input(config, o, ranks, gpu);
   input.kept_heap = !gpu && keeps_freed_memory(f.runtime.keep_freed_memory);

@@ -19,6 +19,8 @@
 #include "model/attention_backend.h"
 #include "model/lm_loss_cuda.h"
 #include "model/sampling.h"
+#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_space.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/validation_batches.h"
 
@@ -54,7 +56,7 @@ std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTo
     throw std::invalid_argument("--sample-every needs a tokenizer, and this token data has none: give --vocab DIR");
   }
   auto codec = std::shared_ptr<TextCodec>(make_text_codec(tokenizer.kind, tokenizer.data));
-  const auto prompt = codec->encode(o.sample_prompt);
+  const auto prompt = encode_given_text(*codec, o.sample_prompt, "--sample-prompt");
   if (prompt.empty()) throw std::invalid_argument("--sample-prompt must not be empty");
   SamplingOptions sampling{o.sample_tokens, 1.0, 50, /*vocab_limit=*/codec->vocab_size()};
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
@@ -118,6 +120,21 @@ void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int 
       static_cast<long long>(o.seq_len), available.source.c_str(), available.bytes / kGiB));
 }
 
+// The disk a run's checkpoints need, checked like memory before the first step (rank 0 writes them).
+void require_disk_for_checkpoints(const GptConfig& config, const TrainOptions& o, const RunStart& start) {
+  const int64_t start_step = start.resume ? start.model->checkpoint->meta.step : 0;
+  const auto existing = static_cast<int64_t>(list_checkpoints(o.out).size());
+  const CheckpointSpace space = checkpoint_space(config, o, start_step, existing);
+  const std::optional<uint64_t> free = free_disk_bytes(o.out);
+  if (!free || space.needed() <= static_cast<double>(*free)) return;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  throw std::invalid_argument(strprintf(
+      "--out '%s': this run's checkpoints need about %.1f MiB (%s, %.1f MiB each) and its file system has %.1f MiB "
+      "free: free some space, lower --keep-checkpoints, or choose another --out",
+      o.out.c_str(), space.needed() / kMiB, space.how.c_str(), space.bytes_each / kMiB,
+      static_cast<double>(*free) / kMiB));
+}
+
 }  // namespace
 
 std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, const TrainingData& data,
@@ -134,6 +151,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
   require_memory_for_run(model_config, options, comm.world_size(), device,
                          keeps_freed_memory(f.runtime.keep_freed_memory));
+  if (comm.rank() == 0) require_disk_for_checkpoints(model_config, options, *start);
   RunOutput output = RunOutput::for_rank(comm.rank(), options.out);
   if (options.warmup_steps != f.train.warmup_steps) {
     output.print("note: the default warm-up of " + std::to_string(f.train.warmup_steps) + " steps is longer than the " +
@@ -154,6 +172,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   if (data.val && data.val->size() > static_cast<uint64_t>(options.batch_size * options.seq_len)) {
     parts.val_loader = std::make_unique<ShardedBatchLoader>(data.val, options.batch_size, options.seq_len, comm.rank(),
                                                             comm.world_size());
+    parts.val_vocab_limit = tokens_in_vocabulary(tokenizer.kind, model_config.vocab_size);
     const std::string note = validation_batches(options.eval_steps, *parts.val_loader).note;
     if (options.eval_every > 0 && !note.empty()) output.print(note);
   } else if (options.eval_every > 0) {

@@ -19,16 +19,26 @@ std::map<std::string, std::string> option_lines(const std::string& text) {
 
 ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::string>& stored_run_options,
                                   uint64_t train_tokens, uint64_t tokens_the_run_reads) {
-  if (requested != DataOrder::automatic) return {requested, ""};
+  std::optional<DataOrder> resumed;  // the order of the run a checkpoint continues
   if (stored_run_options) {
     const auto stored = option_lines(*stored_run_options);
     const auto it = stored.find("data-order");
     for (const DataOrder order : {DataOrder::sequential, DataOrder::shuffled, DataOrder::random}) {
-      if (it != stored.end() && it->second == data_order_name(order)) {
-        return {order, std::string("data order: ") + data_order_name(order) + " (the resumed run's)"};
-      }
+      if (it != stored.end() && it->second == data_order_name(order)) resumed = order;
     }
   }
+  if (resumed) {
+    // The checkpoint's data position is a place in that order: in another order it means nothing.
+    if (requested != DataOrder::automatic && requested != *resumed) {
+      throw std::invalid_argument(std::string("--data-order ") + data_order_name(requested) +
+                                  ": a resumed run keeps its data order (this one reads its data " +
+                                  data_order_name(*resumed) +
+                                  "); leave --data-order out to continue it, or start a new run in another "
+                                  "--out (or with --overwrite) to read in another order");
+    }
+    return {*resumed, std::string("data order: ") + data_order_name(*resumed) + " (the resumed run's)"};
+  }
+  if (requested != DataOrder::automatic) return {requested, ""};  // given: the user knows it
   const DataOrder order = resolve_data_order(requested, train_tokens, tokens_the_run_reads);
   const double epochs = static_cast<double>(tokens_the_run_reads) / static_cast<double>(train_tokens);
   if (order == DataOrder::shuffled) {

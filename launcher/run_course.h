@@ -15,11 +15,12 @@ std::map<std::string, std::string> option_lines(const std::string& text);
 
 struct ChosenDataOrder {
   DataOrder order = DataOrder::sequential;
-  std::string note;  // one line for the log when the order was chosen rather than given; else empty
+  std::string note;  // the log's "data order: ..." line when the order was chosen or resumed; else empty
 };
 
-// The order as given; `auto` resuming a checkpoint keeps the order its run used (so a resume with other
-// --steps walks the same data), else it is resolved from how often the run reads its training data.
+// A resumed run keeps the order its run used (so a resume with other --steps walks the same data); asking
+// it for another is std::invalid_argument. Otherwise the order as given, or for `auto` resolved from how
+// often the run reads its training data.
 ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::string>& stored_run_options,
                                   uint64_t train_tokens, uint64_t tokens_the_run_reads);
 

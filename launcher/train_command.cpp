@@ -62,7 +62,7 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);
   const int64_t threads = set_cpu_threads(f.runtime.threads, w.local_size);
   if (f.runtime.keep_freed_memory) keep_freed_memory_for_reuse();
-  JobCommunicators comms(job, device, f.runtime.comm_timeout, f.runtime.rendezvous);
+  JobCommunicators comms(job, device, f.runtime.comm_timeout, f.runtime.rendezvous, f.runtime.verbose);
   require_same_config_on_all_ranks(comms.host(), train_flag_table().to_text(f) + "build=" + MYGPT_VERSION);
   Communicator& comm = comms.device();
 
@@ -75,8 +75,8 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
   }
   header.print("device: " + device_name(device));
-  header.print(strprintf("world: %d rank(s) on %d node(s), %d per node | backend %s | launcher %s | %lld thread(s) per rank",
-                         w.world_size, w.node_count, w.local_size, comm.backend_name().c_str(),
+  header.print(strprintf("world: %s | backend %s | launcher %s | %lld thread(s) per rank",
+                         world_layout_text(w).c_str(), comm.backend_name().c_str(),
                          job.launch().description().c_str(), static_cast<long long>(threads)));
   if (!comms.rendezvous_note().empty()) header.print("rendezvous: " + comms.rendezvous_note());
 
@@ -108,8 +108,10 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   output.print("data: " + data.description +
                strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
   trainer->print_setup();
-  output.open_metrics(/*resume=*/start.resume, start_step);
+  // run.json first: published whole or not at all, so a run that cannot write it (a full disk) leaves
+  // no empty metrics.jsonl, and with it no --out, behind.
   output.write_record("run.json", run_record(*trainer, data, w, device, threads, start_step));
+  output.open_metrics(/*resume=*/start.resume, start_step);
 
   const TrainSummary summary = trainer->run(start_step);
   if (summary.stopped_early) {

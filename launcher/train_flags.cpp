@@ -363,6 +363,11 @@ OptionTable<TrainFlags> make_table() {
       .init(600.0)
       .check(non_negative)
       .of_process();
+  t.add("verbose", &F::runtime, &R::verbose,
+        "also print LibTorch's own warnings while the ranks meet (c10d's connection retries, with stack traces); "
+        "without it a failed rendezvous prints one line")
+      .init(false)
+      .of_process();
   t.add("keep-freed-memory", &F::runtime, &R::keep_freed_memory,
         "CPU: malloc keeps the memory a step frees for the next instead of returning it to the kernel (no page "
         "faults per step; about one of the step's largest blocks more peak RSS, which plan counts); false: "

@@ -23,6 +23,7 @@ struct RuntimeOptions {
   bool overwrite{};                      // a fresh run may delete an earlier run's files in --out
   double comm_timeout{};                 // seconds before a stuck collective or rendezvous ends the job; 0: no limit
   std::string rendezvous;                // how ranks started without MPI meet: "tcp" or "file:DIR"
+  bool verbose{};                        // LibTorch's own warnings during the rendezvous are printed too
   bool keep_freed_memory{};              // CPU: malloc keeps what a step frees for the next (memory_reuse.h)
 };
 

@@ -54,13 +54,16 @@ apt_plan() {
   printf '%s\n' "$plan" | awk '$1 == "Inst" {v = ($3 ~ /^\[/) ? $4 : $3; sub(/^\(/, "", v); print $2 "=" v}'
 }
 
-# apt_status_as_installed PACKAGE...: dpkg status entries that make apt treat these as installed.
+# apt_status_as_installed PACKAGE...: dpkg status entries that make apt treat these as installed. One
+# apt-cache call for all of them (one per package took minutes on a loaded machine: each call loads the
+# whole package cache); --no-all-versions gives one record per package, the candidate, as a blank-line
+# separated paragraph.
 apt_status_as_installed() {
-  local p
-  for p in "$@"; do
-    apt-cache show --no-all-versions "$p" |
-      awk '/^$/{exit} /^(Package|Version|Architecture|Multi-Arch|Provides):/{print} END{print "Status: install ok installed\n"}'
-  done
+  (($#)) || return 0
+  apt-cache show --no-all-versions "$@" |
+    awk '/^(Package|Version|Architecture|Multi-Arch|Provides):/ {print; held = 1}
+         /^$/ && held {print "Status: install ok installed\n"; held = 0}
+         END {if (held) print "Status: install ok installed\n"}'
 }
 
 download_deps() {

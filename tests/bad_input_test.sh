@@ -20,10 +20,17 @@ crash_free() {
   fi
 }
 # bad NAME REGEX ARGS...: the case (stderr must match REGEX; output folders are checked for leftovers).
+# An --out that did not exist before a refused command must not exist after it (issue 40: 25 kinds of
+# refused train runs left an empty folder, which reads as a run that started).
 bad() {
   local name=$1 pattern=$2
   shift 2
+  local out="" previous="" arg
+  for arg in "$@"; do [[ $previous == --out ]] && out=$arg; previous=$arg; done
+  local fresh=0
+  [[ -n $out && ! -e $out ]] && fresh=1
   expect_bad_input "$name" "$pattern" "$WORK/out_$name" "$@" && crash_free "$name"
+  if [[ $fresh -eq 1 && -e $out ]]; then fail "$name: the refused command left --out '$out' behind"; fi
 }
 
 # --- inputs -----------------------------------------------------------------------------------------
@@ -229,7 +236,16 @@ bad gen_temperature_nan "--temperature" generate --checkpoint ckpt "${CPU[@]}" -
 bad gen_temperature_negative "--temperature" generate --checkpoint ckpt "${CPU[@]}" --temperature -1
 bad gen_top_k_negative "--top-k" generate --checkpoint ckpt "${CPU[@]}" --top-k -2
 bad gen_tokens_negative "--max-new-tokens" generate --checkpoint ckpt "${CPU[@]}" --max-new-tokens -5
-bad gen_prompt_outside "character 'Z' is not in the tokenizer's vocabulary" generate --checkpoint ckpt "${CPU[@]}" --prompt "Z"
+bad gen_prompt_outside "^mygpt-ddp: error: --prompt: character 'Z' is not in the vocabulary of this character-level model, which knows [0-9]+ characters: .*a-z" \
+  generate --checkpoint ckpt "${CPU[@]}" --prompt "Z"
+bad gen_prompt_euro "--prompt: character '€' is not in the vocabulary of this character-level model" generate --checkpoint ckpt \
+  "${CPU[@]}" --prompt "a€"
+bad train_sample_prompt_outside "--sample-prompt: character '€' is not in the vocabulary of this character-level model" \
+  train text.txt "${TINY[@]}" --sample-every 1 --sample-prompt "€" --out out_sample_prompt
+# --top-k 0 is its default (keep all): greedy decoding contradicts only a real cut.
+expect_ok gen_greedy_top_k0 generate --checkpoint ckpt "${CPU[@]}" --temperature 0 --top-k 0 --max-new-tokens 4 &&
+  pass "generate --temperature 0 --top-k 0 is accepted"
+bad gen_greedy_top_k5 "--top-k has no effect with --temperature 0" generate --checkpoint ckpt "${CPU[@]}" --temperature 0 --top-k 5
 bad gen_vocab_on_char "--vocab does not apply" generate --checkpoint ckpt "${CPU[@]}" --vocab vocab_bad
 bad gen_hf_relu "activation_function" generate --checkpoint hf_relu "${CPU[@]}"
 bad gen_threads_negative "--threads" generate --checkpoint ckpt "${CPU[@]}" --threads -1
@@ -277,6 +293,8 @@ bad export_missing "checkpoint 'absent.safetensors' does not exist" export --che
 bad export_to_file "--out 'a_file' is a file" export --checkpoint ckpt --out a_file
 bad export_flipped "flipped.safetensors" export --checkpoint flipped.safetensors --out out_export_flipped
 bad export_no_out "--out" export --checkpoint ckpt
+bad export_out_empty "^mygpt-ddp: error: --out is empty" export --checkpoint ckpt --out ""
+bad export_out_proc "^mygpt-ddp: error: --out '/proc/x': cannot create a folder in /proc" export --checkpoint ckpt --out /proc/x
 check "export of a damaged checkpoint leaves no folder" test ! -e out_export_flipped
 
 # --- a full disk ----------------------------------------------------------------------------------
@@ -285,8 +303,13 @@ check "export of a damaged checkpoint leaves no folder" test ! -e out_export_fli
 mkdir -p full
 if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null; then
   trap 'umount "$WORK/full" 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
-  bad full_disk_checkpoint "No space left on device|disk is full|full" train text.txt "${TINY[@]}" --checkpoint-every 1 --out full/run
+  # Checked before the first step (issue 40: 30 steps trained, then the first save failed): one line naming
+  # --out, what the checkpoints need and what is free; nothing trained, nothing left.
+  bad full_disk_checkpoint "^mygpt-ddp: error: --out 'full/run': this run's checkpoints need about [0-9.]+ MiB \(2 more checkpoint\(s\): --keep-checkpoints 2 and the one being written, 0 already in --out, [0-9.]+ MiB each\) and its file system has 0\.[0-9] MiB free" \
+    train text.txt "${TINY[@]}" --checkpoint-every 1 --keep-checkpoints 2 --out full/run
+  check "... before any step" bash -c "! grep -q '^step' '$WORK/full_disk_checkpoint.out'"
   check "a full disk leaves no checkpoint or temporary" test -z "$(find full -name 'ckpt_*')"
+  # The space a run without checkpoints needs is none: its files fail one by one below.
   # Every other file a run writes, on a disk with room for PAGES more 4 KiB pages (issue 19): one line,
   # exit 2, and nothing half-written under the file's name.
   fill_leaving() {
@@ -298,7 +321,8 @@ if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null; t
   bad full_disk_claim "cannot write full/run/.run.lock.*No space left" train text.txt "${TINY[@]}" --out full/run
   check "a claim that could not be written leaves nothing" test -z "$(find full/run -name '*lock*')"
   fill_leaving 1  # the claim fits, run.json does not
-  bad full_disk_run_record "cannot write full/run/run.json.*No space left" train text.txt "${TINY[@]}" --out full/run
+  bad full_disk_run_record "cannot write full/run/run.json.*No space left" train text.txt "${TINY[@]}" --final-checkpoint false \
+    --out full/run
   check "no run.json nor temporary, claim released" test -z "$(find full/run -name '*run.json*' -o -name 'run.lock')"
   fill_leaving 1
   bad full_disk_shards "cannot write full/shards/.*No space left" prepare --input text.txt --tokenizer char --val-tokens 0 \
@@ -328,6 +352,20 @@ unset WORLD_SIZE RANK LOCAL_RANK
 export WORLD_SIZE=abc RANK=0
 bad world_size_not_a_number "WORLD_SIZE='abc' is not a whole number" train text.txt "${TINY[@]}" --out out_world_nan
 unset WORLD_SIZE RANK
+
+# A resumed run keeps its data order: another is refused in words, not "data loader state is not a
+# generator state" (ckpt trained with the default order, sequential for so short a run).
+cp -r ckpt ckpt_order
+RESUME=(--preset tiny --batch-size 2 --seq-len 16 --eval-every 0 "${CPU[@]}" --resume auto --out ckpt_order)
+bad resume_other_order "--data-order random: a resumed run keeps its data order \(this one reads its data sequential\); .*start a new run" \
+  train text.txt "${RESUME[@]}" --steps 4 --data-order random
+expect_ok resume_same_order train text.txt "${RESUME[@]}" --steps 3 &&
+  check "a resumed run prints its data order line" grep -q "^data order: sequential (the resumed run's)" "$WORK/resume_same_order.out"
+export RANK=0 WORLD_SIZE=2
+bad rendezvous_missing_dir "--rendezvous file:$WORK/no/such/dir: no such directory" train text.txt "${TINY[@]}" \
+  --rendezvous "file:$WORK/no/such/dir" --comm-timeout 5 --out out_rendezvous_missing
+check "--rendezvous file: of a missing folder creates none of its path" test ! -e "$WORK/no"
+unset RANK WORLD_SIZE
 
 # --- commands -------------------------------------------------------------------------------------
 bad no_command "missing command"

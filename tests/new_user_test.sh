@@ -159,5 +159,14 @@ fi
 if expect_ok plan_train_line plan --preset tiny --batch-size 4 --checkpoint-every 5 --keep-checkpoints 2 \
      --sample-every 10 --sample-prompt hi --log-every 5; then
   check "plan given train-only flags still plans" grep -q "^per step and rank: 4 x " "$WORK/plan_train_line.out"
+  check "plan prints the checkpoints' size and what --out holds at once" \
+    grep -qE "^checkpoints: about [0-9.]+ MiB each; at most [0-9.]+ MiB in --out at once \(3 more checkpoint" "$WORK/plan_train_line.out"
+fi
+
+# --- the log says what changes the run's arithmetic or speed (issue 40: nothing said Muon or recompute) ---
+if expect_ok muon_recompute train builtin:sort --preset tiny --steps 2 --eval-every 0 --threads 1 --device cpu \
+     --optimizer muon --recompute mlp --out "$WORK/muon_recompute"; then
+  check "the log says Muon is on" grep -q "^optimizer: Muon for the blocks' matrices" "$WORK/muon_recompute.out"
+  check "the log says recompute is on" grep -q "^recompute: each block's MLP activations are recomputed" "$WORK/muon_recompute.out"
 fi
 finish

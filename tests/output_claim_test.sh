@@ -86,10 +86,53 @@ if expect_ok takeover train "${LONG[@]}" --steps $((latest_step + 2)) --resume a
 fi
 check "released at the end of a normal run" test ! -e busy/run.lock
 
+# --- a live pid that is not the holder (issue 40): PID 1 of a restarted container, a pid reused after a
+# reboot. The claim names the process by its start (the host's boot id and the start time in clock ticks,
+# /proc/PID/stat's field 22); PID 1 is alive here, and is never the holder of a planted claim.
+boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
+start_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $20 }'; }
+# plant_claim FOLDER PID SINCE [PROCESS]: a claim as a run left it, its heartbeat an hour old.
+plant_claim() {
+  mkdir -p "$1"
+  printf 'host=%s\npid=%s\nsince=%s\ntoken=0123456789abcdef\n%s' "$(hostname)" "$2" "$3" "${4:+process=$4
+}" >"$1/run.lock"
+  touch -d '1 hour ago' "$1/run.lock"
+}
+# takeover NAME FOLDER REGEX: a run into FOLDER takes the claim over, its note matching REGEX.
+takeover() {
+  if expect_ok "$1" train "${LONG[@]}" --steps 2 --out "$2"; then
+    if grep -qE "took over --out '$2' from a run that is gone .*$3" "$1.out"; then
+      pass "$1: $(grep 'took over' "$1.out")"
+    else
+      fail "$1: takeover note" "$(head -c 400 "$1.out")"
+    fi
+  fi
+}
+if [[ -n $boot_id && -r /proc/1/stat ]]; then
+  # A claim from before claims named their process (pid only): PID 1 started after it was written.
+  plant_claim pid1_old 1 2000-01-01T00:00:00Z
+  takeover pid1_old pid1_old "pid 1 is now another process, started at .*, after the claim"
+  # This boot, pid 1, but another start than the claim's.
+  plant_claim pid1_restarted 1 "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$boot_id/$(($(start_ticks 1) + 12345))"
+  takeover pid1_restarted pid1_restarted "pid 1 is now another process, started after the holder's"
+  # Another boot of this host: every pid is reused.
+  plant_claim rebooted 1 "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "00000000-0000-0000-0000-000000000000/$(start_ticks 1)"
+  takeover rebooted rebooted "the host has restarted since"
+  # The holder itself: alive, the same process, an old heartbeat (stopped with SIGSTOP, suspended): refused.
+  sleep 300 &
+  holder=$!
+  plant_claim held "$holder" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$boot_id/$(start_ticks "$holder")"
+  expect_bad held "--out 'held' is in use by another run \(host $(hostname), pid $holder" train "${LONG[@]}" --steps 2 \
+    --out held && pass "a live holder with an old heartbeat keeps its claim: $(cat held.err)"
+  kill "$holder"
+else
+  skip "pid reuse: no /proc boot id here"
+fi
+
 # --- prepare: one process per shard folder ---------------------------------------------------------------
 python3 -c "print('to be or not to be, that is the question\n' * 20000)" >text.txt
 mkdir -p shards
-printf 'host=%s\npid=%s\nsince=2026-01-01T00:00:00Z\ntoken=x\n' "$(hostname)" "$$" >shards/run.lock
+printf 'host=%s\npid=%s\nsince=%s\ntoken=x\n' "$(hostname)" "$$" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >shards/run.lock
 if expect_bad prepare_busy "--out 'shards' is in use by another run \(host $(hostname), pid $$" \
      prepare --input text.txt --out shards --tokenizer char --quiet; then
   pass "prepare into a busy folder: $(cat prepare_busy.err)"

@@ -24,7 +24,7 @@ if [[ $* == --mpi=list ]]; then  # the plugins this fake Slurm has
 fi
 printf '%s\n' "$*" >>"$WORK/srun.args"
 out=""; prev=""
-for a in "$@"; do [[ $prev == --out ]] && out=$a; prev=$a; done
+for a in "$@"; do [[ $prev == --out ]] && out=$a; [[ $prev == --steps ]] && STEPS=$a; prev=$a; done
 case "$FAKE_SRUN" in
   stop) touch "$out/ckpt_00000005.safetensors"; exit 0 ;;
   finish) touch "$out/$(printf 'ckpt_%08d.safetensors' "$STEPS")"; exit 0 ;;
@@ -46,9 +46,10 @@ job() {
   env WORK="$WORK" FAKE_SRUN="$mode" FAKE_MPI_PLUGINS=$'\tpmi2\n\tpmix\n' PATH="$WORK/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=$nodes \
     SLURM_NTASKS_PER_NODE=$per_node SLURM_NTASKS=$((nodes * per_node)) SLURM_JOB_NODELIST=node1 SLURM_CPUS_PER_TASK=1 \
     REPO="$REPO_DIR" DATA_DIR="$WORK/data" OUT_DIR="$WORK/out" BINARY="$WORK/fake/mygpt-ddp" STEPS=10 "$@" \
-    bash "$SCRIPT" >"$WORK/job_$mode.out" 2>&1
+    bash "$SCRIPT" "${JOB_ARGS[@]}" >"$WORK/job_$mode.out" 2>&1
   RC=$?
 }
+JOB_ARGS=()  # training flags after the script's name (sbatch passes them on)
 # The value of FLAG in the recorded srun command line.
 srun_flag() { sed -n "s/.* $1 \([^ ]*\).*/\1/p" "$WORK/srun.args"; }
 
@@ -105,5 +106,20 @@ job finish 1 HELLASWAG=/x/hellaswag_val.jsonl
 check "HELLASWAG without VOCAB_DIR is refused (exit $RC)" grep -q "HELLASWAG needs VOCAB_DIR" "$WORK/job_finish.out"
 job finish 1 HELLASWAG=/x/h.jsonl VOCAB_DIR=/x/gpt2
 check "VOCAB_DIR and HELLASWAG reach the binary" grep -q -- "--vocab /x/gpt2 --hellaswag /x/h.jsonl" "$WORK/srun.args"
+# A trial run (issue 40: --warmup-steps 715 was fixed, so no run under 716 steps could start): training
+# flags after the script's name replace the recipe's, each flag given once; TRAIN_FLAGS does the same.
+job finish 1
+check "the recipe leaves --warmup-steps to the preset (a short run shortens it)" bash -c "! grep -q -- '--warmup-steps' '$WORK/srun.args'"
+JOB_ARGS=(--steps 200 --warmup-steps 20 --eval-every 50)
+job finish 1
+JOB_ARGS=()
+check "trailing flags reach the binary (exit $RC: $(cat "$WORK/srun.args"))" \
+  grep -q -- "--steps 200 --warmup-steps 20 --eval-every 50" "$WORK/srun.args"
+check "... each once: the recipe's --steps and --eval-every are left out" \
+  test "$(grep -o -- '--steps ' "$WORK/srun.args" | wc -l)" -eq 1 -a "$(grep -o -- '--eval-every ' "$WORK/srun.args" | wc -l)" -eq 1
+check "... and the run's own --steps 200 tells that it finished (not requeued)" test "$RC" -eq 0 -a ! -e "$WORK/scontrol.args"
+job finish 1 TRAIN_FLAGS="--steps 30 --log-every 1"
+check "TRAIN_FLAGS reach the binary, each flag once" \
+  test "$(grep -o -- '--steps 30' "$WORK/srun.args" | wc -l)" -eq 1 -a "$(grep -o -- '--log-every ' "$WORK/srun.args" | wc -l)" -eq 1
 check "no path of this repository's own layout is a default" bash -c "! grep -n 'shared/data' '$SCRIPT'"
 finish

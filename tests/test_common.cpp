@@ -18,6 +18,7 @@
 #include "common/checksum.h"
 #include "common/file_io.h"
 #include "common/folder_claim.h"
+#include "common/process_identity.h"
 #include "common/progress.h"
 #include "tests/expect_refused.h"
 #include "tests/scratch_dir.h"
@@ -226,6 +227,61 @@ long dead_pid() {
   return child;
 }
 
+// A claim on this host naming `pid`, written `since`, with a process identity (none: an older claim).
+void plant_claim_of(const fs::path& folder, long pid, const std::string& since, const std::string& process) {
+  write_file_atomically(folder / FolderClaim::kFileName,
+                        "host=" + this_host() + "\npid=" + std::to_string(pid) + "\nsince=" + since +
+                            "\ntoken=0123456789abcdef\n" + (process.empty() ? "" : "process=" + process + "\n"));
+}
+
+// Issue 40: PID 1 of a restarted container and pids reused after a reboot are alive but are not the holder.
+TEST(FolderClaim, ALivePidThatIsNotTheHolderIsTakenOver) {
+  const std::string identity = process_start_identity(1);
+  if (identity.empty()) GTEST_SKIP() << "no /proc process start times here";
+  ScratchDir dir;
+  // Older claims name no process: PID 1 started after 2000, so it cannot have written this one then.
+  plant_claim_of(dir.path(), 1, "2000-01-01T00:00:00Z", "");
+  {
+    FolderClaim claim(dir.path(), "--out");
+    EXPECT_NE(claim.takeover_note().find("pid 1 is now another process, started at"), std::string::npos)
+        << claim.takeover_note();
+  }
+  // This boot, another start than PID 1's.
+  const std::string boot = identity.substr(0, identity.find('/'));
+  plant_claim_of(dir.path(), 1, "2026-01-01T00:00:00Z", boot + "/1");
+  {
+    FolderClaim claim(dir.path(), "--out");
+    EXPECT_NE(claim.takeover_note().find("started after the holder's"), std::string::npos) << claim.takeover_note();
+  }
+  // Another boot: every pid of the claim is reused.
+  plant_claim_of(dir.path(), 1, "2026-01-01T00:00:00Z", "another-boot/" + identity.substr(identity.find('/') + 1));
+  {
+    FolderClaim claim(dir.path(), "--out");
+    EXPECT_NE(claim.takeover_note().find("the host has restarted"), std::string::npos) << claim.takeover_note();
+  }
+  // The holder itself (this process, its own identity), however old its heartbeat: refused.
+  plant_claim_of(dir.path(), ::getpid(), "2026-01-01T00:00:00Z", process_start_identity(::getpid()));
+  const struct timespec old[2] = {{std::time(nullptr) - 3600, 0}, {std::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (dir.path() / FolderClaim::kFileName).c_str(), old, 0), 0);
+  expect_refused([&] { FolderClaim claim(dir.path(), "--out"); }, {"is in use by another run", "pid " + std::to_string(::getpid())});
+}
+
+// A run refused before it wrote anything leaves no --out it created (issue 40: an empty folder read as a
+// run that started); a folder that was there stays.
+TEST(FolderClaim, FoldersTheClaimCreatedGoWhenLeftEmpty) {
+  ScratchDir dir;
+  const fs::path out = dir.path() / "a" / "b";
+  { FolderClaim claim(out, "--out"); }
+  EXPECT_FALSE(fs::exists(dir.path() / "a")) << "the created folders were left behind";
+  {
+    FolderClaim claim(out, "--out");
+    write_file_atomically(out / "metrics.jsonl", "{}\n");
+  }
+  EXPECT_TRUE(fs::exists(out / "metrics.jsonl"));
+  { FolderClaim claim(dir.path(), "--out"); }
+  EXPECT_TRUE(fs::exists(dir.path())) << "a folder the claim did not create was removed";
+}
+
 TEST(FolderClaim, ASecondClaimIsRefusedNamingTheHolderAndTheFirstIsReleased) {
   ScratchDir dir;
   const fs::path out = dir.path() / "run";
@@ -239,7 +295,8 @@ TEST(FolderClaim, ASecondClaimIsRefusedNamingTheHolderAndTheFirstIsReleased) {
     EXPECT_TRUE(fs::exists(out / FolderClaim::kFileName)) << "the refused claim removed the holder's";
   }
   EXPECT_FALSE(fs::exists(out / FolderClaim::kFileName)) << "not released";
-  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 0) << "temporaries left";
+  // The folder the claim created went with it, empty (no temporaries were left in it).
+  EXPECT_FALSE(fs::exists(out)) << "the claim's folder or temporaries were left";
   FolderClaim again(out, "--out");  // free once released
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "distributed/job_session.h"
 #include "distributed/launch_environment.h"
 
 namespace mygpt {
@@ -35,6 +36,20 @@ Vars torchrun_worker() {
           {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_WORLD_SIZE", "2"},  {"MASTER_ADDR", "node7"},
           {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "j1"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
           {"TORCHELASTIC_RESTART_COUNT", "2"}};
+}
+
+// Issue 40: torchrun with 2 ranks on one node and 1 on another printed "3 rank(s) on 2 node(s), 1 per node".
+TEST(LaunchEnvironment, TheWorldLineSaysWhenNodesHoldUnequalRankCounts) {
+  WorldInfo even;
+  even.world_size = 4;
+  even.node_count = 2;
+  even.local_size = 2;
+  EXPECT_EQ(world_layout_text(even), "4 rank(s) on 2 node(s), 2 per node");
+  WorldInfo uneven;
+  uneven.world_size = 3;
+  uneven.node_count = 2;
+  uneven.local_size = 1;
+  EXPECT_EQ(world_layout_text(uneven), "3 rank(s) on 2 node(s), unequally (1 on rank 0's node)");
 }
 
 TEST(LaunchEnvironment, APlainProcessIsAWorldOfOne) {

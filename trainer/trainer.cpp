@@ -136,7 +136,7 @@ double Trainer::evaluate() {
   for (int64_t b = comm_.rank(); b < batches; b += comm_.world_size()) {
     Batch batch = p_.val_loader->next(p_.device);
     AutocastScope autocast(p_.device, precision());
-    loss_sum += p_.model->loss(batch.x, batch.y).to(torch::kFloat);
+    loss_sum += p_.model->loss(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
   }
   comm_.all_reduce(loss_sum, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
   p_.model->train();
@@ -334,6 +334,19 @@ void Trainer::print_setup() const {
     output_.print(strprintf("zero 1: AdamW state sharded over %d rank(s) (gradients reduce-scattered, parameters "
                             "all-gathered)",
                             world));
+  }
+  // What changes the run's arithmetic or its speed says so in the log, resumed runs included.
+  if (p_.muon) {
+    output_.print(strprintf("optimizer: Muon for the blocks' matrices (lr %g, momentum %g, %lld Newton-Schulz steps), "
+                            "AdamW for the rest (lr %g)",
+                            options_.muon_lr, options_.muon_momentum, static_cast<long long>(options_.muon_ns_steps),
+                            options_.lr));
+  }
+  if (options_.recompute != Recompute::none) {
+    output_.print(std::string("recompute: ") +
+                  (options_.recompute == Recompute::mlp ? "each block's MLP activations are" : "each whole block is") +
+                  " recomputed in backward (--recompute " +
+                  (options_.recompute == Recompute::mlp ? "mlp" : "block") + "): less memory, more compute");
   }
 }
 

@@ -33,6 +33,9 @@ struct TrainerParts {
   std::unique_ptr<Muon> muon;        // --optimizer muon: the blocks' matrices (AdamW has the rest); else null
   std::unique_ptr<BatchLoader> train_loader;
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
+  // The tokenizer's tokens (GPT-2: 50257 of the 50304 rows); the validation loss is over these, as eval's
+  // and transformers' on the exported model are. 0: every row.
+  int64_t val_vocab_limit = 0;
   std::vector<TokenizedHellaSwag> hellaswag;       // empty: no HellaSwag
   torch::Device device = torch::kCPU;
   CheckpointMeta checkpoint_meta;           // written into every checkpoint, with its step

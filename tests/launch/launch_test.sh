@@ -222,7 +222,7 @@ for _ in $(seq 100); do [[ -s $WORK/taken.port ]] && break; sleep 0.1; done
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(cat "$WORK/taken.port") expect_bad_input port_taken \
   "MASTER_PORT=[0-9]+: the port is already in use" "$WORK/bad5" "${tiny[@]}" --out "$WORK/bad5"
 kill $holder 2>/dev/null
-RANK=0 WORLD_SIZE=2 expect_bad_input folder_not_writable "rendezvous file:/dev/null/x.*(cannot be created|not a directory)" \
+RANK=0 WORLD_SIZE=2 expect_bad_input folder_not_writable "rendezvous file:/dev/null/x.*(cannot be created|not a directory|no such directory)" \
   "$WORK/bad6" "${tiny[@]}" --rendezvous file:/dev/null/x --out "$WORK/bad6"
 expect_bad_input file_rendezvous_single "--rendezvous file:.* is for jobs started without MPI" "$WORK/bad7" \
   "${tiny[@]}" --rendezvous "file:$WORK/x" --out "$WORK/bad7"

@@ -1,0 +1,78 @@
+#include "common/process_identity.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace mygpt {
+namespace {
+
+#if defined(__linux__)
+// Field 22 of /proc/PID/stat (starttime, clock ticks after boot). The name in field 2 may hold spaces and
+// parentheses, so the count starts after its last ')'.
+std::optional<unsigned long long> start_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return std::nullopt;
+  }
+  try {
+    return std::stoull(field);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+#endif
+
+}  // namespace
+
+std::string boot_identity() {
+#if defined(__linux__)
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (std::getline(in, id)) return id;
+#endif
+  return "";
+}
+
+std::string process_start_identity(pid_t pid) {
+#if defined(__linux__)
+  const std::string boot = boot_identity();
+  const auto ticks = start_ticks(pid);
+  if (!boot.empty() && ticks) return boot + "/" + std::to_string(*ticks);
+#else
+  (void)pid;
+#endif
+  return "";
+}
+
+std::optional<double> process_start_time(pid_t pid) {
+#if defined(__linux__)
+  const auto ticks = start_ticks(pid);
+  std::ifstream in("/proc/stat");
+  std::string key;
+  long long boot_seconds = -1;
+  while (in >> key) {
+    if (key == "btime") {
+      in >> boot_seconds;
+      break;
+    }
+    in.ignore(1 << 20, '\n');
+  }
+  const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  if (ticks && boot_seconds >= 0 && ticks_per_second > 0) {
+    return static_cast<double>(boot_seconds) + static_cast<double>(*ticks) / static_cast<double>(ticks_per_second);
+  }
+#else
+  (void)pid;
+#endif
+  return std::nullopt;
+}
+
+}  // namespace mygpt
