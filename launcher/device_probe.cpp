@@ -1,9 +1,13 @@
 #include "launcher/device_probe.h"
 
-#include <fstream>
-#include <sstream>
+#include <ATen/detail/MPSHooksInterface.h>
+
+#include <algorithm>
+#include <atomic>
 #include <utility>
 #include <vector>
+
+#include "common/host_memory.h"
 
 namespace mygpt {
 
@@ -22,16 +26,21 @@ Precision precision_for_device(Precision requested, const torch::Device& device)
 
 double peak_memory_mib(const torch::Device& device) {
   if (device.is_cuda()) return cuda_peak_memory_mib(device.index() < 0 ? 0 : device.index());
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream fields(line.substr(6));
-      double kib = 0;
-      fields >> kib;
-      return kib / 1024.0;
+  if (device.is_mps()) {
+    // LibTorch's MPS allocator tells only what its tensors hold now: the peak is of the moments asked.
+    static std::atomic<size_t> peak{0};
+    const size_t now = at::detail::getMPSHooks().getCurrentAllocatedMemory();
+    size_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
     }
+    return static_cast<double>(std::max(now, seen)) / (1024.0 * 1024.0);
   }
-  return -1;  // not Linux
+  const int64_t bytes = peak_resident_set_bytes();
+  return bytes > 0 ? static_cast<double>(bytes) / (1024.0 * 1024.0) : -1;
+}
+
+double mps_recommended_memory_bytes() {
+  return static_cast<double>(at::detail::getMPSHooks().getRecommendedMaxMemory());
 }
 
 double known_peak_tflops(const std::string& name) {
