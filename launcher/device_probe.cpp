@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -21,7 +22,12 @@ Precision precision_for_device(Precision requested, const torch::Device& device)
   const int index = device.index() < 0 ? 0 : device.index();
   const bool gpu_here = device.is_cuda() && torch::cuda::is_available() && index < static_cast<int>(torch::cuda::device_count());
   const bool gpu_has_bf16 = !gpu_here || cuda_supports_bf16(index);
-  return resolve_precision(requested, device, gpu_has_bf16);
+  const Precision resolved = resolve_precision(requested, device, gpu_has_bf16);
+  if (device.is_mps()) {
+    const std::string refusal = mps_precision_refusal(resolved, at::detail::getMPSHooks().isOnMacOSorNewer(14, 0));
+    if (!refusal.empty()) throw std::invalid_argument(refusal);
+  }
+  return resolved;
 }
 
 double peak_memory_mib(const torch::Device& device) {

@@ -125,11 +125,12 @@ mv "$rsp.new" "$rsp"
 # The precompiled torch/torch.h, as CMake's target_precompile_headers gives every room on a Mac too; named
 # after the flags it was made with (a PCH must match them). Its templates are instantiated once, in it
 # (as CMake does for clang): else every file would instantiate them again (2-3 s more a file).
-pch="$cache/torch-$torch_version-$(cksum <"$rsp" | cut -d' ' -f1).pch"
+pch="$cache/torch-$torch_version-cfloat-$(cksum <"$rsp" | cut -d' ' -f1).pch"
 if [[ ! -f $pch ]]; then
   say "precompiling torch/torch.h for arm64-apple-macos (once)"
   t=$SECONDS
-  printf '#include <torch/torch.h>\n' >"$cache/torch_pch.h"
+  # As CMakeLists.txt precompiles it: <cfloat> first (its comment says why).
+  printf '#include <cfloat>\n#include <torch/torch.h>\n' >"$cache/torch_pch.h"
   grep -vx -- -fsyntax-only "$rsp" >"$cache/pch.rsp"
   "$zl/zig" clang "@$cache/pch.rsp" -fpch-instantiate-templates -x c++-header "$cache/torch_pch.h" -o "$pch.tmp" &&
     mv "$pch.tmp" "$pch" || { say "error: torch/torch.h does not compile for macOS"; exit 1; }

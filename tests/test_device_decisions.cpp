@@ -12,6 +12,7 @@
 #include "launcher/device.h"
 #include "tests/test_support.h"
 #include "trainer/adamw.h"
+#include "trainer/mixed_precision.h"
 #include "trainer/stateful_parts.h"
 
 namespace mygpt {
@@ -107,6 +108,15 @@ TEST(DeviceCommunicator, OneRankOnMpsTrainsAloneWhateverLaunchedIt) {
   EXPECT_FALSE(trains_alone_on_device(8, kCuda));
   const std::string message = invalid_argument_message([] { trains_alone_on_device(2, kMps); });
   EXPECT_NE(message.find("--device mps"), std::string::npos) << message;
+}
+
+TEST(DevicePrecision, Bf16OnMpsNeedsMacos14) {
+  const std::string refusal = mps_precision_refusal(Precision::bf16, /*mps_has_bf16=*/false);
+  EXPECT_NE(refusal.find("--precision bf16"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("macOS 14"), std::string::npos) << refusal;
+  EXPECT_EQ(mps_precision_refusal(Precision::bf16, true), "");
+  EXPECT_EQ(mps_precision_refusal(Precision::fp16, false), "");
+  EXPECT_EQ(mps_precision_refusal(Precision::fp32, false), "");
 }
 
 TEST(HostMemory, TheSystemsOwnFigures) {
