@@ -97,10 +97,26 @@ cmp -s "$gen/mygpt/build_config.h.new" "$gen/mygpt/build_config.h" 2>/dev/null |
   mv "$gen/mygpt/build_config.h.new" "$gen/mygpt/build_config.h"
 rm -f "$gen/mygpt/build_config.h.new"
 
+# zig bundles the macOS SDK's <math.h>, which (with C++20's modules feature on) asks <float.h> for INFINITY
+# and NAN alone (__need_infinity_nan), with LLVM's libc++, whose <float.h> include guard then hides either
+# that part or the rest (FLT_MAX) from whatever includes it next. Apple's own SDK and libc++ go together;
+# here the partial request goes straight to clang's builtin <float.h>, which serves it without its guard.
+float_shim="$cache/float-shim"
+mkdir -p "$float_shim"
+cat >"$float_shim/float.h.new" <<SHIM
+/* Written by scripts/mac_cross_check.sh (see there). */
+#if defined(__need_infinity_nan)
+#include "$zl/lib/include/float.h"
+#else
+#include_next <float.h>
+#endif
+SHIM
+mv "$float_shim/float.h.new" "$float_shim/float.h"
+
 # Clang's own driver (zig's `c++` wrapper cannot do -fsyntax-only), with zig's libc++ and macOS headers
 # and the libc++ configuration zig itself passes for this target (`zig c++ -target aarch64-macos -###`).
 flags=(--driver-mode=g++ -target arm64-apple-macosx11.0 -std=c++20 -Wall -Wextra -fsyntax-only
-  -nostdinc -nostdinc++
+  -nostdinc -nostdinc++ -isystem "$float_shim"
   -isystem "$zl/lib/libcxx/include" -isystem "$zl/lib/libcxxabi/include" -isystem "$zl/lib/include"
   -isystem "$zl/lib/libc/include/any-darwin-any"
   -D_LIBCPP_ABI_VERSION=1 -D_LIBCPP_ABI_NAMESPACE=__1 -D_LIBCPP_HAS_THREADS=1 -D_LIBCPP_HAS_MONOTONIC_CLOCK
@@ -125,12 +141,11 @@ mv "$rsp.new" "$rsp"
 # The precompiled torch/torch.h, as CMake's target_precompile_headers gives every room on a Mac too; named
 # after the flags it was made with (a PCH must match them). Its templates are instantiated once, in it
 # (as CMake does for clang): else every file would instantiate them again (2-3 s more a file).
-pch="$cache/torch-$torch_version-cfloat-$(cksum <"$rsp" | cut -d' ' -f1).pch"
+pch="$cache/torch-$torch_version-$(cksum <"$rsp" | cut -d' ' -f1).pch"
 if [[ ! -f $pch ]]; then
   say "precompiling torch/torch.h for arm64-apple-macos (once)"
   t=$SECONDS
-  # As CMakeLists.txt precompiles it: <cfloat> first (its comment says why).
-  printf '#include <cfloat>\n#include <torch/torch.h>\n' >"$cache/torch_pch.h"
+  printf '#include <torch/torch.h>\n' >"$cache/torch_pch.h"
   grep -vx -- -fsyntax-only "$rsp" >"$cache/pch.rsp"
   "$zl/zig" clang "@$cache/pch.rsp" -fpch-instantiate-templates -x c++-header "$cache/torch_pch.h" -o "$pch.tmp" &&
     mv "$pch.tmp" "$pch" || { say "error: torch/torch.h does not compile for macOS"; exit 1; }
