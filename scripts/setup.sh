@@ -36,7 +36,7 @@ deps="$repo/.deps"
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
-usage_error() { printf 'setup.sh: %s (usage: setup.sh [--download-deps DIR | --offline DIR])\n' "$*" >&2; exit 2; }
+usage_error() { printf 'setup.sh: %s (usage: setup.sh [--deps-only | --download-deps DIR | --offline DIR])\n' "$*" >&2; exit 2; }
 
 # macOS: Homebrew's formulae for the same (Xcode's command line tools give the compiler and libc++; gloo
 # has no formula, so a Mac build's CPU ranks talk over MPI); python@3.12 for the torch wheel.
