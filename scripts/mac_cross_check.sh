@@ -31,7 +31,8 @@ for p in "$repo/.venv/bin/python" python3; do
 done
 [[ -n $python ]] || { say "skipped: no python with pip to download the macOS toolchain wheels"; exit 77; }
 
-# fetch_wheel NAME SPEC PLATFORM-ARGS...: downloads SPEC into $cache/dl once; prints the wheel's path.
+# fetch_wheel NAME SPEC PLATFORM-ARGS...: downloads SPEC into $cache/dl once; its path in $wheel. (Not
+# in a $(...): its exit 77 must end the script.)
 fetch_wheel() {
   local name=$1 spec=$2 whl
   shift 2
@@ -44,7 +45,7 @@ fetch_wheel() {
     fi
     whl=$(ls "$cache/dl/$name"-*.whl | head -n 1)
   fi
-  printf '%s\n' "$whl"
+  wheel=$whl
 }
 
 # unpack WHEEL DEST PREFIX: the wheel's members under PREFIX into DEST (whole or not at all).
@@ -67,11 +68,12 @@ PY
 }
 
 t0=$SECONDS
-unpack "$(fetch_wheel ziglang "ziglang==$zig_version")" "$cache/zig-$zig_version" ziglang/
-unpack "$(fetch_wheel torch "torch==$torch_version" --platform "$wheel_platform" --python-version 3.12)" \
-  "$cache/torch-$torch_version" torch/include/
-unpack "$(fetch_wheel cmeel_boost "cmeel-boost==$boost_version" --platform "$wheel_platform" --python-version 3.12)" \
-  "$cache/boost-$boost_version" cmeel.prefix/include/boost/
+fetch_wheel ziglang "ziglang==$zig_version"
+unpack "$wheel" "$cache/zig-$zig_version" ziglang/
+fetch_wheel torch "torch==$torch_version" --platform "$wheel_platform" --python-version 3.12
+unpack "$wheel" "$cache/torch-$torch_version" torch/include/
+fetch_wheel cmeel_boost "cmeel-boost==$boost_version" --platform "$wheel_platform" --python-version 3.12
+unpack "$wheel" "$cache/boost-$boost_version" cmeel.prefix/include/boost/
 zl="$cache/zig-$zig_version/ziglang"
 torch_inc="$cache/torch-$torch_version/torch/include"
 export ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" ZIG_LOCAL_CACHE_DIR="$cache/zig-cache"
