@@ -199,7 +199,11 @@ for err in "$logs"/*.err; do
   say "FAILED: ${name//__//}"
   grep -E 'error:' "$log" | head -n 5 | sed 's/^/    /'
 done
+# Warnings do not fail the check (the Linux build holds the code to -Wall -Wextra); the first few are shown.
 warnings=$(cat "$logs"/*.log 2>/dev/null | grep -c 'warning:' || true)
-(( warnings == 0 )) || say "$warnings warnings (all logs: rerun with one file to see them)"
+if (( warnings > 0 )); then
+  say "$warnings warning(s) for macOS:"
+  cat "$logs"/*.log | grep 'warning:' | head -n 10 | sed 's/^/    /'
+fi
 say "${#files[@]} translation units, $failed failed; compile $((SECONDS - t)) s, total $((SECONDS - t0)) s"
 (( failed == 0 ))
