@@ -60,7 +60,7 @@ check "(4) mpirun -np 2 prints 'world: 2 rank(s) on 1 node(s), 2 per node | back
 # that mpirun started, and mpirun sees its own rank die.
 killer='if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
   ( for _ in $(seq 600); do grep -qE "^step +[0-9]+ \| loss" "$KILLED_OUT" && break; sleep 0.1; done
-    perl -MTime::HiRes=time -e 'printf "%.6f\n", time' >"$KILLED_AT"; kill -KILL $$ ) </dev/null >/dev/null 2>&1 &
+    perl -MTime::HiRes=time -e "printf qq(%.6f\n), time" >"$KILLED_AT"; kill -KILL $$ ) </dev/null >/dev/null 2>&1 &
 fi
 exec "$@"'
 start=$(now)
