@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "common/file_time.h"
 #include "common/process_identity.h"
 #include "common/strprintf.h"
 
@@ -91,8 +92,8 @@ Holder read_holder(const fs::path& claim, const struct timespec& server_now) {
   h.exists = true;
   h.inode = info.st_ino;
   h.fields = parse_claim(read_fd(fd.get()));
-  h.heartbeat_age = static_cast<double>(server_now.tv_sec - info.st_mtim.tv_sec) +
-                    static_cast<double>(server_now.tv_nsec - info.st_mtim.tv_nsec) * 1e-9;
+  h.heartbeat_age = static_cast<double>(server_now.tv_sec - modification_time(info).tv_sec) +
+                    static_cast<double>(server_now.tv_nsec - modification_time(info).tv_nsec) * 1e-9;
   return h;
 }
 
@@ -222,7 +223,7 @@ void FolderClaim::claim(const fs::path& folder, std::string_view what) {
     ::utimensat(AT_FDCWD, mine.c_str(), nullptr, 0);
     struct stat mine_info {};
     ::stat(mine.c_str(), &mine_info);
-    const Holder holder = read_holder(claim_, mine_info.st_mtim);
+    const Holder holder = read_holder(claim_, modification_time(mine_info));
     if (!holder.exists) continue;  // released meanwhile
     const std::string gone = why_gone(holder, host);
     if (gone.empty()) {

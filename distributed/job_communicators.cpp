@@ -47,6 +47,15 @@ class QuietLibTorchLogs {
 
 }  // namespace
 
+bool trains_alone_on_device(int world_size, const torch::Device& device) {
+  if (!device.is_mps()) return false;
+  if (world_size > 1) {
+    throw std::invalid_argument("--device mps trains one rank only, and this job has " + std::to_string(world_size) +
+                                " (no communicator here carries MPS tensors): start one rank, or use --device cpu");
+  }
+  return true;
+}
+
 JobCommunicators::JobCommunicators(const JobSession& job, const torch::Device& device, double timeout_seconds,
                                    const std::string& rendezvous, bool verbose) {
   const RendezvousMethod method = RendezvousMethod::parse(rendezvous);
@@ -57,6 +66,10 @@ JobCommunicators::JobCommunicators(const JobSession& job, const torch::Device& d
                                 (world.uses_mpi ? "this one was started by an MPI launcher" : "this is a single process"));
   }
   const auto on_failure = [&job](const std::string& message) { job.fail_job(message, 1); };
+  if (trains_alone_on_device(world.world_size, device)) {
+    host_ = std::make_unique<LocalCommunicator>();
+    return;
+  }
   if (world.uses_mpi) {
     // Started by an MPI launcher, even one rank gets the real backends (mpirun -np 1 on one GPU runs the
     // NCCL path of a larger job: the MPI bootstrap, the communicator, bucket hooks, the watchdog).

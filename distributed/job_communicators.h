@@ -4,6 +4,7 @@
 //   MPI launcher:              host MPI (rank-order sums, so --zero 1 is bit-identical to --zero 0)
 //   torchrun, srun, variables: host Gloo over a c10d store rendezvous (store_rendezvous.h)
 //   a plain process:           the local no-op backend for both
+//   one rank on MPS, launched or not: the local backend (see trains_alone_on_device)
 #include <torch/torch.h>
 
 #include <memory>
@@ -15,6 +16,12 @@
 namespace mygpt {
 
 class StoreRendezvous;
+
+// Whether a job of `world_size` ranks on `device` trains alone, on the local backend, whatever launched it:
+// one rank on MPS (mpirun -np 1, torchrun with one process), since MPI and Gloo take CPU tensors only and one
+// rank has nothing to exchange. Several ranks on MPS (one a machine) are refused, std::invalid_argument: no
+// backend here carries MPS tensors between machines.
+bool trains_alone_on_device(int world_size, const torch::Device& device);
 
 class JobCommunicators {
  public:

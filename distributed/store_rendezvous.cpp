@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/file_io.h"
+#include "common/file_time.h"
 #include "common/folder_claim.h"
 #include "common/strprintf.h"
 #include "distributed/bounded_call.h"
@@ -59,7 +60,7 @@ void require_resolvable(const std::string& host, const std::string& source) {
 std::optional<timespec> mtime_of(const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return st.st_mtim;
+  return modification_time(st);
 }
 bool not_older(const timespec& a, const timespec& b) {
   return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec >= b.tv_nsec);

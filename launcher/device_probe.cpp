@@ -1,9 +1,14 @@
 #include "launcher/device_probe.h"
 
-#include <fstream>
-#include <sstream>
+#include <ATen/detail/MPSHooksInterface.h>
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
 #include <utility>
 #include <vector>
+
+#include "common/host_memory.h"
 
 namespace mygpt {
 
@@ -17,21 +22,31 @@ Precision precision_for_device(Precision requested, const torch::Device& device)
   const int index = device.index() < 0 ? 0 : device.index();
   const bool gpu_here = device.is_cuda() && torch::cuda::is_available() && index < static_cast<int>(torch::cuda::device_count());
   const bool gpu_has_bf16 = !gpu_here || cuda_supports_bf16(index);
-  return resolve_precision(requested, device, gpu_has_bf16);
+  const Precision resolved = resolve_precision(requested, device, gpu_has_bf16);
+  if (device.is_mps()) {
+    const std::string refusal = mps_precision_refusal(resolved, at::detail::getMPSHooks().isOnMacOSorNewer(14, 0));
+    if (!refusal.empty()) throw std::invalid_argument(refusal);
+  }
+  return resolved;
 }
 
 double peak_memory_mib(const torch::Device& device) {
   if (device.is_cuda()) return cuda_peak_memory_mib(device.index() < 0 ? 0 : device.index());
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream fields(line.substr(6));
-      double kib = 0;
-      fields >> kib;
-      return kib / 1024.0;
+  if (device.is_mps()) {
+    // LibTorch's MPS allocator tells only what its tensors hold now: the peak is of the moments asked.
+    static std::atomic<size_t> peak{0};
+    const size_t now = at::detail::getMPSHooks().getCurrentAllocatedMemory();
+    size_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
     }
+    return static_cast<double>(std::max(now, seen)) / (1024.0 * 1024.0);
   }
-  return -1;  // not Linux
+  const int64_t bytes = peak_resident_set_bytes();
+  return bytes > 0 ? static_cast<double>(bytes) / (1024.0 * 1024.0) : -1;
+}
+
+double mps_recommended_memory_bytes() {
+  return static_cast<double>(at::detail::getMPSHooks().getRecommendedMaxMemory());
 }
 
 double known_peak_tflops(const std::string& name) {

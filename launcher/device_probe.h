@@ -9,8 +9,12 @@
 namespace mygpt {
 
 std::string device_name(const torch::Device& device);
-// CUDA: the caching allocator's peak; CPU: the process's peak resident set size (VmHWM).
+// CUDA: the caching allocator's peak; MPS: the largest of what LibTorch's MPS allocator held at the
+// moments asked (it keeps no peak); CPU: the process's peak resident set (Linux's VmHWM, macOS's
+// ru_maxrss). -1 where the system does not say.
 double peak_memory_mib(const torch::Device& device);
+// The MPS device's recommended working set (Metal's recommendedMaxWorkingSetSize), for the memory check.
+double mps_recommended_memory_bytes();
 // Dense bf16 tensor-core peak in TFLOP/s for known GPUs (by name); 0 when unknown.
 double known_peak_tflops(const std::string& device_name);
 

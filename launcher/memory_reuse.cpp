@@ -11,7 +11,8 @@ extern char** environ;
 namespace mygpt {
 namespace {
 
-bool environment_tunes_malloc() {
+// Only glibc's malloc is tuned here (macOS's libc has its own policy): elsewhere this is unused.
+[[maybe_unused]] bool environment_tunes_malloc() {
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     const char* e = *entry;
     if (std::strncmp(e, "MALLOC_", 7) == 0) return true;
@@ -22,7 +23,7 @@ bool environment_tunes_malloc() {
 
 }  // namespace
 
-bool keeps_freed_memory(bool asked) {
+bool keeps_freed_memory([[maybe_unused]] bool asked) {
 #if defined(__GLIBC__)
   return asked && !environment_tunes_malloc();
 #else

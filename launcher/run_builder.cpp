@@ -103,10 +103,12 @@ void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int 
   AvailableMemory available;
   if (device.is_cuda()) {
     available = {cuda_total_memory_bytes(std::max<int>(0, device.index())), "the GPU's memory"};
+  } else if (device.is_mps()) {
+    available = {mps_recommended_memory_bytes(), "the MPS device's recommended working set"};
   } else if (device.is_cpu()) {
     available = available_host_memory();
   }
-  if (available.bytes <= 0) return;  // nothing to compare with (another device kind, no /proc)
+  if (available.bytes <= 0) return;  // nothing to compare with (the system did not say)
   MemoryPlanInput input = memory_plan_input(config, o, ranks, device.is_cuda());
   input.kept_heap = device.is_cpu() && kept_heap;  // as plan counts it
   const double needed = estimate_memory(input).total_bytes;
@@ -148,6 +150,15 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   require_data_fits_model(data, *start);
   const RunTokenizer tokenizer = run_tokenizer(data, *start);
   TrainOptions options = resolve_train_options(flags, model_config, device, comm.world_size());
+  std::vector<std::string> cuda_only_flags;
+  if (flags.gave("attention") && options.attention != AttentionBackend::automatic &&
+      options.attention != AttentionBackend::math) {
+    for (const auto& [name, backend] : attention_backend_names()) {
+      if (backend == options.attention) cuda_only_flags.push_back("--attention " + name);
+    }
+  }
+  if (flags.gave("cuda-loss-kernel") && options.cuda_loss_kernel) cuda_only_flags.push_back("--cuda-loss-kernel");
+  refuse_cuda_only_flags(device, cuda_only_flags);
   if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
   require_memory_for_run(model_config, options, comm.world_size(), device,
                          keeps_freed_memory(f.runtime.keep_freed_memory));

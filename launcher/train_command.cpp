@@ -59,7 +59,8 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   given_flags.refuse("gpu-memory", "in train (it is `plan`'s)");
   // Topology and device: cuda:<local rank> on GPUs; on CPU the node's cores are shared among its ranks.
   const WorldInfo& w = job.world();
-  const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size);
+  std::string device_note;
+  const torch::Device device = pick_device(f.runtime.device, w.local_rank, w.local_size, &device_note);
   const int64_t threads = set_cpu_threads(f.runtime.threads, w.local_size);
   if (f.runtime.keep_freed_memory) keep_freed_memory_for_reuse();
   JobCommunicators comms(job, device, f.runtime.comm_timeout, f.runtime.rendezvous, f.runtime.verbose);
@@ -75,6 +76,7 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
   }
   header.print("device: " + device_name(device));
+  if (!device_note.empty()) header.print(device_note);
   header.print(strprintf("world: %s | backend %s | launcher %s | %lld thread(s) per rank",
                          world_layout_text(w).c_str(), comm.backend_name().c_str(),
                          job.launch().description().c_str(), static_cast<long long>(threads)));

@@ -38,7 +38,7 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
     ${torch_dir:+-DCUDAToolkit_ROOT=/usr/local/cuda} >"$build.configure.log" 2>&1 ||
     { tail -20 "$build.configure.log" >&2; echo "fuzz.sh: configuring build-fuzz failed" >&2; exit 1; }
 fi
-cmake --build "$build" -j "${MYGPT_JOBS:-$(nproc)}" >/dev/null || { echo "fuzz.sh: building the fuzzers failed" >&2; exit 1; }
+cmake --build "$build" -j "${MYGPT_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || sysctl -n hw.ncpu)}" >/dev/null || { echo "fuzz.sh: building the fuzzers failed" >&2; exit 1; }
 
 # --- seeds: small valid inputs of each kind (the first byte of some targets picks a file name) ---------
 seeds="$build/seeds"

@@ -2,7 +2,9 @@
 # Installs everything mygpt-ddp needs and builds it into build/. Idempotent: every step checks
 # what is already there and reuses it, so a second run only rebuilds what changed.
 #
-#   scripts/setup.sh                       apt-get the Debian packages, pip the torch wheel, build
+#   scripts/setup.sh                       apt-get the Debian packages (macOS: brew the Homebrew
+#                                          formulae), pip the torch wheel, build
+#   scripts/setup.sh --deps-only           only the system packages and the choice of python, then stop
 #   scripts/setup.sh --download-deps DIR   (connected machine) store the Debian packages that a node
 #                                          with only build-essential, cmake and python3 lacks, as .deb
 #   scripts/setup.sh --offline DIR         (node without internet) unpack those .deb files into .deps/
@@ -12,7 +14,9 @@
 # Environment knobs:
 #   MYGPT_TORCH_VERSION   pinned torch wheel (default below); LibTorch comes from its share/cmake/Torch
 #   Torch_DIR / CMAKE_PREFIX_PATH   an existing LibTorch: skips the virtualenv's torch entirely
-#   PYTHON                offline mode: the python whose torch to build against (default python3)
+#   PYTHON                the python (>= 3.10) whose venv gets the torch wheel (default: python3; on macOS
+#                         Homebrew's python@3.12, as a stock Mac's python3 is 3.9, too old for torch);
+#                         offline mode: the python whose torch to build against
 #   MYGPT_BUILD_TYPE      CMake build type (default Release)
 #   MYGPT_JOBS            parallel compile jobs (default: number of cores)
 #   MYGPT_BUILD_ALL       offline mode builds only what scripts/gpu_check.sh runs (the binary and the
@@ -24,14 +28,19 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 torch_version=${MYGPT_TORCH_VERSION:-2.11.0}
 build_type=${MYGPT_BUILD_TYPE:-Release}
-jobs=${MYGPT_JOBS:-$(nproc)}
+# The cores: nproc (GNU), getconf (POSIX, Linux and macOS), sysctl (BSD, macOS).
+cpu_count() { nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2; }
+jobs=${MYGPT_JOBS:-$(cpu_count)}
 venv="$repo/.venv"
 deps="$repo/.deps"
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
-usage_error() { printf 'setup.sh: %s (usage: setup.sh [--download-deps DIR | --offline DIR])\n' "$*" >&2; exit 2; }
+usage_error() { printf 'setup.sh: %s (usage: setup.sh [--deps-only | --download-deps DIR | --offline DIR])\n' "$*" >&2; exit 2; }
 
+# macOS: Homebrew's formulae for the same (Xcode's command line tools give the compiler and libc++; gloo
+# has no formula, so a Mac build's CPU ranks talk over MPI); python@3.12 for the torch wheel.
+brew_packages=(cmake pkgconf boost open-mpi googletest pcre2 nlohmann-json python@3.12)
 apt_packages=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev libgloo-dev
               libgtest-dev libpcre2-dev nlohmann-json3-dev)
 # --- offline route: the Debian packages as .deb files, unpacked into .deps/ without root or apt ----
@@ -191,8 +200,10 @@ node_torch_prefix() {
   return 1
 }
 
+deps_only=""
 case "${1:-}" in
   "") ;;
+  --deps-only) deps_only=1 ;;
   --download-deps) [ $# -eq 2 ] || usage_error "--download-deps needs one directory"
                    download_deps "$2"; exit 0 ;;
   --offline) [ $# -eq 2 ] || usage_error "--offline needs the directory --download-deps filled"
@@ -204,14 +215,39 @@ case "${1:-}" in
 esac
 offline=""
 [ -f "$deps/env.sh" ] && offline=1
+macos=""
+[ "$(uname -s)" = Darwin ] && macos=1
+
+# python_at_least_310 PY: whether PY runs and is Python 3.10 or newer (torch 2.11 has no wheel for less).
+python_at_least_310() {
+  "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' >/dev/null 2>&1
+}
 
 # --- system packages (Debian): compiler, CMake, Open MPI, Boost.Program_options, GoogleTest, PCRE2, JSON.
 # Offline, .deps/ holds them instead (env.sh puts its mpirun and libraries on the paths).
 missing=()
-for p in "${apt_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ -n "$offline" ]; then
+if [ -n "$macos" ]; then
+  # Bash 3.2 (macOS's own) calls an empty array unbound under set -u: only ever expanded when non-empty.
+  command -v brew >/dev/null 2>&1 ||
+    die "macOS needs Homebrew (the brew command) for cmake, boost, open-mpi, googletest, pcre2, nlohmann-json and python@3.12; install it, then rerun"
+  for p in "${brew_packages[@]}"; do
+    brew list --versions "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    say "brew install ${missing[*]}"
+    brew install "${missing[@]}" || die "brew install ${missing[*]} failed"
+  fi
+  brew_prefix=$(brew --prefix)
+  # Homebrew's python@3.12 unless PYTHON names another; never the stock /usr/bin/python3 (3.9).
+  [ -n "${PYTHON:-}" ] || PYTHON="$(brew --prefix python@3.12)/bin/python3.12"
+else
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+fi
+if [ -n "$macos" ]; then
+  :
+elif [ -n "$offline" ]; then
   say "offline: Debian packages from $deps (rm -rf .deps to go back to apt-get)"
   source "$deps/env.sh"
 elif ((${#missing[@]})); then
@@ -221,6 +257,13 @@ elif ((${#missing[@]})); then
   $sudo apt-get update -qq || die "apt-get update failed"
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null \
     || die "apt-get install ${missing[*]} failed"
+fi
+
+if [ -n "$deps_only" ]; then
+  python=${PYTHON:-python3}
+  python_at_least_310 "$python" || die "$python is not a Python 3.10 or newer (torch $torch_version needs one): set PYTHON to one"
+  say "system packages ready; python for the venv: $python"
+  exit 0
 fi
 
 # --- LibTorch: a user-provided one wins; otherwise the pinned PyPI wheel in a project-local venv
@@ -235,6 +278,8 @@ if [ -z "$torch_prefix" ]; then
   python=${PYTHON:-python3}
   command -v "$python" >/dev/null || die "python3 is needed to install the torch wheel (or set Torch_DIR)"
   if [ ! -x "$venv/bin/python" ]; then
+    python_at_least_310 "$python" ||
+      die "$python is older than Python 3.10 and has no torch $torch_version wheel: set PYTHON to a newer one"
     say "creating virtualenv $venv"
     "$python" -m venv "$venv" || die "could not create a virtualenv (apt-get install python3-venv)"
   fi
@@ -261,6 +306,7 @@ say "LibTorch from $torch_prefix"
 
 # --- configure + build (CMake reuses its cache; only changed files recompile)
 prefix_path=$torch_prefix
+[ -n "$macos" ] && prefix_path+=";$brew_prefix"  # Boost, GTest, nlohmann_json, PCRE2's .pc from Homebrew
 [ -n "$offline" ] && prefix_path+=";$deps/usr"  # after LibTorch: Boost, GTest, nlohmann_json from .deps/
 cmake_args=(-S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix_path")
 if [ -d /usr/local/cuda ]; then
@@ -297,5 +343,5 @@ elif [ -n "$offline" ] && [ "${MYGPT_BUILD_ALL:-0}" != 1 ]; then
   targets=(--target gpu_check_binaries)
 fi
 say "building ${MYGPT_BUILD_TARGETS:-${targets[1]:-everything}} with $jobs jobs"
-cmake --build "$repo/build" -j "$jobs" "${targets[@]}" || die "build failed"
+cmake --build "$repo/build" -j "$jobs" ${targets[@]+"${targets[@]}"} || die "build failed"
 say "ready: $repo/build/mygpt-ddp"

@@ -89,7 +89,7 @@ if [[ $RC -ne 0 || ! -f $CKPT ]]; then
   fail "a checkpoint to damage" "exit $RC: $(tail -c 300 "$WORK/make_ckpt.err")"
   finish
 fi
-size=$(stat -c %s "$CKPT")
+size=$(file_size "$CKPT")
 head -c $((size / 2)) "$CKPT" >truncated.safetensors
 head -c 5000 /dev/urandom >random.safetensors
 # One byte of a tensor's data changed: of the weights (flipped), which every command reads, or of the

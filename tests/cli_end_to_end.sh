@@ -219,8 +219,9 @@ else
   if [[ $first_line == "device: cpu" ]]; then pass "first stdout line is 'device: cpu'"; else fail "first stdout line" "'$first_line'"; fi
 
   METRICS="$OUT/metrics.jsonl"
-  mapfile -t losses < <(metric_values loss "$METRICS")
-  mapfile -t val_losses < <(metric_values val_loss "$METRICS")
+  # (a read loop, not mapfile: macOS's bash 3.2 has none)
+  losses=(); while IFS= read -r v; do losses+=("$v"); done < <(metric_values loss "$METRICS")
+  val_losses=(); while IFS= read -r v; do val_losses+=("$v"); done < <(metric_values val_loss "$METRICS")
   train_records=$(grep -c '"loss":' "$METRICS")
   complete_records=$(grep '"loss":' "$METRICS" | grep '"step":' | grep '"lr":' | grep '"grad_norm":' |
     grep '"dt_ms":' | grep -c '"tok_per_sec":')

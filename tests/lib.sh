@@ -13,6 +13,30 @@ source "$REPO_DIR/scripts/mpi_env.sh"  # lets Open MPI run as root
 # One intra-op thread per process: ctest runs suites side by side on small machines.
 export OMP_NUM_THREADS=1
 
+# --- portable shell: the suites run on Linux and on macOS (BSD tools, no /proc) alike ------------------
+# now_seconds: the wall clock in seconds with a fraction (GNU date's %N is a literal N on macOS).
+now_seconds() {
+  if [[ -n ${EPOCHREALTIME:-} ]]; then echo "$EPOCHREALTIME"; else perl -MTime::HiRes=time -e 'printf "%.6f\n", time'; fi
+}
+# file_size PATH / file_inode PATH: what GNU `stat -c %s` / `%i` print (BSD stat spells it -f %z / %i).
+file_size() { wc -c <"$1" | tr -d ' '; }
+file_inode() { ls -di "$1" | awk '{print $1}'; }
+# with_timeout SECONDS COMMAND...: COMMAND, killed after SECONDS (exit 124, as GNU timeout); coreutils'
+# timeout where there is one (Linux; Homebrew's gtimeout), else perl's alarm (macOS has perl, not timeout).
+with_timeout() {
+  local seconds=$1
+  shift
+  if command -v timeout >/dev/null 2>&1; then timeout "$seconds" "$@"
+  elif command -v gtimeout >/dev/null 2>&1; then gtimeout "$seconds" "$@"
+  else
+    perl -e '$s = shift; $pid = fork // die; if (!$pid) { exec @ARGV or exit 127 }
+             local $SIG{ALRM} = sub { kill "TERM", $pid; waitpid $pid, 0; exit 124 }; alarm $s if $s > 0;
+             waitpid $pid, 0; exit($? & 127 ? 128 + ($? & 127) : $? >> 8)' "$seconds" "$@"
+  fi
+}
+# absolute_path PATH: PATH from the root (macOS before 13 has no realpath).
+absolute_path() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+
 # --- checks and the verdict -----------------------------------------------------------------------
 START=$SECONDS
 passed=0
@@ -41,7 +65,7 @@ use_binary() {
     fail "binary '${1:-}' is not executable"
     finish
   fi
-  BIN=$(realpath "$1")
+  BIN=$(absolute_path "$1")
 }
 
 # make_work_dir NAME: a fresh directory as WORK, removed when the suite exits unless KEEP is set.
@@ -69,7 +93,7 @@ RUN_TIMEOUT=120
 run_cmd() {
   local name=$1
   shift
-  timeout "$RUN_TIMEOUT" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  with_timeout "$RUN_TIMEOUT" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
   RC=$?
 }
 # run NAME ARGS...: the binary with ARGS, as run_cmd.

@@ -31,7 +31,7 @@ if ! wait_for busy/ckpt_00000020.safetensors 60; then
   finish
 fi
 check "the run holds busy/run.lock" test -f busy/run.lock
-metrics_inode=$(stat -c %i busy/metrics.jsonl)
+metrics_inode=$(file_inode busy/metrics.jsonl)
 rows_before=$(wc -l <busy/metrics.jsonl)
 started=$SECONDS
 if expect_bad second "--out 'busy' is in use by another run \(host $(hostname), pid $first_pid, since [0-9T:-]+Z" \
@@ -40,7 +40,7 @@ if expect_bad second "--out 'busy' is in use by another run \(host $(hostname), 
 fi
 check "refused within seconds ($((SECONDS - started)) s)" test $((SECONDS - started)) -le 10
 check "the second run printed nothing of a run" test ! -s second.out
-check "the first run's metrics file is the same file" test "$(stat -c %i busy/metrics.jsonl)" = "$metrics_inode"
+check "the first run's metrics file is the same file" test "$(file_inode busy/metrics.jsonl)" = "$metrics_inode"
 sleep 1
 rows_after=$(wc -l <busy/metrics.jsonl)
 check "the first run's metrics keep growing ($rows_before -> $rows_after rows)" test "$rows_after" -gt "$rows_before"

@@ -43,14 +43,14 @@ def write_llmc(path, count, vocab):
 
 
 def peak_rss_mib(cmd):
-    """Runs cmd as a child; its own peak resident set (ru_maxrss, KiB on Linux) in MiB."""
+    """Runs cmd as a child; its own peak resident set (ru_maxrss: KiB on Linux, bytes on macOS) in MiB."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {err[-500:]}")
-    return usage.ru_maxrss / 1024.0
+    return usage.ru_maxrss / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0)  # macOS counts bytes
 
 
 def plan_total_mib(binary, args):

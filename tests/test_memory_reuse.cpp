@@ -19,7 +19,7 @@ namespace {
 
 extern "C" char** environ;
 
-bool environment_has_malloc_settings() {
+[[maybe_unused]] bool environment_has_malloc_settings() {  // (its tests are glibc's only)
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "MALLOC_", 7) == 0 || std::strncmp(*e, "GLIBC_TUNABLES=", 15) == 0) return true;
   }

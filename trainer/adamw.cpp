@@ -5,6 +5,14 @@
 
 namespace mygpt {
 
+bool has_fused_adamw(const torch::Device& device) {
+  return device.is_cpu() || device.is_cuda() || device.is_mps();
+}
+
+torch::ScalarType lr_tensor_type(const torch::Device& device) {
+  return device.is_cpu() ? torch::kDouble : torch::kFloat;
+}
+
 AdamW::AdamW(std::vector<torch::Tensor> decay_params, std::vector<torch::Tensor> no_decay_params,
              const AdamWOptions& options, bool use_fused)
     : options_(options), use_fused_(use_fused) {
@@ -22,13 +30,11 @@ AdamW::AdamW(std::vector<torch::Tensor> decay_params, std::vector<torch::Tensor>
   };
   groups_.push_back(make_group(std::move(decay_params), options.weight_decay));
   groups_.push_back(make_group(std::move(no_decay_params), 0.0));
-  // MPS has no fused AdamW kernel in ATen.
   for (const auto& g : groups_) {
     for (const auto& p : g.params) {
-      if (!p.device().is_cpu() && !p.device().is_cuda()) use_fused_ = false;
+      if (!has_fused_adamw(p.device())) use_fused_ = false;
       if (!lr_on_device_.defined()) {
-        lr_on_device_ = torch::empty(
-            {}, torch::TensorOptions().device(p.device()).dtype(p.is_cuda() ? torch::kFloat : torch::kDouble));
+        lr_on_device_ = torch::empty({}, torch::TensorOptions().device(p.device()).dtype(lr_tensor_type(p.device())));
       }
     }
   }
@@ -52,7 +58,7 @@ void AdamW::zero_grad() {
 void AdamW::step(const std::optional<torch::Tensor>& found_inf) {
   torch::NoGradGuard no_grad;
   ++steps_taken_;
-  // The unfused update has no found_inf input: it asks the device (only MPS takes this path).
+  // The unfused update has no found_inf input: it asks the device (a device without the fused kernel).
   if (!use_fused_ && found_inf && found_inf->item<float>() != 0) return;
   for (auto& g : groups_) {
     if (g.params.empty()) continue;

@@ -1,7 +1,7 @@
 #pragma once
 // AdamW with two parameter groups (decayed / not decayed) that updates all tensors of a group in one
-// fused kernel (ATen's _fused_adamw_, on CPU and CUDA) instead of LibTorch's per-tensor loop of small
-// ops. Devices without the fused kernel (MPS) take the same update written with ordinary tensor ops.
+// fused kernel (ATen's _fused_adamw_, on CPU, CUDA and MPS) instead of LibTorch's per-tensor loop of small
+// ops. A device without the fused kernel takes the same update written with ordinary tensor ops.
 #include <torch/torch.h>
 
 #include <optional>
@@ -10,6 +10,15 @@
 #include "trainer/stateful.h"
 
 namespace mygpt {
+
+// Whether ATen has a fused AdamW kernel for the device's kind: CPU, CUDA and MPS (MPS's since torch 2.4,
+// with the tensor-lr overload; the kernel torch.optim.AdamW(fused=True) runs there).
+bool has_fused_adamw(const torch::Device& device);
+
+// The dtype of the learning rate kept on the parameters' device for the fused kernel's tensor-lr overload:
+// double on the CPU (its kernel reads it back with item<double>(), so the update is bit-identical to the
+// double overload's), float elsewhere: CUDA's kernel reads a float, and MPS has no float64 tensors at all.
+torch::ScalarType lr_tensor_type(const torch::Device& device);
 
 struct AdamWOptions {
   double lr = 0;
@@ -56,9 +65,8 @@ class AdamW final : public StatefulPart {
   AdamWOptions options_;
   bool use_fused_;
   // The learning rate on the parameters' device, for the fused kernel's tensor-lr overload, so a step
-  // captured in a CUDA graph reads the current rate instead of one baked in at capture. CUDA's kernel
-  // reads a float; the CPU's reads the tensor back with item<double>(), so there it is a double and the
-  // update is bit-identical to the double overload's.
+  // captured in a CUDA graph reads the current rate instead of one baked in at capture; its dtype is
+  // lr_tensor_type's.
   torch::Tensor lr_on_device_;
   int64_t steps_taken_ = 0;
 };

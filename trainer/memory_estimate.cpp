@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/host_memory.h"
 #include "model/chunked_lm_loss.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
@@ -173,15 +174,9 @@ std::optional<double> number_in(const char* path) {
 }  // namespace
 
 AvailableMemory available_host_memory() {
-  AvailableMemory available;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string line; std::getline(meminfo, line);) {
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      available.bytes = std::stod(line.substr(13)) * 1024;  // "MemAvailable:   123456 kB"
-      available.source = "MemAvailable in /proc/meminfo";
-    }
-  }
-  // A container's limit can be far below the machine's free memory; the kernel kills at the limit.
+  const HostMemoryFigure host = host_available_memory();
+  AvailableMemory available{host.bytes, host.source};
+  // (Linux) A container's limit can be far below the machine's free memory; the kernel kills at the limit.
   struct CgroupFiles {
     const char* limit;
     const char* usage;
@@ -240,17 +235,6 @@ int64_t measure_training_runtime_bytes(const GptConfig& like, bool fused_loss) {
   return current_rss_bytes();
 }
 
-int64_t current_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::istringstream fields(line.substr(6));
-      int64_t kib = 0;
-      fields >> kib;
-      return kib * 1024;
-    }
-  }
-  return 0;
-}
+int64_t current_rss_bytes() { return resident_set_bytes(); }
 
 }  // namespace mygpt

@@ -51,7 +51,8 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in);
 // the model); the runtime baseline and the data are left at 0 for the caller.
 MemoryPlanInput memory_plan_input(const GptConfig& model, const TrainOptions& options, int64_t ranks, bool gpu);
 
-// Memory the host can still give this process: MemAvailable of /proc/meminfo, lowered to what a cgroup
+// Memory the host can still give this process: common/host_memory's figure (Linux's MemAvailable,
+// macOS's reclaimable pages), lowered to what a cgroup
 // memory limit leaves (v2 memory.max - memory.current, or v1's limit - usage). `source` says which bound
 // it is; bytes < 0 where neither can be read.
 struct AvailableMemory {
@@ -63,7 +64,7 @@ AvailableMemory available_host_memory();
 // The largest micro-batch (rows) whose estimate fits in memory_bytes; 0 when not even one row does.
 int64_t largest_micro_batch(MemoryPlanInput in, double memory_bytes);
 
-// The resident set of this process now (VmRSS), 0 where /proc is not there.
+// The resident set of this process now (Linux's VmRSS, macOS's task_info), 0 where the system does not say.
 int64_t current_rss_bytes();
 
 // The runtime's share of a training process's resident set, measured: runs one training step of a

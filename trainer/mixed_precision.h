@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <string>
 
 namespace mygpt {
 
@@ -19,6 +20,16 @@ inline Precision resolve_precision(Precision precision, const torch::Device& dev
   if (precision != Precision::automatic) return precision;
   if (!device.is_cuda()) return Precision::fp32;
   return gpu_has_bf16 ? Precision::bf16 : Precision::fp16;
+}
+
+// A resolved precision the MPS device cannot compute in: the one-line reason, else "". LibTorch's MPS
+// backend has bfloat16 only from macOS 14 on ("MPS BFloat16 is only supported on MacOS 14 or newer").
+inline std::string mps_precision_refusal(Precision precision, bool mps_has_bf16) {
+  if (precision == Precision::bf16 && !mps_has_bf16) {
+    return "--precision bf16: MPS computes in bfloat16 from macOS 14 on, and this Mac's is older: use --precision "
+           "fp16 or fp32";
+  }
+  return "";
 }
 
 // The autocast dtype of a (resolved) precision; none for fp32.

@@ -15,6 +15,18 @@ at::Generator device_generator(const torch::Device& device) { return at::globalC
 
 }  // namespace
 
+std::string device_random_key(c10::DeviceType type) {
+  return "device_" + c10::DeviceTypeName(type, /*lower_case=*/true);
+}
+
+std::optional<std::string> device_random_entry(const StateDict& state, c10::DeviceType type) {
+  if (type == c10::DeviceType::CPU) return std::nullopt;  // the CPU's own entry is "cpu"
+  const std::string key = device_random_key(type);
+  if (state.count(key)) return key;
+  if (type == c10::DeviceType::CUDA && state.count("device")) return "device";
+  return std::nullopt;
+}
+
 StateDict ModelState::state_dict() const {
   StateDict state;
   for (const auto& item : model_->named_parameters()) state[item.key()] = item.value();
@@ -44,7 +56,7 @@ void LoaderState::load_state_dict(const StateDict& state) {
 
 StateDict RandomState::state_dict() const {
   StateDict state{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}};
-  if (!device_.is_cpu()) state["device"] = device_generator(device_).get_state();
+  if (!device_.is_cpu()) state[device_random_key(device_.type())] = device_generator(device_).get_state();
   return state;
 }
 
@@ -52,9 +64,9 @@ void RandomState::load_state_dict(const StateDict& state) {
   const torch::Tensor& cpu = entry(state, "random generator", "cpu");
   if (cpu.scalar_type() != torch::kByte) throw std::invalid_argument("random generator state is not a byte tensor");
   at::Generator(at::detail::getDefaultCPUGenerator()).set_state(cpu.clone());
-  // A checkpoint written on the CPU resumes on a GPU with a fresh device stream, and the reverse.
-  const auto it = state.find("device");
-  if (it != state.end() && !device_.is_cpu()) device_generator(device_).set_state(it->second.clone());
+  // A checkpoint written on the CPU (or another device kind) resumes with a fresh device stream.
+  const std::optional<std::string> device_entry = device_random_entry(state, device_.type());
+  if (device_entry) device_generator(device_).set_state(state.at(*device_entry).clone());
 }
 
 }  // namespace mygpt

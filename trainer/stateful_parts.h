@@ -3,6 +3,9 @@
 // weights, a batch loader's position, and this process's random generators.
 #include <torch/torch.h>
 
+#include <optional>
+#include <string>
+
 #include "dataloader/batch_loader.h"
 #include "model/gpt.h"
 #include "trainer/stateful.h"
@@ -37,6 +40,15 @@ class LoaderState final : public StatefulPart {
 };
 
 // The default CPU generator and the training device's (dropout draws from them).
+// The entry that holds a device kind's generator state ("device_cuda", "device_mps"). A state goes back
+// only onto the kind that wrote it: CUDA's Philox seed and offset mean nothing to MPS's generator (which
+// would refuse or misread them). Checkpoints from before the kind was named hold "device", always written
+// on CUDA (no MPS run got as far as a checkpoint then).
+std::string device_random_key(c10::DeviceType type);
+// The entry of `state` that restores the generator of `type`, or none: then the device's stream starts
+// afresh from the seed (a checkpoint of another device kind, or of the CPU).
+std::optional<std::string> device_random_entry(const StateDict& state, c10::DeviceType type);
+
 class RandomState final : public StatefulPart {
  public:
   explicit RandomState(torch::Device device) : device_(device) {}

@@ -194,7 +194,7 @@ TEST(Cuda, GeneratorStateRoundTrips) {
   RandomState state(kCuda);
   torch::manual_seed(5);
   const StateDict saved = state.state_dict();
-  ASSERT_TRUE(saved.count("device"));
+  ASSERT_TRUE(saved.count("device_cuda"));
   const auto a = torch::rand({16}, torch::TensorOptions().device(kCuda));
   state.load_state_dict(saved);
   const auto b = torch::rand({16}, torch::TensorOptions().device(kCuda));

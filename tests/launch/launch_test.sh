@@ -22,7 +22,7 @@ RUN_TIMEOUT=120
 unset OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR \
   MASTER_PORT TORCHELASTIC_RUN_ID SLURM_PROCID SLURM_STEP_NUM_TASKS SLURM_JOB_ID
 
-now() { date +%s.%N; }
+now() { now_seconds; }
 seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -48,7 +48,7 @@ env_job() {
   for ((r = 0; r < ranks; ++r)); do
     out=$WORK/$name; [[ $r -gt 0 ]] && out=$WORK/$name.r$r
     # shellcheck disable=SC2046  # one word per variable
-    env $($variables "$r" "$ranks") timeout "$RUN_TIMEOUT" "$BIN" "$@" >"$out.out" 2>"$out.err" &
+    (export $($variables "$r" "$ranks"); with_timeout "$RUN_TIMEOUT" "$BIN" "$@") >"$out.out" 2>"$out.err" &
     pids+=($!)
   done
   RC=0
@@ -180,8 +180,13 @@ trained uninterrupted 2 torchrun
 pid=$!
 for _ in $(seq 600); do [[ -f $WORK/elastic/ckpt_00000300.safetensors ]] && break; sleep 0.05; done
 victim=""
+# Rank 1 by its environment: Linux shows it in /proc; elsewhere (macOS: no /proc) ps -E prints it.
 for p in $(pgrep -f -- "--out $WORK/elastic"); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'RANK=1' && [[ $(cat "/proc/$p/comm") == mygpt-ddp ]] && victim=$p
+  if [[ -d /proc/$p ]]; then
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'RANK=1' && [[ $(cat "/proc/$p/comm") == mygpt-ddp ]] && victim=$p
+  else
+    ps -E -o command= -p "$p" 2>/dev/null | grep -q 'mygpt-ddp.* RANK=1 ' && victim=$p
+  fi
 done
 killed_at=$(now)
 [[ -n $victim ]] && kill -KILL "$victim"
@@ -254,7 +259,7 @@ env_job config_same 2 torch_variables "${tiny[@]}" --out "$WORK/bad11" --lr 1e-3
 check "(4) control: the same flags on both ranks train (exit $RC)" test "$RC" -eq 0
 PORT=$(free_port)
 for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT timeout 60 "$BIN" "${tiny[@]}" --out "$WORK/bad12" \
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT with_timeout 60 "$BIN" "${tiny[@]}" --out "$WORK/bad12" \
     --lr "$([[ $r -eq 0 ]] && echo 1e-3 || echo 2e-3)" >"$WORK/lr$r.out" 2>"$WORK/lr$r.err" &
 done
 wait

@@ -12,7 +12,7 @@ mpirun=("${MPIRUN[@]}" -np 2)
 make_work_dir rank_behaviour
 RUN_TIMEOUT=60
 
-now() { date +%s.%N; }
+now() { now_seconds; }
 seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 faster_than() { awk -v s="$1" -v limit="$2" 'BEGIN { exit !(s < limit) }'; }
 
@@ -60,7 +60,7 @@ check "(4) mpirun -np 2 prints 'world: 2 rank(s) on 1 node(s), 2 per node | back
 # that mpirun started, and mpirun sees its own rank die.
 killer='if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
   ( for _ in $(seq 600); do grep -qE "^step +[0-9]+ \| loss" "$KILLED_OUT" && break; sleep 0.1; done
-    date +%s.%N >"$KILLED_AT"; kill -KILL $$ ) </dev/null >/dev/null 2>&1 &
+    perl -MTime::HiRes=time -e "printf qq(%.6f\n), time" >"$KILLED_AT"; kill -KILL $$ ) </dev/null >/dev/null 2>&1 &
 fi
 exec "$@"'
 start=$(now)
