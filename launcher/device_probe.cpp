@@ -23,7 +23,8 @@ Precision precision_for_device(Precision requested, const torch::Device& device)
   const bool gpu_here = device.is_cuda() && torch::cuda::is_available() && index < static_cast<int>(torch::cuda::device_count());
   const bool gpu_has_bf16 = !gpu_here || cuda_supports_bf16(index);
   const Precision resolved = resolve_precision(requested, device, gpu_has_bf16);
-  if (device.is_mps()) {
+  // Likewise an MPS device asked about where there is none (`plan` on Linux): taken to be a current macOS.
+  if (device.is_mps() && at::detail::getMPSHooks().hasMPS()) {
     const std::string refusal = mps_precision_refusal(resolved, at::detail::getMPSHooks().isOnMacOSorNewer(14, 0));
     if (!refusal.empty()) throw std::invalid_argument(refusal);
   }
@@ -32,7 +33,7 @@ Precision precision_for_device(Precision requested, const torch::Device& device)
 
 double peak_memory_mib(const torch::Device& device) {
   if (device.is_cuda()) return cuda_peak_memory_mib(device.index() < 0 ? 0 : device.index());
-  if (device.is_mps()) {
+  if (device.is_mps() && at::detail::getMPSHooks().hasMPS()) {
     // LibTorch's MPS allocator tells only what its tensors hold now: the peak is of the moments asked.
     static std::atomic<size_t> peak{0};
     const size_t now = at::detail::getMPSHooks().getCurrentAllocatedMemory();
@@ -46,6 +47,7 @@ double peak_memory_mib(const torch::Device& device) {
 }
 
 double mps_recommended_memory_bytes() {
+  if (!at::detail::getMPSHooks().hasMPS()) return -1;  // asked about an MPS this machine does not have
   return static_cast<double>(at::detail::getMPSHooks().getRecommendedMaxMemory());
 }
 

@@ -388,7 +388,9 @@ TEST(GeluTanhCpu, Bf16AutocastMlpIsTheAtenMlp) {
     at::autocast::set_autocast_enabled(torch::kCPU, true);
     at::autocast::set_autocast_dtype(torch::kCPU, torch::kBFloat16);
     ours = mlp->forward(x);
-    aten = mlp->c_proj(torch::gelu(mlp->c_fc(x), "tanh"));
+    // ATen's linear, as Mlp::forward multiplies (model/gpt.cpp's linear_of), around ATen's GELU.
+    aten = torch::linear(torch::gelu(torch::linear(x, mlp->c_fc->weight, mlp->c_fc->bias), "tanh"), mlp->c_proj->weight,
+                         mlp->c_proj->bias);
     at::autocast::set_autocast_enabled(torch::kCPU, false);
     at::autocast::clear_cache();
   }
