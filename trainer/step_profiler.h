@@ -21,7 +21,6 @@ class StepProfiler {
   // Returns a line for the log once the trace is written (empty otherwise).
   std::string after_step(int64_t step);
 
-  int64_t first_step() const { return first_; }
   int64_t last_step() const { return first_ + count_ - 1; }
 
  private:
