@@ -22,9 +22,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
 
-
-def parse_tokens(text):
-    return torch.tensor([[int(t) for t in row.split(",")] for row in text.split(";")], dtype=torch.long)
+from hf_reference import parse_tokens  # noqa: E402  (run as a script: this folder is on sys.path)
 
 
 def losses(model, tokens):
