@@ -15,7 +15,8 @@
 #
 # usage: scripts/gpu_check.sh [options] [PHASE...]
 #   --kit DIR        use the prebuilt kit of scripts/gpu_kit.sh (unpacked) instead of build/
-#   --out DIR        evidence folder (default docs/gpu-runs/<UTC date>-<gpu>)
+#   --out DIR        evidence folder, empty or new (default docs/gpu-runs/<UTC date>-<gpu>, or its first
+#                    free -2, -3, ... where a folder of that name holds files already)
 #   --pack DIR       after every row, DIR/summary.txt and DIR/gpu-run.tar.gz (the evidence folder): few
 #                    files, so a device call brings them back even when it is cut off
 #   --budget SECONDS stop every step in time to finish within SECONDS (its row says TIMEOUT)
@@ -102,7 +103,12 @@ if [[ -z $out ]]; then
   slug=$(echo "$gpu_name" | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/[^a-z0-9]\{1,\}/-/g' | cut -d- -f1)
   (( gpus > 1 )) && slug="${gpus}x$slug"
   [[ $device == cpu ]] && slug="$slug-cpu-check"
-  out="$repo/docs/gpu-runs/$(date -u +%Y-%m-%d)-$slug"
+  # A call never writes into another call's folder (a checkout carries the folders committed before,
+  # possibly of the same day and GPU): the first of <date>-<gpu>, -2, -3, ... that holds nothing.
+  base="$repo/docs/gpu-runs/$(date -u +%Y-%m-%d)-$slug" out=$base n=1
+  while [[ -n $(ls -A "$out" 2>/dev/null) ]]; do n=$((n + 1)); out="$base-$n"; done
+elif [[ -n $(ls -A "$out" 2>/dev/null) ]]; then
+  usage_error "--out $out already holds files (another call's evidence?): name an empty or new folder"
 fi
 mkdir -p "$out" || usage_error "cannot create $out"
 out=$(cd "$out" && pwd)

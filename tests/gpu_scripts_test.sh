@@ -130,10 +130,19 @@ run_cmd memcheck_errors env PATH="$fakes:$PATH" FAKE_SANITIZER_ERRORS=3 bash "$c
 check "(2) memcheck errors in the ERROR SUMMARY: exit 1 (exit $RC), a FAIL row though the program passed" \
   bash -c "[[ $RC -eq 1 ]] && grep -qE '^FAIL +memcheck.error_summary .*3 error' '$WORK/errors/memcheck/rows.txt' && grep -qE '^PASS +memcheck.memcheck ' '$WORK/errors/memcheck/rows.txt'"
 
+run_cmd out_taken env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --out "$WORK/errors" memcheck
+check "(2) an --out that holds another call's files: exit 2 naming it (exit $RC): $(cat "$WORK/out_taken.err")" \
+  bash -c "[[ $RC -eq 2 && \$(wc -l <'$WORK/out_taken.err') -eq 1 ]] && grep -q -- '--out .*errors already holds files' '$WORK/out_taken.err'"
+
+# The default folder: a checkout carries the folders committed before, of the same day and GPU too.
+earlier="$checkout/docs/gpu-runs/$(date -u +%Y-%m-%d)-h100-cpu-check"
+mkdir -p "$earlier/memcheck" && echo "PASS    memcheck.earlier_call" >"$earlier/memcheck/rows.txt"
 run_cmd memcheck_refused env PATH="$fakes:$PATH" FAKE_SANITIZER_REFUSES=1 bash "$checkout/scripts/gpu_check.sh" \
-  --device cpu --out "$WORK/refused" memcheck
+  --device cpu memcheck
 check "(2) a machine where compute-sanitizer cannot instrument: a SKIP row with its reason, exit 0 (exit $RC)" \
-  bash -c "[[ $RC -eq 0 ]] && grep -qE '^SKIP +memcheck.memcheck .*Sanitizer failed to initialize' '$WORK/refused/memcheck/rows.txt'"
+  bash -c "[[ $RC -eq 0 ]] && grep -qE '^SKIP +memcheck.memcheck .*Sanitizer failed to initialize' '$earlier-2/memcheck/rows.txt'"
+check "(2) ... in the default folder's first free name (-2), the earlier call's folder untouched" \
+  bash -c "[[ \$(cat '$earlier/memcheck/rows.txt') == 'PASS    memcheck.earlier_call' ]] && ! grep -q earlier_call '$earlier-2/summary.txt'"
 
 cat >"$fakes/ctest" <<'EOF'
 #!/bin/sh
