@@ -5,6 +5,7 @@
 
 #include "common/file_io.h"
 #include "dataloader/builtin_dataset.h"
+#include "dataloader/chat_data.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_stream.h"
@@ -112,6 +113,53 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
   return d;
 }
 
+TrainingData load_chat_data(const DataOptions& o) {
+  if (o.tokenizer != TokenizerKind::gpt2 || !o.vocab) {
+    throw std::invalid_argument("--sft needs GPT-2's tokenizer, whose padded vocabulary holds the chat tokens: give "
+                                "--vocab DIR, or --init-from a model with GPT-2's tokenizer");
+  }
+  const auto codec = make_text_codec(TokenizerKind::gpt2, *o.vocab);
+  TrainingData d;
+  d.tokenizer_kind = TokenizerKind::gpt2;
+  d.tokenizer_data = codec->data();
+  d.vocab_size = kGpt2PaddedVocab;
+  const ChatFormat format(*codec, d.vocab_size);
+  ChatExamples train = read_chat_examples(o.data, format, o.skip_bad_records);
+  std::vector<RenderedChat> val;
+  int64_t bad_skipped = train.bad_skipped, records = train.records;
+  if (o.val_data) {
+    ChatExamples held_out = read_chat_examples(*o.val_data, format, o.skip_bad_records);
+    bad_skipped += held_out.bad_skipped;
+    records += held_out.records;
+    val = std::move(held_out.conversations);
+  } else {
+    // The file's last conversations, as a text's last val_fraction is held out.
+    const auto held = static_cast<size_t>(static_cast<double>(train.conversations.size()) * o.val_fraction);
+    val.assign(std::make_move_iterator(train.conversations.end() - static_cast<long>(held)),
+               std::make_move_iterator(train.conversations.end()));
+    train.conversations.resize(train.conversations.size() - held);
+    if (train.conversations.empty()) {
+      throw std::invalid_argument("--val-fraction " + std::to_string(o.val_fraction) + " leaves none of the " +
+                                  std::to_string(held) + " conversations of '" + o.data + "' to train on");
+    }
+  }
+  if (bad_skipped > 0) {
+    d.notes.push_back("note: skipped " + std::to_string(bad_skipped) + " bad record(s) of " + std::to_string(records) +
+                      " (--skip-bad-records)");
+  }
+  d.description = "conversations " + o.data + " | " + std::to_string(train.conversations.size()) + " to train on, " +
+                  std::to_string(val.size()) + " held out | gpt2 tokenizer, chat template '" +
+                  std::string(ChatFormat::kTemplateName) + "'";
+  ChatData chat;
+  chat.train = std::make_shared<const std::vector<RenderedChat>>(std::move(train.conversations));
+  if (!val.empty()) chat.val = std::make_shared<const std::vector<RenderedChat>>(std::move(val));
+  chat.format_record = format.record();
+  chat.ids_end = format.tokens().assistant_end + 1;
+  chat.pad_id = codec->end_of_text();
+  d.chat = std::move(chat);
+  return d;
+}
+
 }  // namespace
 
 bool is_token_data(const std::string& spec) {
@@ -124,6 +172,18 @@ bool is_token_data(const std::string& spec) {
 
 DataFootprint data_footprint(const DataOptions& o) {
   DataFootprint f;
+  if (o.sft) {
+    const TrainingData d = load_training_data(o);
+    for (const auto* set : {d.chat->train.get(), d.chat->val.get()}) {
+      for (size_t i = 0; set != nullptr && i < set->size(); ++i) {
+        f.resident_bytes += static_cast<int64_t>((*set)[i].ids.size() * (sizeof(int64_t) + 1));
+      }
+    }
+    f.vocab_size = d.vocab_size;
+    f.loaded = true;
+    f.description = d.description;
+    return f;
+  }
   if (!is_token_data(o.data)) {
     const TrainingData d = load_training_data(o);
     f.vocab_size = d.vocab_size;
@@ -148,6 +208,7 @@ DataFootprint data_footprint(const DataOptions& o) {
 }
 
 TrainingData load_training_data(const DataOptions& o) {
+  if (o.sft) return load_chat_data(o);
   return is_token_data(o.data) ? load_token_data(o, o.data) : load_text_data(o, o.data);
 }
 

@@ -6,8 +6,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dataloader/batch_loader.h"
+#include "dataloader/chat_format.h"
 #include "dataloader/text_codec.h"
 #include "dataloader/token_source.h"
 
@@ -22,15 +24,30 @@ struct DataOptions {
   double val_fraction{};                // share of a text kept for validation (its end)
   DataOrder data_order{};
   std::optional<std::string> hellaswag;  // HellaSwag file evaluated during training
+  // Supervised fine-tuning: data (and val_data) are conversations in JSON lines (dataloader/chat_data.h),
+  // rendered by the chat format; validation is val_data's, else the last val_fraction of the conversations.
+  bool sft{};
+  bool skip_bad_records{};  // SFT: a bad record is skipped and counted instead of ending the run
+};
+
+// Conversations of a fine-tuning run, rendered whole (each run cuts them to its rows).
+struct ChatData {
+  std::shared_ptr<const std::vector<RenderedChat>> train;
+  std::shared_ptr<const std::vector<RenderedChat>> val;  // null when none are held out
+  std::string format_record;                              // ChatFormat::record(), for checkpoints
+  int64_t ids_end = 0;                                     // one past the largest id (the chat tokens')
+  int64_t pad_id = 0;                                      // what fills a row after its conversation
 };
 
 struct TrainingData {
-  std::shared_ptr<const TokenSource> train;
-  std::shared_ptr<const TokenSource> val;  // null when there is no validation data
+  std::shared_ptr<const TokenSource> train;  // null for conversations (then `chat` holds them)
+  std::shared_ptr<const TokenSource> val;    // null when there is no validation data
+  std::optional<ChatData> chat;              // DataOptions::sft
   int64_t vocab_size = 0;                  // the model's (padded) vocabulary
   TokenizerKind tokenizer_kind = TokenizerKind::none;
   std::string tokenizer_data;  // what make_text_codec needs to rebuild the tokenizer
   std::string description;     // one line for the log
+  std::vector<std::string> notes;  // printed after it (records skipped, ...)
 };
 
 TrainingData load_training_data(const DataOptions& options);

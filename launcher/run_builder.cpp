@@ -10,6 +10,8 @@
 
 #include "common/file_io.h"
 #include "common/strprintf.h"
+#include "dataloader/chat_batch_loader.h"
+#include "dataloader/chat_data.h"
 #include "dataloader/hellaswag_reader.h"
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
@@ -137,6 +139,53 @@ void require_disk_for_checkpoints(const GptConfig& config, const TrainOptions& o
       static_cast<double>(*free) / kMiB));
 }
 
+// Fine-tuning's loaders over conversations cut to this run's rows: the training ones shuffled each epoch
+// (from --seed) unless --data-order sequential, the held-out ones in their order. Returns the order.
+DataOrder add_conversation_loaders(const ChatData& chat, const TrainOptions& o, DataOrder requested,
+                                   const Communicator& comm, const RunOutput& output, TrainerParts& parts) {
+  if (requested == DataOrder::random) {
+    throw std::invalid_argument("--data-order random: with --sft conversations are read shuffled (auto) or sequential");
+  }
+  const DataOrder order = requested == DataOrder::sequential ? DataOrder::sequential : DataOrder::shuffled;
+  BlockConversations train = cut_to_block(*chat.train, o.seq_len + 1);
+  if (const std::string note = train.note("training conversations", o.seq_len); !note.empty()) output.print(note);
+  if (train.conversations.empty()) {
+    throw std::invalid_argument("no training conversation has an assistant token within --seq-len " +
+                                std::to_string(o.seq_len) + " + 1 tokens");
+  }
+  parts.sft = true;
+  parts.train_loader = std::make_unique<ChatBatchLoader>(
+      std::make_shared<const std::vector<RenderedChat>>(std::move(train.conversations)), o.batch_size, o.seq_len,
+      chat.pad_id, order == DataOrder::shuffled, o.seed, comm.rank(), comm.world_size());
+  // The held-out loss scores the chat tokens too: <|assistant_end|> is a target.
+  parts.val_vocab_limit = chat.ids_end;
+  if (!chat.val) {
+    if (o.eval_every > 0) output.print("note: no held-out conversations; validation loss is off");
+    return order;
+  }
+  BlockConversations val = cut_to_block(*chat.val, o.seq_len + 1);
+  if (const std::string note = val.note("held-out conversations", o.seq_len); !note.empty()) output.print(note);
+  // Whole batches only: a pass scores each held-out conversation at most once.
+  const auto whole_batches = static_cast<int64_t>(val.conversations.size()) / o.batch_size;
+  if (whole_batches == 0) {
+    if (o.eval_every > 0) {
+      output.print("note: fewer held-out conversations than one batch (--batch-size " + std::to_string(o.batch_size) +
+                   "); validation loss is off");
+    }
+    return order;
+  }
+  parts.sft_val_batches = std::min(o.eval_steps, whole_batches);
+  if (o.eval_every > 0 && o.eval_steps > whole_batches) {
+    output.print(strprintf("note: --eval-steps %lld asks for more batches than the held-out conversations fill; "
+                           "scoring those %lld once each",
+                           static_cast<long long>(o.eval_steps), static_cast<long long>(whole_batches)));
+  }
+  parts.sft_val_loader = std::make_unique<ChatBatchLoader>(
+      std::make_shared<const std::vector<RenderedChat>>(std::move(val.conversations)), o.batch_size, o.seq_len,
+      chat.pad_id, /*shuffle=*/false, o.seed, comm.rank(), comm.world_size());
+  return order;
+}
+
 }  // namespace
 
 std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, const TrainingData& data,
@@ -172,21 +221,25 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   if (start->resume) stored_options = start->model->checkpoint->meta.run_config;
   const auto tokens_per_step = static_cast<uint64_t>(options.batch_size * options.seq_len * options.grad_accum) *
                                static_cast<uint64_t>(comm.world_size());
-  const ChosenDataOrder order = choose_data_order(f.data.data_order, stored_options, data.train->size(),
-                                                  tokens_per_step * static_cast<uint64_t>(options.steps));
-  if (!order.note.empty()) output.print(order.note);
-
   TrainerParts parts;
   parts.device = device;
-  parts.train_loader = make_batch_loader(order.order, data.train, options.batch_size, options.seq_len, options.seed,
-                                         comm.rank(), comm.world_size());
+  ChosenDataOrder order;
+  if (data.chat) {
+    order.order = add_conversation_loaders(*data.chat, options, f.data.data_order, comm, output, parts);
+  } else {
+    order = choose_data_order(f.data.data_order, stored_options, data.train->size(),
+                              tokens_per_step * static_cast<uint64_t>(options.steps));
+    if (!order.note.empty()) output.print(order.note);
+    parts.train_loader = make_batch_loader(order.order, data.train, options.batch_size, options.seq_len, options.seed,
+                                           comm.rank(), comm.world_size());
+  }
   if (data.val && data.val->size() > static_cast<uint64_t>(options.batch_size * options.seq_len)) {
     parts.val_loader = std::make_unique<ShardedBatchLoader>(data.val, options.batch_size, options.seq_len, comm.rank(),
                                                             comm.world_size());
     parts.val_vocab_limit = tokens_in_vocabulary(tokenizer.kind, model_config.vocab_size);
     const std::string note = validation_batches(options.eval_steps, *parts.val_loader).note;
     if (options.eval_every > 0 && !note.empty()) output.print(note);
-  } else if (options.eval_every > 0) {
+  } else if (options.eval_every > 0 && !data.chat) {  // conversations: held out above
     output.print("note: no validation data of at least one batch; validation loss is off");
   }
   parts.hellaswag = load_hellaswag(f.data, tokenizer, options.hellaswag_examples);
@@ -231,7 +284,8 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   resolved.train = options;
   resolved.data.data_order = order.order;
   parts.checkpoint_meta =
-      CheckpointMeta{model_config, tokenizer.kind, tokenizer.data, 0, train_flag_table().to_text(resolved)};
+      CheckpointMeta{model_config, tokenizer.kind, tokenizer.data, 0, train_flag_table().to_text(resolved),
+                     data.chat ? data.chat->format_record : std::string()};
   if (stored_options) {
     if (const std::string changes = resume_changes(*stored_options, parts.checkpoint_meta.run_config); !changes.empty())
       output.print(changes);

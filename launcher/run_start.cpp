@@ -109,6 +109,15 @@ Parsed<TrainFlags> resumed_flags(const Parsed<TrainFlags>& flags, const RunStart
 
 DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart& start) {
   DataOptions d = flags.config.data;
+  if (!d.sft) flags.refuse("skip-bad-records", "without --sft (it skips bad conversations)");
+  if (d.sft) {  // conversations, tokenized by GPT-2's tokenizer (the data's --vocab, or the model's)
+    flags.refuse("vocab-size", "with --sft (GPT-2's padded vocabulary holds the chat tokens)");
+    if (flags.gave("val-data")) flags.refuse("val-fraction", "with --val-data (the held-out conversations)");
+    const auto model_tokenizer = stored_gpt2_tokenizer(start);
+    if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) d.tokenizer = TokenizerKind::gpt2;
+    if (d.tokenizer == TokenizerKind::gpt2 && !d.vocab) d.vocab = model_tokenizer;
+    return d;
+  }
   if (is_token_data(d.data)) {
     flags.refuse("tokenizer", "with token data (it tokenizes text)");
     flags.refuse("val-fraction", "with token data (validation comes from --val-data or a shard folder's *val* files)");
@@ -178,12 +187,16 @@ void require_data_fits_model(const TrainingData& data, const RunStart& start) {
     throw std::invalid_argument("the model of " + m.description +
                                 " is character-level: train it on a text with its characters");
   }
-  const int64_t id_limit =
+  int64_t id_limit =
       data.tokenizer_kind == TokenizerKind::gpt2 ? static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize) : data.vocab_size;
+  if (data.chat) id_limit = std::max(id_limit, data.chat->ids_end);
   if (id_limit > m.config.vocab_size) {
     throw std::invalid_argument("the data's token ids reach " + std::to_string(id_limit - 1) + ", beyond the " +
                                 std::to_string(m.config.vocab_size) + "-token vocabulary of the model of " +
-                                m.description);
+                                m.description +
+                                (data.chat ? " (the chat tokens take the ids after the tokenizer's; a model without "
+                                             "spare rows, as Hugging Face's GPT-2 of 50257, cannot be fine-tuned yet)"
+                                           : ""));
   }
 }
 

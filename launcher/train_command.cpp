@@ -108,7 +108,9 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   }
   start.model.reset();  // the stored tensors are in the model (and optimizer) now
   output.print("data: " + data.description +
-               strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size())));
+               (data.train ? strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size()))
+                           : std::string()));
+  for (const std::string& note : data.notes) output.print(note);
   trainer->print_setup();
   // run.json first: published whole or not at all, so a run that cannot write it (a full disk) leaves
   // no empty metrics.jsonl, and with it no --out, behind.

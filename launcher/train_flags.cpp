@@ -79,6 +79,15 @@ OptionTable<TrainFlags> make_table() {
               {"shuffled", DataOrder::shuffled},
               {"random", DataOrder::random}})
       .init(DataOrder::automatic);
+  t.add("sft", &F::data, &D::sft,
+        "supervised fine-tuning: DATA (and --val-data) are conversations in JSON lines ({\"messages\": [{\"role\": "
+        "\"system\"|\"user\"|\"assistant\", \"content\": ...}]} or {\"prompt\": ..., \"completion\": ...}); the "
+        "loss is the mean over the assistant's tokens of each step")
+      .init(false)
+      .read_by(kPlanCommand);
+  t.add("skip-bad-records", &F::data, &D::skip_bad_records,
+        "with --sft: skip bad records (counted in one note) instead of stopping at the first")
+      .init(false);
   t.add("hellaswag", &F::data, &D::hellaswag,
         "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab");
 

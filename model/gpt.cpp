@@ -342,6 +342,26 @@ torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targe
   return full_logits_cross_entropy(soft_capped(torch::linear(hidden_states(idx), head)), targets, torch::kMean);
 }
 
+torch::Tensor GptImpl::masked_loss_sum(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit) {
+  const torch::Tensor& weight = head_weight();
+  if (vocab_limit < 0 || vocab_limit > weight.size(0)) throw std::logic_error("loss: vocab_limit outside the vocabulary");
+  const torch::Tensor head = vocab_limit > 0 ? weight.narrow(0, 0, vocab_limit) : weight;
+  const torch::Tensor hidden = rows_of(hidden_states(idx));
+  const torch::Tensor flat_targets = targets.reshape({-1});
+  const torch::Tensor trained = flat_targets.ge(0).nonzero().squeeze(1);
+  const int64_t count = trained.size(0);
+  if (count == 0) return (hidden.sum() + head.sum()).to(torch::kFloat) * 0.0;
+  const torch::Tensor rows = hidden.index_select(0, trained);
+  const torch::Tensor picked_targets = flat_targets.index_select(0, trained);
+  if (fused_loss_) {
+    // The chunked loss is a mean over its rows; times their count it is their sum, and its gradient
+    // that of the sum.
+    return chunked_lm_loss(rows, head, picked_targets, loss_options_, config_.logit_softcap.value_or(0.0)) *
+           static_cast<double>(count);
+  }
+  return full_logits_cross_entropy(soft_capped(torch::linear(rows, head)), picked_targets, torch::kSum);
+}
+
 torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tensor& targets) {
   torch::NoGradGuard no_grad;
   const auto losses = fused_loss_

@@ -120,6 +120,12 @@ class GptImpl : public torch::nn::Module {
   // over the first vocab_limit ids only: the tokenizer's tokens without the padding rows, as a sampler
   // with that limit (and an exported, unpadded model) sees the distribution.
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit = 0);
+  // Fine-tuning's loss: the SUM of the cross-entropy over the positions whose target is not negative (a
+  // negative target is not trained: a prompt's, a user's or padding), 0-dim fp32, for the caller to
+  // divide by the count of trained targets of the whole batch (all micro-batches, all ranks). Only the
+  // trained rows go through the head. With none, the loss is a zero that still reaches every parameter,
+  // so that every gradient is produced (and synchronized) as in any other micro-step.
+  torch::Tensor masked_loss_sum(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit = 0);
   // Per-position cross-entropy (B, T), fp32, for evaluation (no gradient).
   torch::Tensor token_losses(const torch::Tensor& idx, const torch::Tensor& targets);
 

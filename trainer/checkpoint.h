@@ -26,7 +26,7 @@ struct CheckpointMeta {
   std::string run_config;      // the training options, as "name=value" lines
   // A model fine-tuned on conversations: its chat template and special tokens' ids
   // (ChatFormat::record(), dataloader/chat_format.h); empty for any other model.
-  std::string chat_format;
+  std::string chat_format{};
 };
 
 struct Checkpoint {

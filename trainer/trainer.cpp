@@ -62,9 +62,17 @@ StepResult Trainer::train_step(int64_t step) {
   // inside a step (what a graph capture needs).
   grad_sync_.zero_grad();
 
-  // Gradient accumulation: each micro-batch's loss is scaled by 1/A so the summed gradient is the
-  // gradient of the mean loss over all A micro-batches. fp16 multiplies it by the loss scale as well,
-  // so that small gradients are not flushed to zero in fp16; they are divided by it again below.
+  // Gradient accumulation: the step's loss is the mean over every target it trains on, of all A
+  // micro-batches of all ranks, and backward of each micro-batch's share sums to that mean's gradient.
+  // Plain training trains every target, and every micro-batch holds as many: each micro-batch's mean
+  // loss, divided by A. SFT trains the assistant's tokens only, and micro-batches (and ranks) hold
+  // different numbers of them: each micro-batch's SUM of losses, divided by the count over the global
+  // batch, counted before the first forward. (A mean of per-micro-batch means would weigh a token of a
+  // short reply more than one of a long reply, and N ranks x A would differ from 1 rank x N*A.)
+  // fp16 multiplies the loss by the loss scale as well, so that small gradients are not flushed to zero
+  // in fp16; they are divided by it again below.
+  const std::vector<Batch> sft_batches = p_.sft ? read_sft_micro_batches() : std::vector<Batch>{};
+  const torch::Tensor trained_tokens = p_.sft ? global_trained_tokens(sft_batches) : torch::Tensor();
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
   if (scaler_) {  // a power of two: the products below are exact, as with the host's double before
     loss_scale_.fill_(loss_scale);
@@ -75,12 +83,13 @@ StepResult Trainer::train_step(int64_t step) {
   auto loss_sum = torch::zeros({}, on_device);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
     const bool last_micro = micro == options_.grad_accum - 1;
-    const Batch& batch = next_train_batch();
+    const Batch& batch = p_.sft ? sft_batches[static_cast<size_t>(micro)] : next_train_batch();
     grad_sync_.begin_micro_step(last_micro);
     torch::Tensor loss;
     {
       AutocastScope autocast(p_.device, precision());
-      loss = p_.model->loss(batch.x, batch.y) / static_cast<double>(options_.grad_accum);
+      loss = p_.sft ? p_.model->masked_loss_sum(batch.x, batch.y) / trained_tokens
+                    : p_.model->loss(batch.x, batch.y) / static_cast<double>(options_.grad_accum);
     }
     loss_sum += loss.detach();
     torch::Tensor scaled = scaler_ ? loss * loss_scale_ : loss;
@@ -90,7 +99,9 @@ StepResult Trainer::train_step(int64_t step) {
   // Average gradients across ranks; from here on every rank holds the same gradient.
   grad_sync_.finish();
   // One small all-reduce carries the mean loss and whether any rank was asked to stop: ranks may see a
-  // signal at different steps, and must stop at the same one.
+  // signal at different steps, and must stop at the same one. A rank's SFT loss_sum is its share of the
+  // global mean: the average of W shares, times W, is their sum.
+  if (p_.sft) loss_sum.mul_(comm_.world_size());
   auto shared = torch::stack({loss_sum, torch::zeros({}, on_device).fill_(stop_requested_here() ? 1.0 : 0.0)});
   comm_.all_reduce(shared, ReduceOp::Average);
   const torch::Tensor mean_loss = shared[0], stop = shared[1];
@@ -123,10 +134,27 @@ StepResult Trainer::train_step(int64_t step) {
   const bool skipped = v[2] != 0;
   if (skipped) optimizer().forget_skipped_step();
   if (scaler_) scaler_->update(/*overflow=*/skipped);  // the same on every rank
-  return {v[0], v[1], lr, skipped, v[3] > 0, loss_scale};
+  const double trained = p_.sft ? trained_tokens.item<double>() : tokens_per_step();
+  return {v[0], v[1], lr, skipped, v[3] > 0, loss_scale, trained};
+}
+
+std::vector<Batch> Trainer::read_sft_micro_batches() {
+  std::vector<Batch> batches;
+  for (int64_t micro = 0; micro < options_.grad_accum; ++micro) batches.push_back(p_.train_loader->next(p_.device));
+  return batches;
+}
+
+torch::Tensor Trainer::global_trained_tokens(const std::vector<Batch>& micro_batches) {
+  // Counted in fp32 on the device (exact below 2^24 tokens a step), so no step waits for the host here.
+  auto count = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
+  for (const Batch& batch : micro_batches) count += batch.y.ge(0).sum().to(torch::kFloat);
+  comm_.all_reduce(count, ReduceOp::Sum);
+  // Every conversation trains at least one token (dataloader/chat_data.h), so the count is never 0.
+  return count;
 }
 
 double Trainer::evaluate() {
+  if (p_.sft) return evaluate_conversations();
   torch::NoGradGuard no_grad;
   p_.model->eval();
   p_.val_loader->reset();  // the same validation batches every time, so evaluations compare
@@ -141,6 +169,28 @@ double Trainer::evaluate() {
   comm_.all_reduce(loss_sum, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
   p_.model->train();
   return loss_sum.item<double>() / static_cast<double>(batches);
+}
+
+double Trainer::evaluate_conversations() {
+  // The mean over every assistant token of the held-out batches, as the training loss is over a step's.
+  torch::NoGradGuard no_grad;
+  p_.model->eval();
+  p_.sft_val_loader->reset();
+  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
+  auto sums = torch::zeros({2}, on_device);  // summed loss, trained targets
+  for (int64_t b = comm_.rank(); b < p_.sft_val_batches; b += comm_.world_size()) {
+    Batch batch = p_.sft_val_loader->next(p_.device);
+    AutocastScope autocast(p_.device, precision());
+    sums[0] += p_.model->masked_loss_sum(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
+    sums[1] += batch.y.ge(0).sum().to(torch::kFloat);
+  }
+  comm_.all_reduce(sums, ReduceOp::Sum);
+  p_.model->train();
+  return sums[0].item<double>() / sums[1].item<double>();
+}
+
+double Trainer::tokens_per_step() const {
+  return static_cast<double>(options_.batch_size * options_.seq_len * options_.grad_accum * comm_.world_size());
 }
 
 double Trainer::flops_per_token() const {
@@ -276,22 +326,24 @@ void Trainer::stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, con
 bool Trainer::stop_requested_here() const { return p_.stop_requested && p_.stop_requested(); }
 
 void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt) {
-  const double tokens =
-      static_cast<double>(options_.batch_size * options_.seq_len * options_.grad_accum * comm_.world_size());
-  const double tok_per_sec = tokens / dt;
+  // Trained tokens (SFT: the assistant's, not the prompts' nor the padding) for tok/sec; every position
+  // computed for the MFU, which counts the work done.
+  const double tok_per_sec = r.trained_tokens / dt;
+  const double computed_per_sec = tokens_per_step() / dt;
   smoothed_dt = smoothed_dt <= 0 ? dt : 0.9 * smoothed_dt + 0.1 * dt;
   // MFU per device: this rank's share of the tokens against one device's peak.
   const double mfu = options_.peak_tflops > 0
-                         ? flops_per_token() * tok_per_sec / comm_.world_size() / (options_.peak_tflops * 1e12)
+                         ? flops_per_token() * computed_per_sec / comm_.world_size() / (options_.peak_tflops * 1e12)
                          : -1;
   const double memory_mib = p_.peak_memory_mib ? p_.peak_memory_mib() : -1;
   const double eta_s = smoothed_dt * static_cast<double>(options_.steps - step - 1);
   const bool last_step = step == options_.steps - 1;
   if (step % options_.log_every == 0 || last_step) {
     output_.print(
-        strprintf("step %5lld | loss: %.6f | lr %.4e | norm: %.4f | dt: %.2fms | tok/sec: %.2f | mfu: %s | "
+        strprintf("step %5lld | loss: %.6f | lr %.4e | norm: %.4f | dt: %.2fms | %s: %.2f | mfu: %s | "
                   "mem: %.0f MiB | eta: %s",
-                  static_cast<long long>(step), r.loss, r.lr, r.grad_norm, dt * 1000.0, tok_per_sec,
+                  static_cast<long long>(step), r.loss, r.lr, r.grad_norm, dt * 1000.0,
+                  p_.sft ? "trained tok/sec" : "tok/sec", tok_per_sec,
                   mfu >= 0 ? strprintf("%.2f%%", 100 * mfu).c_str() : "n/a", memory_mib,
                   strprintf("%dh%02dm%02ds", static_cast<int>(eta_s / 3600), static_cast<int>(eta_s / 60) % 60,
                             static_cast<int>(eta_s) % 60)
@@ -304,6 +356,7 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
                            {"grad_norm", r.grad_norm},
                            {"dt_ms", dt * 1000.0},
                            {"tok_per_sec", tok_per_sec},
+                           {"trained_tokens", r.trained_tokens},
                            {"peak_mem_mib", memory_mib},
                            {"sync_wait_ms", grad_sync_.last_stats().wait_ms},
                            {"buckets_overlapped", grad_sync_.last_stats().buckets_launched_in_backward}};
@@ -352,7 +405,7 @@ void Trainer::print_setup() const {
 
 void Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
   auto due = [&](int64_t every) { return every > 0 && (final || step % every == 0); };
-  if (p_.val_loader != nullptr && due(options_.eval_every)) {
+  if (has_validation() && due(options_.eval_every)) {
     const double val_loss = evaluate();
     summary.last_val_loss = val_loss;
     output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dataloader/batch_loader.h"
+#include "dataloader/chat_batch_loader.h"
 #include "dataloader/hellaswag_reader.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
@@ -33,6 +34,11 @@ struct TrainerParts {
   std::unique_ptr<Muon> muon;        // --optimizer muon: the blocks' matrices (AdamW has the rest); else null
   std::unique_ptr<BatchLoader> train_loader;
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
+  // Supervised fine-tuning (train --sft): train_loader is a ChatBatchLoader, whose untrained targets are
+  // kUntrainedTarget, and the loss is a mean over the trained (assistant) tokens of the global batch.
+  bool sft = false;
+  std::unique_ptr<ChatBatchLoader> sft_val_loader;  // SFT: held-out conversations; null: no validation loss
+  int64_t sft_val_batches = 0;                      // batches of them per evaluation, all ranks together
   // The tokenizer's tokens (GPT-2: 50257 of the 50304 rows); the validation loss is over these, as eval's
   // and transformers' on the exported model are. 0: every row.
   int64_t val_vocab_limit = 0;
@@ -54,6 +60,7 @@ struct StepResult {
   bool skipped;         // the loss or the gradient norm was not finite: the weights did not change
   bool stop_requested;  // some rank was asked to stop (SIGINT/SIGTERM)
   double loss_scale;    // fp16: what the loss was multiplied by in this step; 1 otherwise
+  double trained_tokens;  // targets the loss counted, all ranks: every token, or SFT's assistant tokens
 };
 
 struct TrainSummary {
@@ -81,6 +88,8 @@ class Trainer {
   // the checkpoint cannot continue this run.
   int64_t restore(const Checkpoint& checkpoint);
 
+  // Every position of a step's batches, all ranks (SFT trains fewer of them: StepResult::trained_tokens).
+  double tokens_per_step() const;
   // Model FLOPs per trained token: 6 per weight (forward + backward) plus attention (PaLM appendix B).
   double flops_per_token() const;
 
@@ -90,7 +99,7 @@ class Trainer {
   const TrainOptions& options() const { return options_; }
   RunOutput& output() { return output_; }
   const CheckpointMeta& checkpoint_meta() const { return p_.checkpoint_meta; }
-  bool has_validation() const { return p_.val_loader != nullptr; }
+  bool has_validation() const { return p_.val_loader != nullptr || p_.sft_val_loader != nullptr; }
 
  private:
   struct NamedPart {
@@ -111,6 +120,11 @@ class Trainer {
   bool stop_requested_here() const;
   // The next training micro-batch, copied into inputs_.
   const Batch& next_train_batch();
+  // SFT: the step's micro-batches, read before the first forward, and the count of the targets they train
+  // on all ranks together (a device scalar), by which each micro-batch's summed loss is divided.
+  std::vector<Batch> read_sft_micro_batches();
+  torch::Tensor global_trained_tokens(const std::vector<Batch>& micro_batches);
+  double evaluate_conversations();
   Precision precision() const { return options_.precision; }
 
   TrainerParts p_;
