@@ -88,7 +88,9 @@ StepResult Trainer::train_step(int64_t step) {
     torch::Tensor loss;
     {
       AutocastScope autocast(p_.device, precision());
-      loss = p_.sft ? p_.model->masked_loss_sum(batch.x, batch.y) / trained_tokens
+      // Gradient sync averages the ranks' gradients: each rank's SFT share of the global mean is taken W
+      // times, so that their average is their sum.
+      loss = p_.sft ? p_.model->masked_loss_sum(batch.x, batch.y) * (trained_tokens.reciprocal() * comm_.world_size())
                     : p_.model->loss(batch.x, batch.y) / static_cast<double>(options_.grad_accum);
     }
     loss_sum += loss.detach();
@@ -99,9 +101,7 @@ StepResult Trainer::train_step(int64_t step) {
   // Average gradients across ranks; from here on every rank holds the same gradient.
   grad_sync_.finish();
   // One small all-reduce carries the mean loss and whether any rank was asked to stop: ranks may see a
-  // signal at different steps, and must stop at the same one. A rank's SFT loss_sum is its share of the
-  // global mean: the average of W shares, times W, is their sum.
-  if (p_.sft) loss_sum.mul_(comm_.world_size());
+  // signal at different steps, and must stop at the same one.
   auto shared = torch::stack({loss_sum, torch::zeros({}, on_device).fill_(stop_requested_here() ? 1.0 : 0.0)});
   comm_.all_reduce(shared, ReduceOp::Average);
   const torch::Tensor mean_loss = shared[0], stop = shared[1];
