@@ -128,6 +128,21 @@ std::vector<int64_t> ChatFormat::render_prompt(std::span<const ChatMessage> hist
   return ids;
 }
 
+std::string ChatFormat::jinja_template() {
+  // A namespace carries the system text into the next user turn (Jinja's loop scope would drop a plain set).
+  return "{{- '<|bos|>' -}}"
+         "{%- set ns = namespace(system='') -%}"
+         "{%- for message in messages -%}"
+         "{%- if message['role'] == 'system' -%}{%- set ns.system = message['content'] + '\n\n' -%}"
+         "{%- elif message['role'] == 'user' -%}"
+         "{{- '<|user_start|>' + ns.system + message['content'] + '<|user_end|>' -}}{%- set ns.system = '' -%}"
+         "{%- elif message['role'] == 'assistant' -%}"
+         "{{- '<|assistant_start|>' + message['content'] + '<|assistant_end|>' -}}"
+         "{%- endif -%}"
+         "{%- endfor -%}"
+         "{%- if add_generation_prompt -%}{{- '<|assistant_start|>' -}}{%- endif -%}";
+}
+
 bool ChatFormat::is_special(int64_t id) const {
   return id >= tokens_.bos && id < tokens_.bos + static_cast<int64_t>(kTokenNames.size());
 }

@@ -89,6 +89,11 @@ class ChatFormat {
   std::vector<int64_t> render_prompt(std::span<const ChatMessage> history, std::string_view user_message,
                                      std::string_view system = {}) const;
 
+  // The same rendering as a Jinja chat template (Hugging Face's tokenizer_config.json "chat_template"):
+  // transformers' apply_chat_template(messages, add_generation_prompt=...) on an exported model gives
+  // render_conversation's ids, or render_prompt's with the generation prompt.
+  static std::string jinja_template();
+
   // Whether id is one of the five, and its name.
   bool is_special(int64_t id) const;
   std::optional<std::string_view> special_name(int64_t id) const;

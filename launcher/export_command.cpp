@@ -1,7 +1,8 @@
 // `mygpt-ddp export`: a model as a Hugging Face GPT-2 folder that transformers' from_pretrained loads:
 // config.json and model.safetensors (model/hf_gpt2.h), plus GPT-2's tokenizer as transformers keeps
 // it (vocab.json and merges.txt, the same bytes as OpenAI's encoder.json and vocab.bpe, with
-// tokenizer_config.json and special_tokens_map.json). A character-level model has no Hugging Face
+// tokenizer_config.json and special_tokens_map.json; a model fine-tuned on conversations adds its chat
+// tokens and template there, so that apply_chat_template gives our ids). A character-level model has no Hugging Face
 // tokenizer: its vocabulary goes to char_vocab.txt, which our own commands read back.
 //
 // The folder appears whole or not at all: it is written under a temporary name beside --out and
@@ -19,7 +20,9 @@
 #include "common/file_io.h"
 #include "common/folder_claim.h"
 #include "common/strprintf.h"
+#include "dataloader/chat_format.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
+#include "dataloader/hf_tokenizer_files.h"
 #include "launcher/commands.h"
 #include "launcher/inference_model.h"
 #include "launcher/shared_flags.h"
@@ -69,22 +72,6 @@ bool is_model_folder_file(const fs::path& path) {
 bool is_empty_folder(const fs::path& folder) {
   std::error_code ec;
   return fs::is_directory(folder, ec) && fs::is_empty(folder, ec);
-}
-
-// transformers' GPT-2 tokenizer settings: <|endoftext|> is bos, eos and unk; no prefix space.
-void write_gpt2_tokenizer(const fs::path& folder, const Gpt2TokenizerFiles& from, int64_t context) {
-  const Gpt2TokenizerTexts texts = read_gpt2_tokenizer_texts(from);
-  write_file_atomically(folder / "vocab.json", texts.vocabulary);
-  write_file_atomically(folder / "merges.txt", texts.merges);
-  const std::string eot(Gpt2BpeTokenizer::kEndOfText);
-  const nlohmann::ordered_json config = {
-      {"add_bos_token", false}, {"add_prefix_space", false},      {"bos_token", eot},
-      {"clean_up_tokenization_spaces", false},                     {"eos_token", eot},
-      {"errors", "replace"},    {"model_max_length", context},    {"pad_token", nullptr},
-      {"tokenizer_class", "GPT2Tokenizer"},                        {"unk_token", eot}};
-  write_file_atomically(folder / "tokenizer_config.json", config.dump(2) + "\n");
-  const nlohmann::ordered_json special = {{"bos_token", eot}, {"eos_token", eot}, {"unk_token", eot}};
-  write_file_atomically(folder / "special_tokens_map.json", special.dump(2) + "\n");
 }
 
 // Removes a temporary export folder unless it was published.
@@ -155,9 +142,23 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   std::optional<Gpt2TokenizerFiles> bpe;
   int64_t vocab_size = stored.config.vocab_size;
   const bool characters = stored.tokenizer_kind == TokenizerKind::character;
+  std::unique_ptr<TextCodec> codec;
   if (f.vocab || stored.tokenizer_kind != TokenizerKind::none) {
-    vocab_size = stored_model_codec(stored, f.vocab.value_or(""))->vocab_size();  // reads (so checks) the files
+    codec = stored_model_codec(stored, f.vocab.value_or(""));  // reads (so checks) the files
+    vocab_size = codec->vocab_size();
     if (!characters) bpe = Gpt2BpeTokenizer::find_files(f.vocab.value_or(stored.tokenizer_data));
+  }
+  // A fine-tuned chat model keeps the rows of its chat tokens too (GPT-2: 50262 of its 50304).
+  std::optional<ChatFormat> chat;
+  const std::string chat_record = stored.checkpoint ? stored.checkpoint->meta.chat_format : std::string();
+  if (!chat_record.empty() && bpe) {
+    chat.emplace(*codec, stored.config.vocab_size);
+    try {
+      chat->check_record(chat_record);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--checkpoint " + stored.path.string() + ": " + e.what());
+    }
+    vocab_size = chat->tokens().assistant_end + 1;
   }
   const Gpt model = load_stored_weights(stored);
 
@@ -167,7 +168,7 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
       if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());
     }
   }
-  if (bpe) write_gpt2_tokenizer(folder, *bpe, stored.config.block_size);
+  if (bpe) write_hf_gpt2_tokenizer(folder, *bpe, stored.config.block_size, chat ? &*chat : nullptr);
   if (characters) write_file_atomically(folder / "char_vocab.txt", stored.tokenizer_data);
   // GPT-2's architecture as GPT2LMHeadModel; the newer members as the transformers class that computes them.
   if (model->config().is_gpt2_architecture()) {
@@ -178,7 +179,8 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   if (staging) staging->publish_as(target);
 
   std::cout << "exported to " << out.string() << ": config.json, model.safetensors (" << vocab_size << " tokens)"
-            << (bpe ? ", vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json" : "") << std::endl;
+            << (bpe ? ", vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json" : "")
+            << (chat ? " (with the chat template and its 5 special tokens)" : "") << std::endl;
   if (characters) {
     std::cout << "note: a character-level model has no Hugging Face tokenizer; its characters are in char_vocab.txt "
                  "(id order), which mygpt-ddp reads back"

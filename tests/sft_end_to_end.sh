@@ -55,6 +55,15 @@ if [[ -f ${ckpt:-} ]] && expect_ok finetune train "$chat" --sft --init-from "$ck
   check "--init-from fine-tunes the stored model" grep -q "^weights: " "$WORK/finetune.out"
 fi
 
+# export: the chat tokens' rows, and the template and tokens in tokenizer_config.json (transformers'
+# apply_chat_template on such a folder is checked against our ids in tests/test_chat_format.cpp).
+if [[ -f ${ckpt:-} ]] && expect_ok export export --checkpoint "$ckpt" --out "$WORK/exported"; then
+  check "export keeps the 5 chat tokens' rows (50262) and says so: $(tail -1 "$WORK/export.out")" \
+    bash -c "grep -q '\"vocab_size\": 50262' '$WORK/exported/config.json' && grep -q 'chat template' '$WORK/export.out'"
+  check "export writes the chat template and the tokens into tokenizer_config.json" \
+    bash -c "grep -q 'chat_template' '$WORK/exported/tokenizer_config.json' && grep -q '\"50261\"' '$WORK/exported/tokenizer_config.json'"
+fi
+
 # --- bad records and options ---------------------------------------------------------------------------
 bad=$WORK/bad.jsonl
 {

@@ -5,6 +5,9 @@
 
 #include "dataloader/chat_format.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
+#include "dataloader/hf_tokenizer_files.h"
+#include "tests/reference_python.h"
+#include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
 namespace mygpt {
@@ -110,6 +113,48 @@ TEST(ChatFormat, RecordRoundTripsAndOtherIdsAreRefused) {
   EXPECT_NE(invalid_argument_message([&] { format.check_record(R"({"template":"chatml"})"); }).find("nanochat"),
             std::string::npos);
   EXPECT_NE(invalid_argument_message([&] { format.check_record("{"); }).find("not JSON"), std::string::npos);
+}
+
+// Beside this file (the unit tests' compile definitions name the other scripts; adding one would
+// rebuild every test).
+const std::filesystem::path kTemplateScript = std::filesystem::path(__FILE__).parent_path() / "chat_template_reference.py";
+
+// export's tokenizer folder of a chat model: transformers' apply_chat_template gives our ids, with and
+// without the generation prompt, system prompts, several turns and text that looks like a chat token.
+TEST(ChatFormat, TransformersApplyChatTemplateOnTheExportGivesOurIds) {
+  const auto dir = kSharedData / "gpt2";
+  const auto files = Gpt2BpeTokenizer::find_files(dir);
+  if (!files) GTEST_SKIP() << dir.string() << " absent; see README";
+  if (!testing::python_imports("transformers")) GTEST_SKIP() << "no transformers in " << testing::reference_python();
+  ScratchDir scratch;
+  auto codec = make_text_codec(TokenizerKind::gpt2, dir.string());
+  ChatFormat format(*codec, 50304);
+  write_hf_gpt2_tokenizer(scratch.path(), *files, 1024, &format);
+
+  const std::vector<std::vector<ChatMessage>> conversations{
+      {{ChatRole::user, "Hello there!"}, {ChatRole::assistant, "Hi. How can I help?"}},
+      {{ChatRole::system, "You sort letters."}, {ChatRole::user, "sort: d b a"}, {ChatRole::assistant, "a b d"},
+       {ChatRole::user, " and  now: c a\n"}, {ChatRole::assistant, "a c"}},
+      {{ChatRole::user, "caf\u00e9 \U0001F600 ?"}, {ChatRole::assistant, "  spaced  out  "}}};
+  nlohmann::json cases = nlohmann::json::array();
+  std::vector<std::vector<int64_t>> ours;
+  for (const auto& messages : conversations) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& m : messages) list.push_back({{"role", chat_role_name(m.role)}, {"content", m.content}});
+    cases.push_back({{"messages", list}, {"add_generation_prompt", false}});
+    ours.push_back(format.render_conversation(messages).ids);
+    // The prompt for the last reply: everything before it, plus <|assistant_start|>.
+    const std::vector<ChatMessage> history(messages.begin(), messages.end() - 2);
+    nlohmann::json prompt = nlohmann::json::array();
+    for (size_t i = 0; i + 1 < messages.size(); ++i) prompt.push_back(list[i]);
+    cases.push_back({{"messages", prompt}, {"add_generation_prompt", true}});
+    ours.push_back(format.render_prompt(history, messages[messages.size() - 2].content));
+  }
+  const nlohmann::json theirs = testing::run_python_json(kTemplateScript.string(), {scratch.path().string(), cases.dump()},
+                                                         scratch.path());
+  ASSERT_TRUE(theirs.is_array());
+  ASSERT_EQ(theirs.size(), ours.size());
+  for (size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(theirs[i].get<std::vector<int64_t>>(), ours[i]) << "case " << i;
 }
 
 }  // namespace
