@@ -33,6 +33,10 @@ class Gpt2Codec final : public TextCodec {
     const auto ids = tokenizer_.encode(text, /*allow_special=*/true);
     return {ids.begin(), ids.end()};
   }
+  std::vector<int64_t> encode_ordinary(std::string_view text) const override {
+    const auto ids = tokenizer_.encode(text, /*allow_special=*/false);
+    return {ids.begin(), ids.end()};
+  }
   std::string decode(const std::vector<int64_t>& ids) const override {
     std::vector<int32_t> narrow;
     narrow.reserve(ids.size());

@@ -22,6 +22,8 @@ class TextCodec {
  public:
   virtual ~TextCodec() = default;
   virtual std::vector<int64_t> encode(std::string_view text) const = 0;
+  // Text that must not name special tokens (a chat message): GPT-2's "<|endoftext|>" stays characters.
+  virtual std::vector<int64_t> encode_ordinary(std::string_view text) const { return encode(text); }
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;   // ids are below this (before padding)
   virtual int64_t end_of_text() const = 0;  // -1 when the tokenizer has none

@@ -128,6 +128,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
       {"step", std::to_string(meta.step)},
       {"run_config", meta.run_config},
   };
+  if (!meta.chat_format.empty()) metadata["chat_format"] = meta.chat_format;
   std::vector<std::pair<std::string, torch::Tensor>> entries;
   for (const auto& [name, tensor] : tensors) {
     const torch::Tensor cpu = tensor.to(torch::kCPU).contiguous();
@@ -172,6 +173,8 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, CheckpointParts pa
     ckpt.meta.tokenizer_data = field(metadata, "tokenizer_data");
     ckpt.meta.step = integer_field(metadata, "step");
     ckpt.meta.run_config = field(metadata, "run_config");
+    // Checkpoints of plain training (and of builds before fine-tuning) have none.
+    if (const auto chat = metadata.find("chat_format"); chat != metadata.end()) ckpt.meta.chat_format = chat->second;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(name + " is damaged: " + e.what());
   }

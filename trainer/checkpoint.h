@@ -24,6 +24,9 @@ struct CheckpointMeta {
   std::string tokenizer_data;  // the character vocabulary, or the folder of GPT-2's files
   int64_t step = 0;            // optimizer steps completed
   std::string run_config;      // the training options, as "name=value" lines
+  // A model fine-tuned on conversations: its chat template and special tokens' ids
+  // (ChatFormat::record(), dataloader/chat_format.h); empty for any other model.
+  std::string chat_format;
 };
 
 struct Checkpoint {
