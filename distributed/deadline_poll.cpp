@@ -22,4 +22,28 @@ void poll_until_done(const std::function<bool()>& done, double timeout_seconds, 
   }
 }
 
+void close_within_deadline(const CommunicatorClosing& steps, double timeout_seconds, const std::string& what,
+                           const std::function<void(const std::string&)>& say) noexcept {
+  std::string failure;
+  try {
+    if (!steps.finalize()) poll_until_done(steps.done, timeout_seconds, what);
+    steps.destroy();
+    return;
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = what + " failed";
+  }
+  // Each step alone: a line that cannot be written must not keep the communicator from its abort. Nothing
+  // is left to do after a failed abort: the process ends, and the driver frees what the communicator held.
+  try {
+    say(failure + "; aborting it instead");
+  } catch (...) {
+  }
+  try {
+    steps.abort();
+  } catch (...) {
+  }
+}
+
 }  // namespace mygpt

@@ -1,10 +1,15 @@
 #include "distributed/job_session.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
 
 namespace mygpt {
+
+// Long enough for a launcher's I/O forwarding to pass a line on (it polls its pipes continuously), short
+// against a job's end: the other ranks are killed after it anyway.
+constexpr std::chrono::milliseconds kLineBeforeAbort{300};
 
 bool may_call_mpi_from(int provided_thread_level, bool on_initializing_thread) {
   return on_initializing_thread || provided_thread_level >= MPI_THREAD_MULTIPLE;
@@ -60,6 +65,12 @@ void JobSession::fail_job(const std::string& message, int exit_code) const {
 void JobSession::abort_job(int exit_code) const {
   const bool main_thread = std::this_thread::get_id() == initializing_thread_;
   if (world_.uses_mpi && world_.world_size > 1 && may_call_mpi_from(thread_level_, main_thread)) {
+    // Our one line must come before Open MPI's abort block: the line travels through this rank's stderr
+    // pipe to the launcher (its I/O forwarding), the block through another channel that can overtake
+    // it (issue 40 saw the block first). Flushed, and a moment for the launcher to pass the line on.
+    std::cerr << std::flush;
+    std::cout << std::flush;
+    std::this_thread::sleep_for(kLineBeforeAbort);
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   }
   // Another thread must not run the exit handlers while the main thread still works; a rank that exits

@@ -141,7 +141,7 @@ class NcclCommunicator final : public Communicator {
       : rank_(bootstrap.rank()),
         size_(bootstrap.world_size()),
         device_(static_cast<c10::DeviceIndex>(device_index)),
-        comm_(init_comm(bootstrap, device_index, timeout_seconds)),
+        comm_(init_comm(bootstrap, device_index, timeout_seconds), timeout_seconds),
         timeout_seconds_(timeout_seconds),
         watchdog_(comm_, device_index, timeout_seconds, std::move(on_failure)),
         side_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_)) {}

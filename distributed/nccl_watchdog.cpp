@@ -1,7 +1,10 @@
 #include "distributed/nccl_watchdog.h"
 
 #include <exception>
+#include <iostream>
 #include <stdexcept>
+
+#include "distributed/deadline_poll.h"
 
 namespace mygpt {
 
@@ -31,7 +34,30 @@ NcclComm::~NcclComm() {
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!aborted_) ncclCommDestroy(comm_);
+  if (aborted_) return;
+  // The communicator is non-blocking: finalize answers ncclInProgress while it flushes, and the async
+  // error says when that is over (nothing else polls it now: the watchdog's thread has ended).
+  const auto finished = [&](ncclResult_t result) {
+    if (result == ncclSuccess) return true;
+    if (result == ncclInProgress) return false;
+    throw std::runtime_error(std::string("ncclCommFinalize failed: ") + ncclGetErrorString(result));
+  };
+  close_within_deadline(
+      {.finalize = [&] { return finished(ncclCommFinalize(comm_)); },
+       .done =
+           [&] {
+             ncclResult_t state = ncclSuccess;
+             const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
+             return finished(queried != ncclSuccess ? queried : state);
+           },
+       .destroy = [&] { ncclCommDestroy(comm_); },
+       .abort =
+           [&] {
+             aborted_ = true;
+             ncclCommAbort(comm_);
+           }},
+      close_timeout_seconds_, "closing the NCCL communicator (ncclCommFinalize)",
+      [](const std::string& line) { std::cerr << "mygpt-ddp: warning: " + line + "\n" << std::flush; });
 }
 
 void NcclComm::abort() {

@@ -29,10 +29,12 @@ class CudaEvent final : public DeviceEvent {
 };
 
 // Owns an NCCL communicator: an aborted one is never destroyed (abort frees it), and a healthy one is
-// destroyed only when nothing is pending, since a destroy waits for peers that may be gone.
+// destroyed only when nothing is pending, since a destroy waits for peers that may be gone. Even then the
+// close is non-blocking (finalize, polled to close_timeout_seconds, then destroy): a peer that died after
+// its last collective must not hang this rank at its exit; on expiry one line says so and it is aborted.
 class NcclComm {
  public:
-  explicit NcclComm(ncclComm_t comm) : comm_(comm) {}
+  NcclComm(ncclComm_t comm, double close_timeout_seconds) : comm_(comm), close_timeout_seconds_(close_timeout_seconds) {}
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -47,6 +49,7 @@ class NcclComm {
 
  private:
   ncclComm_t comm_;
+  double close_timeout_seconds_;
   std::mutex mutex_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> abort_on_close_{false};

@@ -63,5 +63,6 @@ Command generate_command();
 Command eval_command();
 Command prepare_command();
 Command export_command();
+Command chat_command();
 
 }  // namespace mygpt

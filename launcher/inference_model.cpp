@@ -120,6 +120,9 @@ InferenceModel load_inference_model(const std::string& path, const torch::Device
   result.description = stored.description;
   result.token_count = stored.token_count;
   if (need_tokenizer) result.codec = stored_model_codec(stored, vocab_dir);
+  if (stored.checkpoint && !stored.checkpoint->meta.chat_format.empty()) {
+    result.chat_record = stored.checkpoint->meta.chat_format;
+  }
   result.model = load_stored_weights(stored);
   result.model->to(device);
   result.model->eval();

@@ -55,6 +55,9 @@ struct InferenceModel {
   std::string description;  // what was loaded (StoredModel::description)
   int64_t token_count = 0;           // samples draw only ids below this (SamplingOptions::vocab_limit)
   std::unique_ptr<TextCodec> codec;  // null unless need_tokenizer
+  // The chat format a model was fine-tuned on (ChatFormat::record(), dataloader/chat_format.h); none for
+  // a model that never saw conversations.
+  std::optional<std::string> chat_record;
 };
 
 // vocab_dir as for stored_model_codec. Without need_tokenizer no tokenizer is loaded (token data needs

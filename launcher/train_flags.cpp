@@ -313,17 +313,21 @@ OptionTable<TrainFlags> make_table() {
         "checkpoint every N steps and at the end; 0: only at the end; not given: at each evaluation (every "
         "--eval-every steps, as nanoGPT), so that a killed run loses little")
       .recipe("gpt2", 5000)
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);  // plan prints the checkpoints' disk need (trainer/checkpoint_space.h)
   t.add("keep-checkpoints", &F::train, &T::keep_checkpoints,
         "keep only the newest N checkpoints; 0 keeps all; not given: all when --checkpoint-every is set, else (the "
         "checkpoints at each evaluation) the newest 2: the newest, and one to fall back to should it be damaged")
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);
   t.add("final-checkpoint", &F::train, &T::final_checkpoint,
         "write a checkpoint when the last step is done (false: a benchmark, where GPT-2's would be 1.5 GB)")
-      .init(true);
+      .init(true)
+      .read_by(kPlanCommand);
   t.add("eval-every", &F::train, &T::eval_every, "validation loss every N steps and at the last step; 0 disables")
       .init(250)
-      .check(non_negative);
+      .check(non_negative)
+      .read_by(kPlanCommand);  // without --checkpoint-every it is the checkpoints' cadence, which plan sizes
   t.add("eval-steps", &F::train, &T::eval_steps, "validation batches of --batch-size rows per evaluation, all ranks together (split across them); at most what the validation data holds")
       .init(20)
       .recipe("shakespeare-char", 200)

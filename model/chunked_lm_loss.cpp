@@ -4,10 +4,10 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
-#include <atomic>
 #include <stdexcept>
 
 #include "model/lm_loss_cuda.h"
+#include "model/widening_sum.h"
 
 namespace mygpt {
 namespace {
@@ -102,22 +102,6 @@ torch::Tensor chunk_losses_aten(const torch::Tensor& logits_cast, const torch::T
   grad_logits.mul_(grad_scale);
   if (capped_tanh.defined()) grad_logits.mul_(1.0 - capped_tanh.square_());
   return grad_logits.to(logits_cast.scalar_type());
-}
-
-// sum (fp32) += a @ b (16-bit) on CUDA. cuBLAS adds the 16-bit product into the fp32 sum itself: no
-// 16-bit (V x C) temporary and no extra pass over it. LibTorch versions whose addmm.dtype insists on a
-// 16-bit `self` refuse this before doing anything; they get the product added by a separate pass.
-void add_product_widening(torch::Tensor& sum, const torch::Tensor& a, const torch::Tensor& b) {
-  static std::atomic<bool> in_place_supported{true};
-  if (in_place_supported.load(std::memory_order_relaxed)) {
-    try {
-      at::addmm_out(sum, sum, a, b, sum.scalar_type());
-      return;
-    } catch (const c10::Error&) {
-      in_place_supported.store(false, std::memory_order_relaxed);
-    }
-  }
-  sum.add_(a.mm(b));
 }
 
 // Runs the head over chunks of rows. Each chunk's logits live only inside one iteration: they give

@@ -25,10 +25,7 @@ torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit) {
   return limited;
 }
 
-namespace {
-
-// The next token of each row (B, 1) from its logits (B, vocab), as the options say.
-torch::Tensor choose_next(torch::Tensor logits, const SamplingOptions& options, std::optional<at::Generator>& generator) {
+torch::Tensor sample_next(torch::Tensor logits, const SamplingOptions& options, std::optional<at::Generator> generator) {
   if (options.temperature == 0.0) return logits.argmax(-1, /*keepdim=*/true);
   logits = logits / options.temperature;
   if (options.top_k > 0 && options.top_k < logits.size(-1)) {
@@ -43,6 +40,8 @@ torch::Tensor choose_next(torch::Tensor logits, const SamplingOptions& options, 
   }
   return torch::multinomial(probs, 1, /*replacement=*/false, generator);
 }
+
+namespace {
 
 torch::Tensor last_block(const torch::Tensor& tokens, int64_t block_size) {
   const int64_t T = tokens.size(1);
@@ -86,7 +85,7 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
       model->train(was_training);
       throw NonFiniteLogits();
     }
-    auto next = choose_next(limit_vocab(logits.to(torch::kFloat), options.vocab_limit), options, generator);
+    auto next = sample_next(limit_vocab(logits.to(torch::kFloat), options.vocab_limit), options, generator);
     tokens = torch::cat({tokens, next}, 1);
     if (on_new_tokens) on_new_tokens(next);
     if (i + 1 < options.max_new_tokens) logits = logits_after(model, tokens, next, cache);

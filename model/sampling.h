@@ -35,6 +35,12 @@ using NewTokensCallback = std::function<void(const torch::Tensor& next)>;
 // as they are; a limit outside 0..V is std::invalid_argument.
 torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit);
 
+// The next token of each row (B, 1) from its logits (B, vocab) as options' temperature and top_k say
+// (options' other fields are generate's): greedy at temperature 0, else drawn from `generator` (the
+// default generator of the logits' device when none).
+torch::Tensor sample_next(torch::Tensor logits, const SamplingOptions& options,
+                          std::optional<at::Generator> generator = std::nullopt);
+
 // Extends prompt (B, T) int64 by max_new_tokens sampled tokens and returns (B, T + max_new_tokens).
 // The B rows are sampled together (one forward pass per step for all of them) and independently.
 // The context the model sees is the last block_size tokens, with or without the KV cache: once the

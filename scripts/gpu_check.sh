@@ -3,6 +3,8 @@
 # call and keeps nothing between calls), each writing its PASS/FAIL rows as its steps finish:
 #   tests     ctest -L cuda -j 4: the CUDA and NCCL tests, each under a CTest timeout
 #   run       a short builtin:sort run on cuda: trains, checkpoints, samples, evaluates, samples on CPU
+#   family    the same for the modern members of the model family (nanochat-d2: rotary, RMSNorm without
+#             gains, QK-norm, ReLU^2, untied head, soft-cap; llama-small: SwiGLU, grouped-query attention)
 #   nccl      torchrun, then mpirun (where there is one), -np <GPUs> on NCCL (one GPU: the whole multi-rank
 #             path with one rank); 2+ GPUs: a stalled peer must end the job
 #   memcheck  compute-sanitizer memcheck on a few steps, judged by its ERROR SUMMARY
@@ -31,7 +33,7 @@
 # Exit status: 0 when nothing failed, 1 when a step failed or timed out, 2 for bad usage or no GPU.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-all_phases=(tests run nccl memcheck bench profile)
+all_phases=(tests run family nccl memcheck bench profile)
 kit="" out="" pack="" budget=0 device=cuda batches="32" bench_steps="" variants="" twins="" tests_budget=0
 phases=()
 usage_error() { echo "gpu_check.sh: $*" >&2; exit 2; }
@@ -220,6 +222,19 @@ phase_run() {
     step run eval "$bin" eval --checkpoint "$run" --task builtin:sort --examples 50 --device "$device" &&
     step run generate_on_cpu "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 --temperature 0 --device cpu
   rm -f "$run"/ckpt_*  # weights are not evidence; the logs and metrics are
+}
+
+phase_family() {
+  local preset run
+  for preset in nanochat-d2 llama-small; do
+    run="$out/family/$preset"
+    step family "$preset.train" "$bin" train builtin:sort --preset "$preset" --device "$device" --threads 4 \
+        --steps "${MYGPT_FAMILY_STEPS:-200}" --eval-every 100 --out "$run" --overwrite &&
+      step family "$preset.generate" "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 \
+        --temperature 0 --device "$device" &&
+      step family "$preset.eval" "$bin" eval --checkpoint "$run" --task builtin:sort --examples 50 --device "$device"
+    rm -f "$run"/ckpt_*  # weights are not evidence
+  done
 }
 
 phase_nccl() {

@@ -193,6 +193,20 @@ check "(3b) ... each row's log, and the trained row's metrics" bash -c "
   [[ -s '$keep/cpp_b2_ok_.log' && -s '$keep/cpp_b2_ok_.metrics.jsonl' && -s '$keep/cpp_b2_broken_.log' && -s '$keep/py_b2_eager.log' ]]"
 check "(3b) ... rows printed as they come" grep -qE '^ROW \| 2 \| C\+\+ \(ok\)' "$WORK/bench_keep.out"
 
+# A C++ row whose loss kernel fell back to the separate weight-gradient sum (ATen refused the widening
+# addmm; the trainer's log says so) shows that path in its table line. The CPU never takes the kernel's
+# path, so a wrapper adds the trainer's note to a real row's log.
+printf '#!/usr/bin/env bash\n"%s" "$@"; rc=$?\necho "%s"\nexit $rc\n' "$BIN" \
+  "note: the loss kernel's weight gradient is summed by a separate pass (a 16-bit product, then an fp32 add), not by the widening addmm, which ATen refused (fake): this run measures the separate pass" \
+  >"$fakes/refused_addmm_trainer"
+chmod +x "$fakes/refused_addmm_trainer"
+run_cmd bench_refused env MYGPT_BIN="$fakes/refused_addmm_trainer" bash "$REPO_DIR/scripts/bench_gpt2_gpu.sh" \
+  --device cpu --precision fp32 --batches 2 --steps 3 --skip 1 --seq-len 32 --no-append --twins "" \
+  --model-flags "--n-layer 1 --n-head 2 --n-embd 32" --variants "kernel:--fused-loss true" --keep "$WORK/bench_refused"
+check "(3b) a row that measured the separate weight-gradient sum says so: $(grep -m1 'C++' "$WORK/bench_refused/table.md")" \
+  grep -qF '| 2 | C++ (kernel) [weight-gradient sum: separate pass; ATen refused the widening addmm] | ' \
+  "$WORK/bench_refused/table.md"
+
 # --- (4) the kit's library search ----------------------------------------------------------------------
 kit="$WORK/kit"
 site="$WORK/site"

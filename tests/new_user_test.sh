@@ -153,8 +153,11 @@ expect_bad loss_scale_fp32 "^mygpt-ddp: error: --loss-scale-init has no effect w
 if expect_ok plan_help plan --help; then
   check "plan --help lists --gpu-memory and --batch-size" \
     bash -c "grep -qE -- '--gpu-memory[ =]' '$WORK/plan_help.out' && grep -qE -- '--batch-size[ =]' '$WORK/plan_help.out'"
-  check "plan --help lists none of --sample-prompt, --hellaswag, --checkpoint-every" \
-    bash -c "! grep -qE -- '--(sample-prompt|hellaswag|checkpoint-every)[ =]' '$WORK/plan_help.out'"
+  check "plan --help lists none of --sample-prompt, --hellaswag, --log-every" \
+    bash -c "! grep -qE -- '--(sample-prompt|hellaswag|log-every)[ =]' '$WORK/plan_help.out'"
+  # plan prints the checkpoints' disk need, which these flags change: its --help shows them
+  check "plan --help lists --checkpoint-every, --keep-checkpoints and --final-checkpoint" \
+    bash -c "grep -qE -- '--checkpoint-every[ =]' '$WORK/plan_help.out' && grep -qE -- '--keep-checkpoints[ =]' '$WORK/plan_help.out' && grep -qE -- '--final-checkpoint[ =]' '$WORK/plan_help.out'"
 fi
 if expect_ok plan_train_line plan --preset tiny --batch-size 4 --checkpoint-every 5 --keep-checkpoints 2 \
      --sample-every 10 --sample-prompt hi --log-every 5; then

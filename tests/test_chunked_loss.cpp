@@ -10,6 +10,7 @@
 #include "model/chunked_lm_loss.h"
 #include "model/gpt.h"
 #include "model/gpt_config.h"
+#include "model/widening_sum.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/mixed_precision.h"
 
@@ -187,6 +188,29 @@ TEST(ChunkedLmLoss, CudaKernelOptionLeavesCpuInputsOnTheAtenPath) {
   const auto with_option =
       chunked_lm_token_losses(in.hidden, in.weight, in.targets, {.chunk_rows = 4, .cuda_kernel = true});
   EXPECT_TRUE(torch::equal(plain, with_option));
+}
+
+// The widening sum (fp32 += bf16 @ bf16) that the CUDA kernel's path uses for the weight gradient. ATen
+// has no CPU addmm with an out_dtype, so on a CPU it refuses, exactly as a LibTorch that refuses it on
+// CUDA does: the separate pass must give the sum, and the process must say that this path ran (the run's
+// log prints the note, and the GPU benchmark's row shows it) rather than measure it silently.
+TEST(WideningSum, ARefusedWideningAddmmIsReportedAndTheSeparatePassGivesTheSum) {
+  torch::manual_seed(2);
+  const auto a = torch::randn({6, 5}).to(torch::kBFloat16), b = torch::randn({5, 4}).to(torch::kBFloat16);
+  auto sum = torch::randn({6, 4});
+  const auto expected = sum + a.mm(b).to(torch::kFloat);
+  add_product_widening(sum, a, b);
+  EXPECT_EQ(sum.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::equal(sum, expected));
+  ASSERT_EQ(widening_sum_path(), WideningSumPath::separate_pass);
+  const std::string note = widening_sum_note();
+  EXPECT_NE(note.find("separate pass"), std::string::npos) << note;
+  EXPECT_NE(note.find("addmm"), std::string::npos) << note;  // ATen's own reason, its first line
+  EXPECT_EQ(note.find('\n'), std::string::npos) << "one line: " << note;
+  // Later sums go straight to the separate pass, and stay right.
+  add_product_widening(sum, a, b);
+  EXPECT_TRUE(torch::allclose(sum, expected + a.mm(b).to(torch::kFloat)));
+  EXPECT_EQ(widening_sum_path(), WideningSumPath::separate_pass);
 }
 
 // ------------------------------------------------------------------------------------------------

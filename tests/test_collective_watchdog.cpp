@@ -197,6 +197,70 @@ TEST(DeadlinePoll, ReturnsOnceDoneAndRefusesToWaitPastTheTimeout) {
   poll_until_done([&] { return std::chrono::steady_clock::now() > later; }, 0, "init");
 }
 
+// Closing a non-blocking communicator (NCCL: ncclCommFinalize, polled, then ncclCommDestroy) at a rank's
+// exit: a peer that is gone must not hang it. These fakes stand for NCCL's answers.
+struct FakeClosing {
+  int finalize_calls = 0, polls = 0, destroyed = 0, aborted = 0;
+  int polls_until_done = 0;  // < 0: never done
+  bool finalize_fails = false;
+  std::vector<std::string> said;
+  CommunicatorClosing steps() {
+    return {[this] {
+              ++finalize_calls;
+              if (finalize_fails) throw std::runtime_error("ncclCommFinalize failed: remote process exited");
+              return polls_until_done == 0;
+            },
+            [this] { return ++polls == polls_until_done; }, [this] { ++destroyed; }, [this] { ++aborted; }};
+  }
+  std::function<void(const std::string&)> say() {
+    return [this](const std::string& line) { said.push_back(line); };
+  }
+};
+
+TEST(CommunicatorClose, AFinalizeInProgressIsPolledThenTheCommunicatorDestroyed) {
+  FakeClosing at_once;
+  close_within_deadline(at_once.steps(), 5, "closing", at_once.say());
+  EXPECT_EQ(at_once.polls, 0);
+  EXPECT_EQ(at_once.destroyed, 1);
+  EXPECT_EQ(at_once.aborted, 0);
+  EXPECT_TRUE(at_once.said.empty());
+  FakeClosing later;
+  later.polls_until_done = 3;
+  close_within_deadline(later.steps(), 5, "closing", later.say());
+  EXPECT_EQ(later.polls, 3);
+  EXPECT_EQ(later.destroyed, 1);
+  EXPECT_EQ(later.aborted, 0);
+  EXPECT_TRUE(later.said.empty());
+}
+
+TEST(CommunicatorClose, AFinalizeThatOutlivesTheDeadlineIsAbortedWithOneLine) {
+  FakeClosing never;
+  never.polls_until_done = -1;
+  const auto start = std::chrono::steady_clock::now();
+  close_within_deadline(never.steps(), 0.2, "closing the NCCL communicator (ncclCommFinalize)", never.say());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(never.destroyed, 0) << "a destroy would wait for the peers that are gone";
+  EXPECT_EQ(never.aborted, 1);
+  ASSERT_EQ(never.said.size(), 1u);
+  EXPECT_EQ(never.said[0].rfind("closing the NCCL communicator (ncclCommFinalize) did not complete within "
+                                "--comm-timeout 0.2 s", 0),
+            0u)
+      << never.said[0];
+  EXPECT_NE(never.said[0].find("aborting it instead"), std::string::npos) << never.said[0];
+  EXPECT_EQ(never.said[0].find('\n'), std::string::npos) << "one line";
+}
+
+TEST(CommunicatorClose, AFailedFinalizeIsAbortedAndNamed) {
+  FakeClosing failing;
+  failing.finalize_fails = true;
+  close_within_deadline(failing.steps(), 5, "closing", failing.say());
+  EXPECT_EQ(failing.destroyed, 0);
+  EXPECT_EQ(failing.aborted, 1);
+  ASSERT_EQ(failing.said.size(), 1u);
+  EXPECT_NE(failing.said[0].find("remote process exited"), std::string::npos) << failing.said[0];
+}
+
 TEST(CollectiveWatchdog, AFinishedCollectiveIsNeverTimedOut) {
   FakeDevice device;
   Failures failures;

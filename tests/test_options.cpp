@@ -238,12 +238,14 @@ TEST(OptionTables, PlanHelpListsOnlyWhatPlanReads) {
   for (const char* read : {"data", "preset", "n-layer", "batch-size", "seq-len", "grad-accum", "total-batch-tokens",
                            "steps", "lr", "device", "precision", "zero", "recompute", "fused-loss", "ranks",
                            "gpu-memory", "init-from", "resume", "config", "bucket-mb", "keep-freed-memory",
-                           "loss-chunk-rows"}) {
+                           "loss-chunk-rows",
+                           // plan prints the disk the checkpoints need: their cadence (--eval-every's without
+                           // --checkpoint-every), how many are kept, and the final one
+                           "checkpoint-every", "keep-checkpoints", "final-checkpoint", "eval-every"}) {
     EXPECT_TRUE(lists(read)) << "plan --help lacks --" << read << ":\n" << help.str();
   }
-  for (const char* unread : {"sample-prompt", "sample-every", "hellaswag", "hellaswag-every", "checkpoint-every",
-                             "keep-checkpoints", "eval-every", "log-every", "overwrite", "seed", "loss-scale-init",
-                             "weight-decay", "comm-timeout"}) {
+  for (const char* unread : {"sample-prompt", "sample-every", "hellaswag", "hellaswag-every", "log-every", "overwrite",
+                             "seed", "loss-scale-init", "weight-decay", "comm-timeout"}) {
     EXPECT_FALSE(lists(unread)) << "plan --help lists --" << unread;
   }
   // ... and it still accepts them, as train does.

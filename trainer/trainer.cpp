@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "model/widening_sum.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/step_profiler.h"
 #include "trainer/validation_batches.h"
@@ -455,6 +456,11 @@ TrainSummary Trainer::run(int64_t start_step) {
     summary.last_loss = r.loss;
     ++summary.steps_run;
     log_step(step, r, dt, smoothed_dt);
+    // After the first step the loss has run: if ATen refused the widening addmm, the log (and the
+    // benchmark row that reads it) says which path this run measures.
+    if (summary.steps_run == 1) {
+      if (const std::string note = widening_sum_note(); !note.empty()) output_.print(note);
+    }
 
     const int64_t steps_done = step + 1;
     // fp16: gradients that overflowed while the loss was finite only say that the loss scale was too

@@ -1,0 +1,220 @@
+// `mygpt-ddp chat`: talks with a model fine-tuned on conversations (`train --sft`), in the chat format
+// it was trained on (dataloader/chat_format.h). On a terminal: a conversation, the reply streamed as it
+// is written, the KV cache kept from turn to turn; Ctrl-C stops a reply, Ctrl-D (or "quit") ends,
+// "clear" starts a new conversation. With stdin not a terminal (a pipe, a file): each input line is a
+// conversation of its own, one user message, and its reply is one output line, so scripts can drive it.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "common/file_io.h"
+#include "common/strprintf.h"
+#include "dataloader/chat_format.h"
+#include "launcher/chat_session.h"
+#include "launcher/commands.h"
+#include "launcher/device.h"
+#include "launcher/device_probe.h"
+#include "launcher/inference_model.h"
+#include "launcher/shared_flags.h"
+
+namespace mygpt {
+namespace {
+
+struct ChatFlags {
+  std::optional<std::string> checkpoint;
+  std::string system;
+  int64_t max_new_tokens{};
+  double temperature{};
+  int64_t top_k{};
+  uint64_t seed{};
+  std::string device;
+  std::optional<std::string> vocab;
+  int64_t threads{};
+};
+
+const OptionTable<ChatFlags>& chat_flag_table() {
+  static const OptionTable<ChatFlags> table = [] {
+    using C = ChatFlags;
+    OptionTable<C> t;
+    t.group("Chat");
+    model_flag(t, &C::checkpoint);
+    t.add("system", &C::system, "a system message, put before the first user message of each conversation")
+        .init("")
+        .check(utf8_text);
+    t.add("max-new-tokens", &C::max_new_tokens, "longest reply, in tokens").init(512).check(positive);
+    // nanochat's chat defaults: a little randomness keeps replies from looping, top-k cuts the long tail.
+    t.add("temperature", &C::temperature, "softmax temperature; 0 is greedy").init(0.6).check(non_negative);
+    t.add("top-k", &C::top_k, "sample among the k most likely tokens; 0 keeps all").init(50).check(non_negative);
+    seed_flag(t, &C::seed);
+    device_flag(t, &C::device);
+    vocab_flag(t, &C::vocab);
+    threads_flag(t, &C::threads);
+    return t;
+  }();
+  return table;
+}
+
+// Raised by Ctrl-C; the reply in progress polls it. Installed without SA_RESTART, so that Ctrl-C at
+// the prompt also interrupts the read (which then starts over) instead of waiting for Enter.
+std::atomic<bool> interrupted{false};
+
+void on_interrupt(int) { interrupted.store(true); }
+
+void catch_interrupts() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// A reply on one line: its line breaks and backslashes escaped as \n, \r and \\ (a script splits the
+// output on lines; reading the escapes back gives the text).
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string context_note(const ChatSession& session) {
+  return strprintf("the conversation has outgrown the model's context of %lld tokens",
+                   static_cast<long long>(session.context_size()));
+}
+
+// Non-interactive: one conversation per input line, one reply per output line, notes on stderr.
+int run_lines(ChatSession& session) {
+  std::string line;
+  for (int64_t number = 1; std::getline(std::cin, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
+    require_utf8(line, strprintf("stdin line %lld", static_cast<long long>(number)));
+    session.reset();
+    ChatReply reply;
+    try {
+      reply = session.reply(line);
+    } catch (const ConversationFull& e) {
+      throw std::invalid_argument(strprintf("stdin line %lld: %s", static_cast<long long>(number), e.what()));
+    }
+    std::cout << one_line(reply.text) << std::endl;
+    if (reply.outgrew) {
+      std::cerr << strprintf("note: stdin line %lld: %s; the reply is cut there", static_cast<long long>(number),
+                             context_note(session).c_str())
+                << std::endl;
+    }
+  }
+  return 0;
+}
+
+// Interactive: one conversation, turn after turn.
+int run_terminal(ChatSession& session, const std::string& description, int64_t max_new_tokens) {
+  catch_interrupts();
+  std::cout << "chat with " << description << "\n(Ctrl-D or \"quit\" ends, Ctrl-C stops a reply, \"clear\" starts a "
+            << "new conversation)" << std::endl;
+  while (true) {
+    std::cout << "\nUser: " << std::flush;
+    std::string line;
+    interrupted.store(false);
+    if (!std::getline(std::cin, line)) {
+      if (std::cin.eof()) break;  // Ctrl-D
+      std::cin.clear();           // Ctrl-C at the prompt: a fresh prompt
+      continue;
+    }
+    if (line == "quit" || line == "exit") break;
+    if (line == "clear") {
+      session.reset();
+      std::cout << "(a new conversation)" << std::endl;
+      continue;
+    }
+    if (line.empty()) continue;
+    try {
+      require_utf8(line, "the message");
+      std::cout << "\nAssistant: " << std::flush;
+      ChatReply reply;
+      try {
+        reply = session.reply(line, [](const std::string& text) { std::cout << text << std::flush; }, &interrupted);
+      } catch (const ConversationFull& e) {
+        std::cout << "\n(" << context_note(session) << ": a new conversation starts with this message)\nAssistant: "
+                  << std::flush;
+        session.reset();
+        reply = session.reply(line, [](const std::string& text) { std::cout << text << std::flush; }, &interrupted);
+      }
+      std::cout << std::endl;
+      if (reply.interrupted) std::cout << "(stopped)" << std::endl;
+      if (!reply.finished && !reply.interrupted && !reply.outgrew) {
+        std::cout << "(cut at --max-new-tokens " << max_new_tokens << ")" << std::endl;
+      }
+      if (reply.outgrew) {
+        std::cout << "(" << context_note(session) << ": the next message starts a new one)" << std::endl;
+        session.reset();
+      }
+    } catch (const ConversationFull& e) {
+      std::cout << "\n(the message does not fit in an empty conversation: " << e.what() << ")" << std::endl;
+      session.reset();
+    } catch (const std::invalid_argument& e) {  // text the tokenizer cannot encode: say so, keep talking
+      std::cout << "(" << e.what() << ")" << std::endl;
+    }
+  }
+  std::cout << std::endl;
+  return 0;
+}
+
+int run_chat(const Parsed<ChatFlags>& flags, const JobSession&) {
+  const ChatFlags& f = flags.config;
+  if (f.temperature == 0 && flags.gave("top-k") && f.top_k != 0) {
+    throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");
+  }
+  const bool terminal = isatty(STDIN_FILENO) != 0;
+  const torch::Device device = pick_device(f.device);
+  set_cpu_threads(f.threads);
+  InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""));
+  const ChatFormat format = [&] {
+    try {
+      return ChatFormat(*m.codec, m.model->config().vocab_size);
+    } catch (const std::invalid_argument& e) {  // which model lacks the rows
+      throw std::invalid_argument(m.description + ": " + e.what());
+    }
+  }();
+  if (!m.chat_record) {
+    // Still usable (its special tokens are there), but it never learned to end a turn: say why replies ramble.
+    std::cerr << "note: " << m.description << " was not fine-tuned on conversations (train --sft): its replies will "
+              << "not follow the turns" << std::endl;
+  } else {
+    format.check_record(*m.chat_record);
+  }
+  const SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k};
+  seed_everything(f.seed);
+  ChatSession session(m.model, format, *m.codec, sampling, f.system);
+  try {
+    if (terminal) {
+      std::cerr << "device: " << device_name(device) << "\nmodel: " << m.description << std::endl;
+      return run_terminal(session, m.description, f.max_new_tokens);
+    }
+    return run_lines(session);
+  } catch (const NonFiniteLogits& e) {  // the stored weights are the problem: bad input
+    throw std::invalid_argument(m.description + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+Command chat_command() {
+  return make_command<ChatFlags>("chat", "chat --checkpoint PATH [options]",
+                                 "talk with a model fine-tuned on conversations (stdin lines when not a terminal)",
+                                 /*multi_rank=*/false, &chat_flag_table, &run_chat);
+}
+
+}  // namespace mygpt

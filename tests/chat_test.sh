@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `mygpt-ddp chat` through the binary: stdin lines in, one reply line out each; bad input (a line that
+# is not UTF-8, a message longer than the model's context, a model without room for the chat tokens) is
+# one line naming it and exit 2; on a terminal (tests/chat_terminal_test.py, a pseudo-terminal): the
+# prompt, a streamed reply, Ctrl-C stopping it, "clear", Ctrl-D ending with exit 0.
+# Usage: chat_test.sh MYGPT_DDP SHARED_DATA_DIR PYTHON
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+use_binary "${1:-}"
+DATA_DIR=${2:-}
+PY=${3:-python3}
+make_work_dir chat
+GPT2_DIR=$DATA_DIR/gpt2
+SHAKESPEARE=$DATA_DIR/tinyshakespeare.txt
+if [[ ! -f $GPT2_DIR/encoder.json || ! -f $SHAKESPEARE ]]; then
+  skip "chat (needs $GPT2_DIR and $SHAKESPEARE)"
+  finish
+fi
+
+# A GPT-2-tokenizer model (50304 rows: room for the five chat tokens) with a long context, barely trained.
+run train_model train "$SHAKESPEARE" --tokenizer gpt2 --vocab "$GPT2_DIR" --preset tiny --block-size 1024 --batch-size 2 \
+  --seq-len 64 --steps 2 --eval-every 0 --threads 1 --device cpu --out "$WORK/model"
+check "a GPT-2-tokenizer model to talk with (exit $RC)" test "$RC" -eq 0
+CHAT=(chat --checkpoint "$WORK/model" --device cpu --threads 1 --max-new-tokens 40)
+
+printf 'hello\nwho are you?\n\nbye\n' >"$WORK/lines.txt"
+run_cmd lines "$BIN" "${CHAT[@]}" <"$WORK/lines.txt"
+check "stdin not a terminal: exit 0 (exit $RC): $(tail -n 1 "$WORK/lines.err")" test "$RC" -eq 0
+check "... one reply line per input line ($(wc -l <"$WORK/lines.out") for 4)" test "$(wc -l <"$WORK/lines.out")" -eq 4
+check "... a note that this model was not fine-tuned on conversations" grep -q "not fine-tuned on conversations" "$WORK/lines.err"
+run_cmd lines_again "$BIN" "${CHAT[@]}" <"$WORK/lines.txt"
+check "... the same seed gives the same replies" cmp -s "$WORK/lines.out" "$WORK/lines_again.out"
+
+printf 'hello\n\xff\xfe\n' >"$WORK/bad_utf8.txt"
+run_cmd bad_utf8 "$BIN" "${CHAT[@]}" <"$WORK/bad_utf8.txt"
+check "a line that is not UTF-8: exit 2 naming stdin line 2 (exit $RC): $(cat "$WORK/bad_utf8.err")" \
+  bash -c "[[ $RC -eq 2 ]] && grep -q 'stdin line 2' '$WORK/bad_utf8.err' && [[ \$(grep -vc '^note:' '$WORK/bad_utf8.err') -eq 1 ]]"
+
+"$PY" -c 'print("to be or not to be " * 400)' >"$WORK/long.txt"
+run_cmd long "$BIN" "${CHAT[@]}" <"$WORK/long.txt"
+check "a message longer than the context: exit 2 naming stdin line 1 and the sizes (exit $RC): $(cat "$WORK/long.err")" \
+  bash -c "[[ $RC -eq 2 ]] && grep -q 'stdin line 1: the message needs [0-9]* tokens of context' '$WORK/long.err'"
+
+run_cmd greedy_top_k "$BIN" "${CHAT[@]}" --temperature 0 --top-k 5 </dev/null
+check "--top-k with --temperature 0: exit 2 naming --top-k (exit $RC)" \
+  bash -c "[[ $RC -eq 2 ]] && grep -q -- '--top-k' '$WORK/greedy_top_k.err'"
+
+# A character model has no rows to spare for the chat tokens.
+printf 'abc abc abc\n%.0s' $(seq 1 200) >"$WORK/chars.txt"
+run train_chars train "$WORK/chars.txt" --preset tiny --steps 1 --eval-every 0 --threads 1 --device cpu --out "$WORK/chars"
+run_cmd no_room "$BIN" chat --checkpoint "$WORK/chars" --device cpu </dev/null
+check "a model without rows for the chat tokens: exit 2, one line (exit $RC): $(cat "$WORK/no_room.err")" \
+  bash -c "[[ $RC -eq 2 && \$(wc -l <'$WORK/no_room.err') -eq 1 ]] && grep -q 'chat' '$WORK/no_room.err' && ! grep -q 'does not exist' '$WORK/no_room.err'"
+
+if "$PY" -c 'import pty' >/dev/null 2>&1; then
+  with_timeout 300 "$PY" "$TESTS_DIR/chat_terminal_test.py" "$BIN" "$WORK/model" >"$WORK/terminal.out" 2>&1
+  rc=$?
+  check "on a terminal: prompt, streamed reply, Ctrl-C, clear, Ctrl-D (exit $rc): $(tail -n 3 "$WORK/terminal.out" | tr '\n' ' ')" \
+    test "$rc" -eq 0
+else
+  skip "chat on a terminal (this python has no pty module)"
+fi
+finish
