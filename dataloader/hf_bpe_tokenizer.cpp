@@ -264,8 +264,14 @@ void HfBpeTokenizer::Impl::encode_between_added(std::string_view text, std::size
     return;
   }
   const std::vector<AddedToken>& tokens = pass == 0 ? raw_added : normalized_added;
+  std::array<bool, 256> starts_a_token{};  // most bytes start none: skip them without comparing
+  for (const AddedToken& token : tokens) starts_a_token[static_cast<unsigned char>(token.content[0])] = true;
   std::size_t done = 0;  // the text before this is encoded
   for (std::size_t at = 0; at < text.size() && !tokens.empty();) {
+    if (!starts_a_token[static_cast<unsigned char>(text[at])]) {
+      ++at;
+      continue;
+    }
     const AddedToken* found = nullptr;
     for (const AddedToken& token : tokens) {
       if (text.compare(at, token.content.size(), token.content) == 0) {
