@@ -101,6 +101,19 @@ else
 import sys; from transformers import AutoTokenizer
 t = AutoTokenizer.from_pretrained(sys.argv[1]); print(t.encode('Hello world'))" "$WORK/exported"
     check "transformers reads the exported tokenizer as GPT-2's" grep -qF "[15496, 995]" "$WORK/tokenizer_exported.out"
+    # The tokenizer.json export writes is what AutoTokenizer reads; tokenizers gives our ids on it (unit tests).
+    if "$PY" -c "import tokenizers" >/dev/null 2>&1 && [[ -f $SHAKESPEARE ]]; then
+      TOKREF=$TESTS_DIR/tokenizer_reference.py
+      run_cmd gpt2_texts "$PY" "$TOKREF" texts "$SHAKESPEARE" "$DATA_DIR/hellaswag/hellaswag_val_full.txt" "$WORK/gpt2_texts.json"
+      run_cmd gpt2_auto "$PY" "$TOKREF" auto "$WORK/exported" "$WORK/gpt2_texts.json" "$WORK/gpt2_auto.json"
+      run_cmd gpt2_ref "$PY" "$TOKREF" encode "$WORK/exported/tokenizer.json" "$WORK/gpt2_texts.json" "$WORK/gpt2_ref.json"
+      run_cmd gpt2_same "$PY" -c "
+import json, sys
+a, b = (json.load(open(p, encoding='utf-8')) for p in sys.argv[1:])
+assert a.keys() == b.keys() and all(a[k]['ids'] == b[k]['ids'] for k in a), 'ids differ'
+print(len(a), 'texts equal')" "$WORK/gpt2_auto.json" "$WORK/gpt2_ref.json"
+      check "AutoTokenizer reads the exported GPT-2 tokenizer.json ($(cat "$WORK/gpt2_same.out"))" test "$RC" -eq 0 -a -s "$WORK/exported/tokenizer.json"
+    fi
   fi
 fi
 
