@@ -5,6 +5,9 @@
                                     the same with "a b" merges
   make-gpt4 TEXT OUT_DIR           a small BPE trained on TEXT with nanochat's GPT-4-style Split pattern and
                                     ByteLevel(use_regex=False), special tokens included
+  variants GPT4_DIR OUT_DIR         that tokenizer with other pre-tokenizers (each Split behaviour, Digits,
+                                    ByteLevel's prefix space and regex), added tokens with lstrip, rstrip and
+                                    single_word, and ignore_merges: OUT_DIR/<name>/tokenizer.json
   texts SHAKESPEARE HELLASWAG OUT  the texts the test compares on (real text and random Unicode), as JSON
   encode TOKENIZER_JSON TEXTS OUT  tokenizers' ids (add_special_tokens=False) and decoded text of each text
   auto DIR TEXTS OUT               the same through transformers' AutoTokenizer.from_pretrained(DIR)
@@ -58,18 +61,49 @@ def make_gpt4(text_path, out_dir):
     tok.save(os.path.join(out_dir, "tokenizer.json"))
 
 
+def variants(gpt4_dir, out_dir):
+    from tokenizers import AddedToken, Regex, Tokenizer, pre_tokenizers
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    words = Regex(r"\p{L}+")
+    changes = {
+        "merged_with_previous": [pre_tokenizers.Split(words, "merged_with_previous"), byte_level],
+        "merged_with_next": [pre_tokenizers.Split(words, "merged_with_next"), byte_level],
+        "contiguous": [pre_tokenizers.Split(Regex(r"\s"), "contiguous"), byte_level],
+        "removed_inverted": [pre_tokenizers.Split(Regex(r"[0-9]+"), "removed", invert=True), byte_level],
+        "string_split": [pre_tokenizers.Split(" ", "isolated"), byte_level],
+        "digits_prefix_space": [pre_tokenizers.Digits(individual_digits=True),
+                                pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)],
+    }
+    for name, steps in list(changes.items()) + [("added_tokens", None), ("ignore_merges", None)]:
+        tok = Tokenizer.from_file(os.path.join(gpt4_dir, "tokenizer.json"))
+        if steps is not None:
+            tok.pre_tokenizer = pre_tokenizers.Sequence(steps)
+        if name == "added_tokens":
+            tok.add_tokens([AddedToken("hello", single_word=True), AddedToken("<mask>", lstrip=True, rstrip=True),
+                            AddedToken("ab", normalized=False)])
+        path = os.path.join(out_dir, name, "tokenizer.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tok.save(path)
+        if name == "ignore_merges":
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            data["model"]["ignore_merges"] = True
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(data, f, ensure_ascii=False)
+
+
 def random_unicode(rng, length):
     pools = [
         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", " ", "  \t", "\n", "\r\n",
         "'s", "'LL", "'Ve", "'d", ".,;:!?-()[]{}\"'/\\@#$%^&*_+=<>|~`",
         "\u00a0\u2000\u2028\u3000\u200b\u180e\u0085", "éàüßñçøåæœ", "αβγδεζηθΩΣ", "абвгдеёжзийЖЩЯ",
         "中文字符测试你好世界汉字", "ひらがなカタカナ", "한국어텍스트", "عربيةنص", "हिन्दीपाठ", "ไทย",
-        "\u0301\u0308\u0327\u0323\u036f", "😀😂🥲🤖👍🏽👨‍👩‍👧‍👦🇫🇷❤️✨", "①②³¼Ⅷ٣६", "<|endoftext|>", "<|bos|>",
+        "\u0301\u0308\u0327\u0323\u036f", "😀😂🥲🤖👍🏽👨‍👩‍👧‍👦🇫🇷❤️✨", "①②³¼Ⅷ٣६", "<|endoftext|>", "<|bos|>", "hello", " <mask> ",
     ]
     out = []
     for _ in range(length):
         pool = rng.choice(pools)
-        if pool in ("<|endoftext|>", "<|bos|>", "'s", "'LL", "'Ve", "'d", "\r\n"):
+        if pool in ("<|endoftext|>", "<|bos|>", "hello", " <mask> ", "'s", "'LL", "'Ve", "'d", "\r\n"):
             out.append(pool)
         elif pool in (" ", "  \t", "\n", "0123456789"):
             out.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 7))))  # runs
@@ -110,6 +144,8 @@ def main():
         make_gpt2(*args)
     elif mode == "make-gpt4":
         make_gpt4(*args)
+    elif mode == "variants":
+        variants(*args)
     elif mode == "texts":
         texts(*args)
     elif mode == "encode":
