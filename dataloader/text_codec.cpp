@@ -58,7 +58,7 @@ class Gpt2Codec final : public TextCodec {
 
 // The token that starts each document of a corpus (the trainer's delimiter): tokenizer_config.json's
 // bos_token (nanochat's <|bos|>, Llama's <|begin_of_text|>), else its eos_token (Qwen's, GPT-2's
-// <|endoftext|>), else an added <|endoftext|>; -1 without any.
+// <|endoftext|>), else an added <|endoftext|> or nanochat's <|bos|>; -1 without any.
 int64_t document_delimiter(const std::filesystem::path& dir, const HfBpeTokenizer& tokenizer) {
   std::vector<std::string> candidates;
   std::error_code ec;
@@ -76,7 +76,7 @@ int64_t document_delimiter(const std::filesystem::path& dir, const HfBpeTokenize
       throw std::invalid_argument((dir / "tokenizer_config.json").string() + ": malformed JSON: " + e.what());
     }
   }
-  candidates.push_back("<|endoftext|>");
+  candidates.insert(candidates.end(), {"<|endoftext|>", "<|bos|>"});
   for (const auto& candidate : candidates) {
     if (const auto id = tokenizer.token_id(candidate)) return *id;
   }

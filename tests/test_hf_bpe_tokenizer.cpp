@@ -12,6 +12,7 @@
 #include "common/file_io.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/hf_bpe_tokenizer.h"
+#include "dataloader/text_codec.h"
 #include "tests/reference_python.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
@@ -86,7 +87,9 @@ class TokenizerJsonVersusTokenizers : public ::testing::Test {
         ADD_FAILURE() << name << ": ids differ from token " << first << " of " << want.ids.size() << " ("
                       << nlohmann::json(text.substr(0, 200)).dump() << ")";
       }
-      if (round_trip) EXPECT_EQ(ours.decode(ids), text) << name;
+      if (round_trip) {
+        EXPECT_EQ(ours.decode(ids), text) << name;
+      }
       EXPECT_EQ(ours.decode(want.ids), want.decoded) << name;
     }
     EXPECT_EQ(mismatches, 0);
@@ -201,6 +204,24 @@ TEST(HfBpeTokenizer, ReadsATinyTokenizerAndItsAddedTokens) {
   EXPECT_EQ(tokenizer.decode(std::vector<int32_t>{256, 258}), "ab<|x|>y");
   EXPECT_NE(invalid_argument_message([&] { tokenizer.decode(std::vector<int32_t>{259}); }).find("259"),
             std::string::npos);
+}
+
+// The trainer's document delimiter: the folder's bos_token, else eos_token, else a known special token.
+TEST(HfBpeTokenizer, AFolderIsTheHfKindAndItsConfigNamesTheDocumentDelimiter) {
+  ScratchDir dir;
+  const auto path = tiny_tokenizer_json(dir, "folder", [](nlohmann::json& t) {
+    t["added_tokens"] = {{{"id", 257}, {"content", "<|bos|>"}, {"special", true}},
+                         {{"id", 258}, {"content", "<|eos|>"}, {"special", true}}};
+  });
+  const std::string folder = path.parent_path().string();
+  EXPECT_EQ(folder_tokenizer_kind(folder), TokenizerKind::hf);
+  EXPECT_EQ(make_text_codec(TokenizerKind::hf, folder)->end_of_text(), 257);  // nanochat's <|bos|>
+  dir.write("folder/tokenizer_config.json", R"({"bos_token": null, "eos_token": {"content": "<|eos|>"}})");
+  const auto codec = make_text_codec(TokenizerKind::hf, folder);
+  EXPECT_EQ(codec->end_of_text(), 258);
+  EXPECT_EQ(codec->kind(), TokenizerKind::hf);
+  EXPECT_EQ(codec->encode("ab<|eos|>"), (std::vector<int64_t>{256, 258}));
+  EXPECT_EQ(parse_tokenizer_kind("hf"), TokenizerKind::hf);
 }
 
 TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
