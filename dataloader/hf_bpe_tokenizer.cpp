@@ -1,8 +1,8 @@
 #include "dataloader/hf_bpe_tokenizer.h"
 
 #include <algorithm>
-#include <cctype>
 #include <array>
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -42,7 +42,11 @@ bool is_white_space(char32_t c) {
 // The code point starting at text[i] and its length; an invalid byte is itself (length 1).
 std::pair<char32_t, std::size_t> code_point_at(std::string_view text, std::size_t i) {
   const auto lead = static_cast<unsigned char>(text[i]);
-  const std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 1;
+  const std::size_t length = lead < 0x80           ? 1
+                             : (lead >> 5) == 0x6  ? 2
+                             : (lead >> 4) == 0xE  ? 3
+                             : (lead >> 3) == 0x1E ? 4
+                                                   : 1;
   if (length == 1 || i + length > text.size()) return {lead, 1};
   char32_t cp = lead & (0x7F >> length);
   for (std::size_t k = 1; k < length; ++k) {
@@ -85,11 +89,11 @@ bool flag(const json& node, const char* key, bool fallback) {
 }  // namespace
 
 struct HfBpeTokenizer::Impl {
-  std::string where;  // "<file>: ", the start of every message
+  std::string where;                     // "<file>: ", the start of every message
   std::vector<std::string> token_bytes;  // id -> the bytes it decodes to
   std::vector<bool> has_id;
-  bpe::StringMap<int32_t> id_of_spelling;  // vocabulary strings and added tokens' contents
-  bpe::StringMap<int32_t> id_of_bytes;     // vocabulary strings in the byte alphabet, by their bytes
+  bpe::StringMap<int32_t> id_of_spelling;               // vocabulary strings and added tokens' contents
+  bpe::StringMap<int32_t> id_of_bytes;                  // vocabulary strings in the byte alphabet, by their bytes
   std::vector<AddedToken> raw_added, normalized_added;  // the two passes tokenizers makes over the text
   bool ignore_merges = false;
 
@@ -109,7 +113,8 @@ struct HfBpeTokenizer::Impl {
 
 void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_seen) {
   const std::string type = type_of(node);
-  if (byte_level_seen) refuse("pre_tokenizer " + type + " after ByteLevel is not supported (it would see byte-level characters)");
+  if (byte_level_seen)
+    refuse("pre_tokenizer " + type + " after ByteLevel is not supported (it would see byte-level characters)");
   if (type == "Sequence" && node.contains("pretokenizers") && node["pretokenizers"].is_array()) {
     for (const auto& inner : node["pretokenizers"]) read_pretokenizer(inner, byte_level_seen);
     return;
@@ -117,7 +122,8 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
   if (type == "ByteLevel") {
     byte_level_seen = true;
     if (flag(node, "add_prefix_space", false)) steps.push_back(PretokenStep{});
-    if (flag(node, "use_regex", true)) steps.push_back(PretokenStep{bpe::PretokenPattern(bpe::gpt2_split_pattern(), where)});
+    if (flag(node, "use_regex", true))
+      steps.push_back(PretokenStep{bpe::PretokenPattern(bpe::gpt2_split_pattern(), where)});
     return;
   }
   if (type == "Digits") {
@@ -143,7 +149,8 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
       {"MergedWithNext", SplitBehavior::merged_with_next},
       {"Contiguous", SplitBehavior::contiguous}};
   const auto behavior = behaviors.find(node.value("behavior", std::string("(none)")));
-  if (behavior == behaviors.end()) refuse("Split pre_tokenizer with an unknown behavior " + node.value("behavior", json()).dump());
+  if (behavior == behaviors.end())
+    refuse("Split pre_tokenizer with an unknown behavior " + node.value("behavior", json()).dump());
   steps.push_back(PretokenStep{bpe::PretokenPattern(regex, where), behavior->second, flag(node, "invert", false)});
 }
 
@@ -153,7 +160,8 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
     if (!value.is_null() && value != "") refuse(std::string("BPE ") + key + " " + value.dump() + " is not supported");
   }
   const json dropout = model.value("dropout", json());
-  if (!dropout.is_null() && !(dropout.is_number() && dropout.get<double>() == 0)) refuse("BPE dropout is not supported");
+  if (!dropout.is_null() && !(dropout.is_number() && dropout.get<double>() == 0))
+    refuse("BPE dropout is not supported");
   if (flag(model, "byte_fallback", false)) refuse("BPE byte_fallback is not supported (it is not byte-level BPE)");
   ignore_merges = flag(model, "ignore_merges", false);
 
@@ -161,7 +169,8 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
   const json& merges = model.value("merges", json());
   if (!vocab.is_object() || !merges.is_array()) refuse("the BPE model needs a \"vocab\" object and a \"merges\" list");
   const auto place = [&](int64_t id, const std::string& spelling, const std::string& what) {
-    if (id < 0 || id >= (int64_t{1} << 31) - 1) refuse(what + " " + json(spelling).dump() + " has id " + std::to_string(id));
+    if (id < 0 || id >= (int64_t{1} << 31) - 1)
+      refuse(what + " " + json(spelling).dump() + " has id " + std::to_string(id));
     if (static_cast<std::size_t>(id) >= token_bytes.size()) {
       token_bytes.resize(id + 1);
       has_id.resize(id + 1);
@@ -175,7 +184,8 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
     const auto id = it.value().get<int64_t>();
     place(id, it.key(), "vocab token");
     id_of_spelling.emplace(it.key(), static_cast<int32_t>(id));
-    if (const auto bytes = bpe::bytes_of_alphabet_spelling(it.key())) id_of_bytes.emplace(*bytes, static_cast<int32_t>(id));
+    if (const auto bytes = bpe::bytes_of_alphabet_spelling(it.key()))
+      id_of_bytes.emplace(*bytes, static_cast<int32_t>(id));
   }
 
   std::array<int32_t, 256> byte_token{};
@@ -218,11 +228,12 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
 
   if (!added.is_null() && !added.is_array()) refuse("\"added_tokens\" is not a list");
   for (const json& token : added.is_array() ? added : json::array()) {
-    if (!token.is_object() || !token.value("id", json()).is_number_integer() || !token.value("content", json()).is_string()) {
+    if (!token.is_object() || !token.value("id", json()).is_number_integer() ||
+        !token.value("content", json()).is_string()) {
       refuse("an added token without an integer \"id\" and a \"content\" string: " + token.dump().substr(0, 80));
     }
-    AddedToken a{token["content"].get<std::string>(), 0, flag(token, "single_word", false), flag(token, "lstrip", false),
-                 flag(token, "rstrip", false)};
+    AddedToken a{token["content"].get<std::string>(), 0, flag(token, "single_word", false),
+                 flag(token, "lstrip", false), flag(token, "rstrip", false)};
     const auto id = token["id"].get<int64_t>();
     if (a.content.empty()) continue;  // tokenizers ignores them too
     const auto known = id_of_spelling.find(a.content);
@@ -230,7 +241,8 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
       refuse("added token " + json(a.content).dump() + " has id " + std::to_string(id) + " but the vocab gives it " +
              std::to_string(known->second));
     }
-    if (known == id_of_spelling.end() && static_cast<std::size_t>(std::max<int64_t>(id, 0)) < has_id.size() && has_id[id]) {
+    if (known == id_of_spelling.end() && static_cast<std::size_t>(std::max<int64_t>(id, 0)) < has_id.size() &&
+        has_id[id]) {
       refuse("added token " + json(a.content).dump() + " takes id " + std::to_string(id) + ", which another token has");
     }
     place(id, a.content, "added token");
@@ -425,10 +437,9 @@ HfBpeTokenizer HfBpeTokenizer::load(const std::filesystem::path& tokenizer_json)
   if (!pretokenizer.is_null()) impl->read_pretokenizer(pretokenizer, byte_level);
   if (!byte_level) impl->refuse("pre_tokenizer " + type_of(pretokenizer) + " is not byte-level (no ByteLevel in it)");
   const json decoder = root.value("decoder", json());
-  const bool byte_level_decoder =
-      type_of(decoder) == "ByteLevel" ||
-      (type_of(decoder) == "Sequence" && decoder.value("decoders", json()).is_array() &&
-       decoder["decoders"].size() == 1 && type_of(decoder["decoders"][0]) == "ByteLevel");
+  const bool byte_level_decoder = type_of(decoder) == "ByteLevel" ||
+                                  (type_of(decoder) == "Sequence" && decoder.value("decoders", json()).is_array() &&
+                                   decoder["decoders"].size() == 1 && type_of(decoder["decoders"][0]) == "ByteLevel");
   if (!byte_level_decoder) impl->refuse("decoder " + type_of(decoder) + " is not supported (only ByteLevel is)");
   impl->read_model(root["model"], root.value("added_tokens", json()));
   return HfBpeTokenizer(std::move(impl));
@@ -444,7 +455,8 @@ std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text) const {
 
 std::string_view HfBpeTokenizer::token_bytes(int32_t id) const {
   if (id < 0 || static_cast<std::size_t>(id) >= impl_->has_id.size() || !impl_->has_id[id]) {
-    throw std::invalid_argument("token id " + std::to_string(id) + " is not in the tokenizer " + impl_->where.substr(0, impl_->where.size() - 2));
+    throw std::invalid_argument("token id " + std::to_string(id) + " is not in the tokenizer " +
+                                impl_->where.substr(0, impl_->where.size() - 2));
   }
   return impl_->token_bytes[id];
 }
@@ -486,25 +498,34 @@ std::string gpt2_tokenizer_json(const std::string& encoder_json, const std::stri
     pos = end + 1;
   }
   const auto byte_level = [](bool add_prefix_space, bool trim_offsets) {
-    return nlohmann::ordered_json{{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space},
-                                  {"trim_offsets", trim_offsets}, {"use_regex", true}};
+    return nlohmann::ordered_json{{"type", "ByteLevel"},
+                                  {"add_prefix_space", add_prefix_space},
+                                  {"trim_offsets", trim_offsets},
+                                  {"use_regex", true}};
   };
-  const nlohmann::ordered_json eot = {{"id", 50256}, {"content", "<|endoftext|>"}, {"single_word", false},
-                                      {"lstrip", false}, {"rstrip", false}, {"normalized", true}, {"special", true}};
+  const nlohmann::ordered_json eot = {
+      {"id", 50256},     {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
+      {"rstrip", false}, {"normalized", true},         {"special", true}};
   // The layout transformers writes for GPT2TokenizerFast.
-  const nlohmann::ordered_json tokenizer = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens", {eot}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", byte_level(false, true)},
-      {"post_processor", byte_level(true, false)},
-      {"decoder", byte_level(true, true)},
-      {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-        {"vocab", vocab}, {"merges", merges}}}};
+  const nlohmann::ordered_json tokenizer = {{"version", "1.0"},
+                                            {"truncation", nullptr},
+                                            {"padding", nullptr},
+                                            {"added_tokens", {eot}},
+                                            {"normalizer", nullptr},
+                                            {"pre_tokenizer", byte_level(false, true)},
+                                            {"post_processor", byte_level(true, false)},
+                                            {"decoder", byte_level(true, true)},
+                                            {"model",
+                                             {{"type", "BPE"},
+                                              {"dropout", nullptr},
+                                              {"unk_token", nullptr},
+                                              {"continuing_subword_prefix", ""},
+                                              {"end_of_word_suffix", ""},
+                                              {"fuse_unk", false},
+                                              {"byte_fallback", false},
+                                              {"ignore_merges", false},
+                                              {"vocab", vocab},
+                                              {"merges", merges}}}};
   return tokenizer.dump() + "\n";
 }
 

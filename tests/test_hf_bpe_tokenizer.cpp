@@ -38,8 +38,10 @@ struct Reference {
 class TokenizerJsonVersusTokenizers : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!python_imports("tokenizers")) GTEST_SKIP() << "Python with `tokenizers` not found: no reference to compare with";
-    if (!fs::exists(kData / "tinyshakespeare.txt")) GTEST_SKIP() << (kData / "tinyshakespeare.txt").string() << " absent";
+    if (!python_imports("tokenizers"))
+      GTEST_SKIP() << "Python with `tokenizers` not found: no reference to compare with";
+    if (!fs::exists(kData / "tinyshakespeare.txt"))
+      GTEST_SKIP() << (kData / "tinyshakespeare.txt").string() << " absent";
     // HellaSwag text is compared where the data has it; Shakespeare and the random strings always.
     ASSERT_FALSE(run_python_json(kScript,
                                  {"texts", (kData / "tinyshakespeare.txt").string(),
@@ -58,8 +60,10 @@ class TokenizerJsonVersusTokenizers : public ::testing::Test {
   std::map<std::string, Reference> reference(const std::string& mode, const fs::path& tokenizer,
                                              const fs::path& texts = {}) {
     const fs::path out = dir_.path() / "reference.json";
-    EXPECT_FALSE(run_python_json(kScript, {mode, tokenizer.string(), (texts.empty() ? texts_path() : texts).string(),
-                                 out.string()}, dir_.path()).is_null());
+    EXPECT_FALSE(run_python_json(
+                     kScript, {mode, tokenizer.string(), (texts.empty() ? texts_path() : texts).string(), out.string()},
+                     dir_.path())
+                     .is_null());
     std::map<std::string, Reference> answers;
     const auto parsed = nlohmann::json::parse(read_whole_file(out, "test"));
     for (auto& [name, answer] : parsed.items()) {
@@ -102,8 +106,8 @@ class TokenizerJsonVersusTokenizers : public ::testing::Test {
 TEST_F(TokenizerJsonVersusTokenizers, Gpt2TokenizerJsonInBothMergeForms) {
   if (!fs::exists(kData / "gpt2" / "encoder.json")) GTEST_SKIP() << (kData / "gpt2").string() << " absent";
   const fs::path folder = dir_.path() / "gpt2";
-  ASSERT_FALSE(run_python_json(kScript, {"make-gpt2", (kData / "gpt2").string(), folder.string()},
-                               dir_.path()).is_null());
+  ASSERT_FALSE(
+      run_python_json(kScript, {"make-gpt2", (kData / "gpt2").string(), folder.string()}, dir_.path()).is_null());
   const auto answers = reference("encode", folder / "tokenizer.json");
   EXPECT_GT(answers.at("shakespeare").ids.size(), 300000u);  // the whole play, not an empty answer
   expect_same_as(HfBpeTokenizer::load(folder / "tokenizer.json"), answers);
@@ -116,9 +120,9 @@ TEST_F(TokenizerJsonVersusTokenizers, Gpt2TokenizerJsonInBothMergeForms) {
 
 TEST_F(TokenizerJsonVersusTokenizers, Gpt4StyleSplitPatternAsNanochats) {
   const fs::path folder = dir_.path() / "gpt4";
-  ASSERT_FALSE(run_python_json(kScript,
-                               {"make-gpt4", (kData / "tinyshakespeare.txt").string(), folder.string()}, dir_.path())
-                   .is_null());
+  ASSERT_FALSE(
+      run_python_json(kScript, {"make-gpt4", (kData / "tinyshakespeare.txt").string(), folder.string()}, dir_.path())
+          .is_null());
   const HfBpeTokenizer ours = HfBpeTokenizer::load(folder / "tokenizer.json");
   EXPECT_EQ(ours.vocab_size(), 2048u);
   EXPECT_EQ(ours.token_id("<|bos|>"), 0);
@@ -131,8 +135,9 @@ TEST_F(TokenizerJsonVersusTokenizers, Gpt4StyleSplitPatternAsNanochats) {
 // ignore_merges.
 TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgnoreMerges) {
   const fs::path gpt4 = dir_.path() / "gpt4", variants = dir_.path() / "variants";
-  ASSERT_FALSE(run_python_json(kScript, {"make-gpt4", (kData / "tinyshakespeare.txt").string(), gpt4.string()},
-                               dir_.path()).is_null());
+  ASSERT_FALSE(
+      run_python_json(kScript, {"make-gpt4", (kData / "tinyshakespeare.txt").string(), gpt4.string()}, dir_.path())
+          .is_null());
   ASSERT_FALSE(run_python_json(kScript, {"variants", gpt4.string(), variants.string()}, dir_.path()).is_null());
   std::map<std::string, std::string> texts;
   nlohmann::json texts_json = nlohmann::json::object();
@@ -156,9 +161,9 @@ TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgno
 TEST_F(TokenizerJsonVersusTokenizers, Gpt2TokenizerJsonWrittenFromOpenAisFiles) {
   const fs::path gpt2 = kData / "gpt2";
   if (!fs::exists(gpt2 / "encoder.json")) GTEST_SKIP() << gpt2.string() << " absent";
-  const auto path = dir_.write("written/tokenizer.json",
-                               gpt2_tokenizer_json(read_whole_file(gpt2 / "encoder.json", "test"),
-                                                   read_whole_file(gpt2 / "vocab.bpe", "test")));
+  const auto path = dir_.write(
+      "written/tokenizer.json",
+      gpt2_tokenizer_json(read_whole_file(gpt2 / "encoder.json", "test"), read_whole_file(gpt2 / "vocab.bpe", "test")));
   const HfBpeTokenizer written = HfBpeTokenizer::load(path);
   EXPECT_EQ(written.vocab_size(), Gpt2BpeTokenizer::kVocabSize);
   const auto answers = reference("encode", path);
@@ -176,8 +181,10 @@ fs::path tiny_tokenizer_json(const ScratchDir& dir, const std::string& name, voi
     if (byte == 0) substitute = 256;
     const int cp = printable ? byte : substitute++;
     std::string spelling;
-    if (cp < 0x80) spelling = std::string(1, static_cast<char>(cp));
-    else spelling = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    if (cp < 0x80)
+      spelling = std::string(1, static_cast<char>(cp));
+    else
+      spelling = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
     vocab[spelling] = byte;
   }
   vocab["ab"] = 256;
@@ -228,12 +235,23 @@ TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
   ScratchDir dir;
   const std::vector<std::pair<void (*)(nlohmann::json&), std::string>> cases = {
       {[](nlohmann::json& t) { t["model"]["type"] = "WordPiece"; }, "model type WordPiece is not supported"},
-      {[](nlohmann::json& t) { t["model"] = {{"type", "Unigram"}, {"vocab", nlohmann::json::array()}}; },
+      {[](nlohmann::json& t) {
+         t["model"] = {{"type", "Unigram"}, {"vocab", nlohmann::json::array()}};
+       },
        "model type Unigram is not supported"},
       {[](nlohmann::json& t) { t["model"]["type"] = "WordLevel"; }, "model type WordLevel is not supported"},
-      {[](nlohmann::json& t) { t["normalizer"] = {{"type", "NFC"}}; }, "normalizer NFC is not supported"},
-      {[](nlohmann::json& t) { t["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer Metaspace is not supported"},
-      {[](nlohmann::json& t) { t["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "pre_tokenizer Whitespace is not supported"},
+      {[](nlohmann::json& t) {
+         t["normalizer"] = {{"type", "NFC"}};
+       },
+       "normalizer NFC is not supported"},
+      {[](nlohmann::json& t) {
+         t["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
+       "pre_tokenizer Metaspace is not supported"},
+      {[](nlohmann::json& t) {
+         t["pre_tokenizer"] = {{"type", "Whitespace"}};
+       },
+       "pre_tokenizer Whitespace is not supported"},
       {[](nlohmann::json& t) { t["pre_tokenizer"] = nullptr; }, "pre_tokenizer null is not byte-level"},
       {[](nlohmann::json& t) {
          t["pre_tokenizer"] = {{"type", "Sequence"},
@@ -244,7 +262,10 @@ TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
          t["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
        },
        "split pattern does not compile"},
-      {[](nlohmann::json& t) { t["decoder"] = {{"type", "WordPiece"}}; }, "decoder WordPiece is not supported"},
+      {[](nlohmann::json& t) {
+         t["decoder"] = {{"type", "WordPiece"}};
+       },
+       "decoder WordPiece is not supported"},
       {[](nlohmann::json& t) { t["model"]["byte_fallback"] = true; }, "byte_fallback is not supported"},
       {[](nlohmann::json& t) { t["model"]["merges"] = {"a c"}; }, "uses a token missing from the vocab"},
   };
@@ -256,8 +277,9 @@ TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
   dir.write("broken/tokenizer.json", "{\"model\": ");
-  EXPECT_NE(invalid_argument_message([&] { HfBpeTokenizer::load(dir.path() / "broken" / "tokenizer.json"); })
-                .find("malformed JSON"),
+  EXPECT_NE(invalid_argument_message([&] {
+              HfBpeTokenizer::load(dir.path() / "broken" / "tokenizer.json");
+            }).find("malformed JSON"),
             std::string::npos);
 }
 
