@@ -5,7 +5,11 @@
 #include <stdexcept>
 
 #include "dataloader/char_tokenizer.h"
+#include "common/file_io.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
+#include "dataloader/hf_bpe_tokenizer.h"
+
+#include <nlohmann/json.hpp>
 
 namespace mygpt {
 namespace {
@@ -56,7 +60,70 @@ class Gpt2Codec final : public TextCodec {
   Gpt2BpeTokenizer tokenizer_;
 };
 
+// The token that starts each document of a corpus (the trainer's delimiter): tokenizer_config.json's
+// bos_token (nanochat's <|bos|>, Llama's <|begin_of_text|>), else its eos_token (Qwen's, GPT-2's
+// <|endoftext|>), else an added <|endoftext|> or nanochat's <|bos|>; -1 without any.
+int64_t document_delimiter(const std::filesystem::path& dir, const HfBpeTokenizer& tokenizer) {
+  std::vector<std::string> candidates;
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "tokenizer_config.json", ec)) {
+    try {
+      const auto config = nlohmann::json::parse(read_whole_file(dir / "tokenizer_config.json", "tokenizer config"));
+      for (const char* key : {"bos_token", "eos_token"}) {
+        const auto value = config.value(key, nlohmann::json());
+        if (value.is_string()) candidates.push_back(value.get<std::string>());
+        if (value.is_object() && value.value("content", nlohmann::json()).is_string()) {
+          candidates.push_back(value["content"].get<std::string>());
+        }
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument((dir / "tokenizer_config.json").string() + ": malformed JSON: " + e.what());
+    }
+  }
+  candidates.insert(candidates.end(), {"<|endoftext|>", "<|bos|>"});
+  for (const auto& candidate : candidates) {
+    if (const auto id = tokenizer.token_id(candidate)) return *id;
+  }
+  return -1;
+}
+
+class HfCodec final : public TextCodec {
+ public:
+  explicit HfCodec(const std::string& dir)
+      : dir_(std::filesystem::absolute(dir).string()),
+        tokenizer_(HfBpeTokenizer::load(std::filesystem::path(dir) / HfBpeTokenizer::kFileName)),
+        delimiter_(document_delimiter(dir, tokenizer_)) {}
+  std::vector<int64_t> encode(std::string_view text) const override {
+    const auto ids = tokenizer_.encode(text);
+    return {ids.begin(), ids.end()};
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::string text;
+    for (const int64_t id : ids) {
+      // Rows of the model beyond the tokenizer's ids are never trained towards; show nothing for them.
+      if (id >= 0 && id < vocab_size()) text += tokenizer_.token_bytes(static_cast<int32_t>(id));
+    }
+    return text;
+  }
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokenizer_.vocab_size()); }
+  int64_t end_of_text() const override { return delimiter_; }
+  TokenizerKind kind() const override { return TokenizerKind::hf; }
+  std::string data() const override { return dir_; }
+
+ private:
+  std::string dir_;
+  HfBpeTokenizer tokenizer_;
+  int64_t delimiter_;
+};
+
 }  // namespace
+
+std::optional<TokenizerKind> folder_tokenizer_kind(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(dir) / HfBpeTokenizer::kFileName, ec)) return TokenizerKind::hf;
+  if (Gpt2BpeTokenizer::find_files(dir)) return TokenizerKind::gpt2;
+  return std::nullopt;
+}
 
 std::string_view tokenizer_kind_name(TokenizerKind kind) {
   switch (kind) {
@@ -66,15 +133,17 @@ std::string_view tokenizer_kind_name(TokenizerKind kind) {
       return "char";
     case TokenizerKind::gpt2:
       return "gpt2";
+    case TokenizerKind::hf:
+      return "hf";
   }
   throw std::logic_error("unnamed tokenizer kind");
 }
 
 TokenizerKind parse_tokenizer_kind(std::string_view name) {
-  for (TokenizerKind kind : {TokenizerKind::none, TokenizerKind::character, TokenizerKind::gpt2}) {
+  for (TokenizerKind kind : {TokenizerKind::none, TokenizerKind::character, TokenizerKind::gpt2, TokenizerKind::hf}) {
     if (tokenizer_kind_name(kind) == name) return kind;
   }
-  throw std::invalid_argument("unknown tokenizer '" + std::string(name) + "' (expected char or gpt2)");
+  throw std::invalid_argument("unknown tokenizer '" + std::string(name) + "' (expected char, gpt2 or hf)");
 }
 
 std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string& data) {
@@ -83,6 +152,8 @@ std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string
       return std::make_unique<CharCodec>(CharTokenizer::from_vocabulary(data));
     case TokenizerKind::gpt2:
       return std::make_unique<Gpt2Codec>(data);
+    case TokenizerKind::hf:
+      return std::make_unique<HfCodec>(data);
     case TokenizerKind::none:
       break;
   }

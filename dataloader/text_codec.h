@@ -3,6 +3,7 @@
 // it (the character vocabulary, or the directory of GPT-2's vocabulary files).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,10 +11,11 @@
 namespace mygpt {
 
 // Which tokenizer a model's ids belong to: characters of a text (the vocabulary travels with the
-// model), GPT-2's BPE (OpenAI's files in a folder), or none (token data trained without --vocab).
-enum class TokenizerKind { none, character, gpt2 };
+// model), GPT-2's BPE (OpenAI's files in a folder), a Hugging Face tokenizer.json in a folder (byte-level
+// BPE: Llama 3's, Qwen's, nanochat's, GPT-2's), or none (token data trained without --vocab).
+enum class TokenizerKind { none, character, gpt2, hf };
 
-// "none", "char" or "gpt2": the names in checkpoints and on the command line.
+// "none", "char", "gpt2" or "hf": the names in checkpoints and on the command line.
 std::string_view tokenizer_kind_name(TokenizerKind kind);
 // The inverse; an unknown name throws std::invalid_argument.
 TokenizerKind parse_tokenizer_kind(std::string_view name);
@@ -31,13 +33,18 @@ class TextCodec {
   virtual std::string data() const = 0;  // what make_text_codec needs to rebuild it
 };
 
+// The BPE tokenizer a folder holds: hf where it has a tokenizer.json (the whole definition, split pattern
+// and special tokens included, so it wins over vocab.json + merges.txt beside it), else gpt2 where it has
+// GPT-2's files; nullopt for neither.
+std::optional<TokenizerKind> folder_tokenizer_kind(const std::string& dir);
+
 // Throws std::invalid_argument for unusable data (e.g. missing vocabulary files), and for kind none.
 std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string& data);
 // codec.encode(text) for text a user gave: a character the model does not know is std::invalid_argument
 // naming where the text came from (`source`: "--prompt", "--sample-prompt", "--task arithmetic").
 std::vector<int64_t> encode_given_text(const TextCodec& codec, std::string_view text, const std::string& source);
 // How many of a model's vocab_size rows are the tokenizer's tokens: GPT-2's 50257 in an embedding padded
-// to 50304; other models use every row. The rest never occur, so losses and sampling leave them out.
+// to 50304; other models use every row (a tokenizer.json model's rows are as its folder has them). The rest never occur, so losses and sampling leave them out.
 int64_t tokens_in_vocabulary(TokenizerKind kind, int64_t vocab_size);
 // A character tokenizer over the characters of text.
 std::unique_ptr<TextCodec> make_char_codec_for(std::string_view text);

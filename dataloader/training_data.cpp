@@ -72,8 +72,8 @@ TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
     d.val = token_stream(spec, "val", d.vocab_size);
   }
   if (o.vocab) {
-    d.tokenizer_kind = TokenizerKind::gpt2;
-    d.tokenizer_data = make_text_codec(TokenizerKind::gpt2, *o.vocab)->data();
+    d.tokenizer_kind = folder_tokenizer_kind(*o.vocab).value_or(TokenizerKind::gpt2);  // gpt2 reports what is missing
+    d.tokenizer_data = make_text_codec(d.tokenizer_kind, *o.vocab)->data();
   } else if (char_vocabulary) {
     d.tokenizer_kind = TokenizerKind::character;
     d.tokenizer_data = make_text_codec(TokenizerKind::character, *char_vocabulary)->data();
@@ -89,9 +89,13 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
   std::string text = is_builtin_dataset(spec) ? builtin_dataset_text(spec) : read_text_file(spec, "data file");
   if (text.empty()) throw std::invalid_argument("data file '" + spec + "' is empty");
   std::unique_ptr<TextCodec> codec;
-  if (o.tokenizer == TokenizerKind::gpt2) {
-    if (!o.vocab) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
-    codec = make_text_codec(TokenizerKind::gpt2, *o.vocab);
+  if (o.tokenizer == TokenizerKind::gpt2 || o.tokenizer == TokenizerKind::hf) {
+    if (!o.vocab) {
+      throw std::invalid_argument(o.tokenizer == TokenizerKind::gpt2
+                                      ? "--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)"
+                                      : "--tokenizer hf needs --vocab DIR (its tokenizer.json)");
+    }
+    codec = make_text_codec(o.tokenizer, *o.vocab);
   } else {
     try {
       codec = make_char_codec_for(text);
@@ -103,7 +107,7 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
   d.tokenizer_kind = codec->kind();
   d.tokenizer_data = codec->data();
   // GPT-2's 50257 ids get the padded vocabulary that token data of GPT-2 uses too.
-  d.vocab_size = d.tokenizer_kind == TokenizerKind::character ? codec->vocab_size() : kGpt2PaddedVocab;
+  d.vocab_size = d.tokenizer_kind == TokenizerKind::gpt2 ? kGpt2PaddedVocab : codec->vocab_size();
   auto [train_ids, val_ids] = split_train_val(codec->encode(text), o.val_fraction);
   if (train_ids.empty()) throw std::invalid_argument("the training split of '" + spec + "' is empty");
   d.description = spec + " | " + std::to_string(text.size()) + " bytes | " +

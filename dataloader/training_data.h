@@ -18,8 +18,8 @@ namespace mygpt {
 struct DataOptions {
   std::string data;
   std::optional<std::string> val_data;  // validation token data; a shard folder's *val* files otherwise
-  TokenizerKind tokenizer{};            // of text data: character or gpt2
-  std::optional<std::string> vocab;     // folder of GPT-2's encoder.json and vocab.bpe
+  TokenizerKind tokenizer{};            // of text data: character, gpt2 or hf
+  std::optional<std::string> vocab;     // folder of GPT-2's encoder.json and vocab.bpe, or of a tokenizer.json
   std::optional<int64_t> vocab_size;    // of token data; unset: 50304, or the char_vocab.txt of shards
   double val_fraction{};                // share of a text kept for validation (its end)
   DataOrder data_order{};

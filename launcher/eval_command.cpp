@@ -159,8 +159,8 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
 }
 
 int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
-  if (m.codec->kind() != TokenizerKind::gpt2) {
-    throw std::invalid_argument("--hellaswag needs a model that reads GPT-2 tokens; " + m.description + " is " +
+  if (m.codec->kind() != TokenizerKind::gpt2 && m.codec->kind() != TokenizerKind::hf) {
+    throw std::invalid_argument("--hellaswag needs a model with a BPE tokenizer; " + m.description + " is " +
                                 std::string(tokenizer_kind_name(m.codec->kind())) + "-level");
   }
   const auto examples = read_tokenized_hellaswag(*f.hellaswag, *m.codec, f.examples);

@@ -1,8 +1,10 @@
 // `mygpt-ddp export`: a model as a Hugging Face GPT-2 folder that transformers' from_pretrained loads:
 // config.json and model.safetensors (model/hf_gpt2.h), plus GPT-2's tokenizer as transformers keeps
 // it (vocab.json and merges.txt, the same bytes as OpenAI's encoder.json and vocab.bpe, with
-// tokenizer_config.json and special_tokens_map.json; a model fine-tuned on conversations adds its chat
-// tokens and template there, so that apply_chat_template gives our ids). A character-level model has no Hugging Face
+// tokenizer_config.json and special_tokens_map.json, and the tokenizer.json transformers writes for it; a model
+// fine-tuned on conversations adds its chat tokens and template to tokenizer_config.json instead, so that
+// apply_chat_template gives our ids); a model with a tokenizer.json (an imported Llama/Qwen/nanochat folder)
+// gets it and its tokenizer_config.json and special_tokens_map.json back as they were. A character-level model has no Hugging Face
 // tokenizer: its vocabulary goes to char_vocab.txt, which our own commands read back.
 //
 // The folder appears whole or not at all: it is written under a temporary name beside --out and
@@ -23,6 +25,7 @@
 #include "dataloader/chat_format.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/hf_tokenizer_files.h"
+#include "dataloader/hf_bpe_tokenizer.h"
 #include "launcher/commands.h"
 #include "launcher/inference_model.h"
 #include "launcher/shared_flags.h"
@@ -72,6 +75,28 @@ bool is_model_folder_file(const fs::path& path) {
 bool is_empty_folder(const fs::path& folder) {
   std::error_code ec;
   return fs::is_directory(folder, ec) && fs::is_empty(folder, ec);
+}
+
+// The tokenizer.json transformers writes for GPT-2 (AutoTokenizer's fast tokenizer reads this file first).
+void write_gpt2_tokenizer_json(const fs::path& folder, const Gpt2TokenizerFiles& from) {
+  const Gpt2TokenizerTexts texts = read_gpt2_tokenizer_texts(from);
+  write_file_atomically(folder / HfBpeTokenizer::kFileName, gpt2_tokenizer_json(texts.vocabulary, texts.merges));
+}
+
+// A tokenizer.json folder's tokenizer, copied as it is (it was read, so checked, before); a tokenizer_config.json
+// is written where the source has none, for AutoTokenizer to pick the fast tokenizer class.
+void copy_tokenizer_json(const fs::path& folder, const fs::path& from, int64_t context) {
+  std::error_code ec;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    if (fs::exists(from / name, ec)) {
+      write_file_atomically(folder / name, read_whole_file(from / name, "Hugging Face tokenizer file"));
+    }
+  }
+  if (!fs::exists(from / "tokenizer_config.json", ec)) {
+    const nlohmann::ordered_json config = {{"model_max_length", context},
+                                           {"tokenizer_class", "PreTrainedTokenizerFast"}};
+    write_file_atomically(folder / "tokenizer_config.json", config.dump(2) + "\n");
+  }
 }
 
 // Removes a temporary export folder unless it was published.
@@ -140,13 +165,21 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   std::cout << "model: " << stored.description << std::endl;
   // What the folder's vocabulary is: GPT-2's 50257 tokens, the characters, or (no tokenizer) every row.
   std::optional<Gpt2TokenizerFiles> bpe;
+  std::optional<fs::path> tokenizer_json;
   int64_t vocab_size = stored.config.vocab_size;
   const bool characters = stored.tokenizer_kind == TokenizerKind::character;
   std::unique_ptr<TextCodec> codec;
   if (f.vocab || stored.tokenizer_kind != TokenizerKind::none) {
     codec = stored_model_codec(stored, f.vocab.value_or(""));  // reads (so checks) the files
-    vocab_size = codec->vocab_size();
-    if (!characters) bpe = Gpt2BpeTokenizer::find_files(f.vocab.value_or(stored.tokenizer_data));
+    const std::string dir = f.vocab.value_or(stored.tokenizer_data);
+    if (codec->kind() == TokenizerKind::hf) {
+      // Its model keeps every row it has: such tokenizers' vocabularies are rarely the embedding's size.
+      vocab_size = stored.token_count;
+      tokenizer_json = dir;
+    } else {
+      vocab_size = codec->vocab_size();
+      if (!characters) bpe = Gpt2BpeTokenizer::find_files(dir);
+    }
   }
   // A fine-tuned chat model keeps the rows of its chat tokens too (GPT-2: 50262 of its 50304).
   std::optional<ChatFormat> chat;
@@ -168,7 +201,13 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
       if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());
     }
   }
-  if (bpe) write_hf_gpt2_tokenizer(folder, *bpe, stored.config.block_size, chat ? &*chat : nullptr);
+  if (bpe) {
+    write_hf_gpt2_tokenizer(folder, *bpe, stored.config.block_size, chat ? &*chat : nullptr);
+    // A chat model's five tokens are added tokens of tokenizer_config.json (apply_chat_template is tested
+    // on that folder); a tokenizer.json without them would take precedence, so only a plain model gets one.
+    if (!chat) write_gpt2_tokenizer_json(folder, *bpe);
+  }
+  if (tokenizer_json) copy_tokenizer_json(folder, *tokenizer_json, stored.config.block_size);
   if (characters) write_file_atomically(folder / "char_vocab.txt", stored.tokenizer_data);
   // GPT-2's architecture as GPT2LMHeadModel; the newer members as the transformers class that computes them.
   if (model->config().is_gpt2_architecture()) {
@@ -180,12 +219,14 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
 
   std::cout << "exported to " << out.string() << ": config.json, model.safetensors (" << vocab_size << " tokens)"
             << (bpe ? ", vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json" : "")
-            << (chat ? " (with the chat template and its 5 special tokens)" : "") << std::endl;
+            << (bpe && !chat ? ", tokenizer.json" : "")
+            << (chat ? " (with the chat template and its 5 special tokens)" : "")
+            << (tokenizer_json ? ", tokenizer.json, tokenizer_config.json" : "") << std::endl;
   if (characters) {
     std::cout << "note: a character-level model has no Hugging Face tokenizer; its characters are in char_vocab.txt "
                  "(id order), which mygpt-ddp reads back"
               << std::endl;
-  } else if (!bpe) {
+  } else if (!bpe && !tokenizer_json) {
     std::cout << "note: the model records no tokenizer, so the folder has none and keeps all " << vocab_size
               << " rows (transformers loads the weights but cannot tokenize text): give --vocab DIR if it reads GPT-2 "
                  "tokens, for GPT-2's tokenizer files and its 50257 rows"

@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
 #include "model/hf_family.h"
 #include "model/hf_gpt2.h"
 #include "trainer/stateful_parts.h"
@@ -14,11 +13,12 @@ namespace {
 
 constexpr const char* kCharVocabularyFile = "char_vocab.txt";
 
-// The tokenizer files beside a Hugging Face model: GPT-2's BPE or our character vocabulary.
+// The tokenizer files beside a Hugging Face model: its tokenizer.json, GPT-2's BPE files or our character
+// vocabulary.
 void read_folder_tokenizer(StoredModel& stored) {
   std::error_code ec;
-  if (Gpt2BpeTokenizer::find_files(stored.path)) {
-    stored.tokenizer_kind = TokenizerKind::gpt2;
+  if (const auto kind = folder_tokenizer_kind(stored.path.string())) {
+    stored.tokenizer_kind = *kind;
     stored.tokenizer_data = fs::absolute(stored.path).string();
   } else if (fs::exists(stored.path / kCharVocabularyFile, ec)) {
     stored.tokenizer_kind = TokenizerKind::character;
@@ -97,10 +97,10 @@ std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const s
                                 ": it is a character-level model and its characters are its tokenizer");
   }
   if (!vocab_dir.empty()) {
-    codec = make_text_codec(TokenizerKind::gpt2, vocab_dir);
+    codec = make_text_codec(folder_tokenizer_kind(vocab_dir).value_or(TokenizerKind::gpt2), vocab_dir);
   } else if (stored.tokenizer_kind == TokenizerKind::none) {
     throw std::invalid_argument(
-        stored.description + (stored.hugging_face ? " has no tokenizer files (vocab.json and merges.txt)"
+        stored.description + (stored.hugging_face ? " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt)"
                                                   : " was trained on token data without --vocab") +
         ": give --vocab DIR (GPT-2's encoder.json and vocab.bpe)");
   } else {

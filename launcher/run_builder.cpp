@@ -43,10 +43,10 @@ RunTokenizer run_tokenizer(const TrainingData& data, const RunStart& start) {
 
 std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const RunTokenizer& tokenizer, int64_t examples) {
   if (!d.hellaswag) return {};
-  if (tokenizer.kind != TokenizerKind::gpt2) {
-    throw std::invalid_argument("--hellaswag needs the GPT-2 tokenizer: give --vocab DIR (and GPT-2 token data)");
+  if (tokenizer.kind != TokenizerKind::gpt2 && tokenizer.kind != TokenizerKind::hf) {
+    throw std::invalid_argument("--hellaswag needs a BPE tokenizer: give --vocab DIR (and token data of it)");
   }
-  const auto codec = make_text_codec(TokenizerKind::gpt2, tokenizer.data);
+  const auto codec = make_text_codec(tokenizer.kind, tokenizer.data);
   return read_tokenized_hellaswag(*d.hellaswag, *codec, examples);
 }
 

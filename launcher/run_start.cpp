@@ -31,10 +31,13 @@ void require_agreement(const Parsed<TrainFlags>& flags, const std::string& flag,
   }
 }
 
-// The GPT-2 tokenizer folder of a stored model, when its files are (still) there.
-std::optional<std::string> stored_gpt2_tokenizer(const RunStart& start) {
-  if (!start.model || start.model->tokenizer_kind != TokenizerKind::gpt2) return std::nullopt;
-  if (!Gpt2BpeTokenizer::find_files(start.model->tokenizer_data)) return std::nullopt;
+// The BPE tokenizer folder of a stored model (GPT-2's files or a tokenizer.json), when its files are (still)
+// there.
+std::optional<std::string> stored_bpe_tokenizer(const RunStart& start) {
+  if (!start.model) return std::nullopt;
+  const TokenizerKind kind = start.model->tokenizer_kind;
+  if (kind != TokenizerKind::gpt2 && kind != TokenizerKind::hf) return std::nullopt;
+  if (folder_tokenizer_kind(start.model->tokenizer_data) != kind) return std::nullopt;
   return start.model->tokenizer_data;
 }
 
@@ -126,10 +129,13 @@ DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart
   }
   flags.refuse("val-data", "with text data (validation is the last --val-fraction of the text)");
   flags.refuse("vocab-size", "with text data (the tokenizer sets the vocabulary)");
-  const auto model_tokenizer = stored_gpt2_tokenizer(start);
-  if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) d.tokenizer = TokenizerKind::gpt2;
-  if (d.tokenizer == TokenizerKind::character) flags.refuse("vocab", "with --tokenizer char (it is GPT-2's tokenizer)");
-  if (d.tokenizer == TokenizerKind::gpt2 && !d.vocab) d.vocab = model_tokenizer;
+  const auto model_tokenizer = stored_bpe_tokenizer(start);
+  // Without --tokenizer, the folder of --vocab (or the model's) says which BPE it is.
+  if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) {
+    d.tokenizer = folder_tokenizer_kind(d.vocab.value_or(model_tokenizer.value_or(""))).value_or(TokenizerKind::gpt2);
+  }
+  if (d.tokenizer == TokenizerKind::character) flags.refuse("vocab", "with --tokenizer char (it is a BPE tokenizer's folder)");
+  if (d.tokenizer != TokenizerKind::character && !d.vocab) d.vocab = model_tokenizer;
   return d;
 }
 

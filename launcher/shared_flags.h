@@ -42,8 +42,8 @@ auto& seed_flag(OptionTable<Config>& table, Path... path) {
 template <typename Config, typename... Path>
 auto& vocab_flag(OptionTable<Config>& table, Path... path) {
   return table.add("vocab", path...,
-                   "folder with GPT-2's tokenizer files: encoder.json and vocab.bpe (OpenAI), or vocab.json and "
-                   "merges.txt (Hugging Face)");
+                   "folder with a BPE tokenizer: a Hugging Face tokenizer.json (byte-level BPE), or GPT-2's files: "
+                   "encoder.json and vocab.bpe (OpenAI), or vocab.json and merges.txt");
 }
 
 template <typename Config, typename... Path>
@@ -64,8 +64,8 @@ template <typename Config, typename... Path>
 auto& model_flag(OptionTable<Config>& table, Path... path) {
   return table
       .add("checkpoint", path...,
-           "checkpoint file, a folder (its newest checkpoint), or a Hugging Face GPT-2 folder (config.json, "
-           "model.safetensors; its vocab.json and merges.txt are the tokenizer)")
+           "checkpoint file, a folder (its newest checkpoint), or a Hugging Face folder (config.json, "
+           "model.safetensors; its tokenizer.json, or vocab.json and merges.txt, is the tokenizer)")
       .required();
 }
 

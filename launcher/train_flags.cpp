@@ -56,9 +56,10 @@ OptionTable<TrainFlags> make_table() {
   t.add("val-data", &F::data, &D::val_data, "validation token data; a shard folder's *val* files otherwise")
       .read_by(kPlanCommand);
   t.add("tokenizer", &F::data, &D::tokenizer,
-        "tokenizer of text data; when not given: gpt2 if --vocab is given (or --init-from has GPT-2's tokenizer), "
+        "tokenizer of text data; when not given: the BPE of --vocab's folder (or of --init-from's), hf where it "
+        "has a tokenizer.json and gpt2 where it has GPT-2's files, "
         "else char")
-      .names({{"char", TokenizerKind::character}, {"gpt2", TokenizerKind::gpt2}})
+      .names({{"char", TokenizerKind::character}, {"gpt2", TokenizerKind::gpt2}, {"hf", TokenizerKind::hf}})
       .init(TokenizerKind::character)
       .read_by(kPlanCommand);
   vocab_flag(t, &F::data, &D::vocab).read_by(kPlanCommand);

@@ -260,7 +260,7 @@ bad eval_two_modes "exactly one of --val, --hellaswag or --task" eval --checkpoi
 bad eval_val_missing "nope.bin" eval --checkpoint ckpt --val nope.bin "${CPU[@]}"
 bad eval_val_fifo "fifo" eval --checkpoint ckpt --val fifo "${CPU[@]}"
 bad eval_val_binary_text "binary.txt" eval --checkpoint ckpt --val binary.txt "${CPU[@]}"
-bad eval_hellaswag_char "--hellaswag needs a model that reads GPT-2 tokens" eval --checkpoint ckpt --hellaswag hs_bad.jsonl "${CPU[@]}"
+bad eval_hellaswag_char "--hellaswag needs a model with a BPE tokenizer" eval --checkpoint ckpt --hellaswag hs_bad.jsonl "${CPU[@]}"
 bad eval_task_unknown "builtin:nope" eval --checkpoint ckpt --task builtin:nope "${CPU[@]}"
 bad eval_threads_word "--threads" eval --checkpoint ckpt --task builtin:sort --threads many "${CPU[@]}"
 bad eval_batch_zero "--batch-size" eval --checkpoint ckpt --val text.txt --batch-size 0 "${CPU[@]}"

@@ -101,6 +101,19 @@ else
 import sys; from transformers import AutoTokenizer
 t = AutoTokenizer.from_pretrained(sys.argv[1]); print(t.encode('Hello world'))" "$WORK/exported"
     check "transformers reads the exported tokenizer as GPT-2's" grep -qF "[15496, 995]" "$WORK/tokenizer_exported.out"
+    # The tokenizer.json export writes is what AutoTokenizer reads; tokenizers gives our ids on it (unit tests).
+    if "$PY" -c "import tokenizers" >/dev/null 2>&1 && [[ -f $SHAKESPEARE ]]; then
+      TOKREF=$TESTS_DIR/tokenizer_reference.py
+      run_cmd gpt2_texts "$PY" "$TOKREF" texts "$SHAKESPEARE" "$DATA_DIR/hellaswag/hellaswag_val_full.txt" "$WORK/gpt2_texts.json"
+      run_cmd gpt2_auto "$PY" "$TOKREF" auto "$WORK/exported" "$WORK/gpt2_texts.json" "$WORK/gpt2_auto.json"
+      run_cmd gpt2_ref "$PY" "$TOKREF" encode "$WORK/exported/tokenizer.json" "$WORK/gpt2_texts.json" "$WORK/gpt2_ref.json"
+      run_cmd gpt2_same "$PY" -c "
+import json, sys
+a, b = (json.load(open(p, encoding='utf-8')) for p in sys.argv[1:])
+assert a.keys() == b.keys() and all(a[k]['ids'] == b[k]['ids'] for k in a), 'ids differ'
+print(len(a), 'texts equal')" "$WORK/gpt2_auto.json" "$WORK/gpt2_ref.json"
+      check "AutoTokenizer reads the exported GPT-2 tokenizer.json ($(cat "$WORK/gpt2_same.out"))" test "$RC" -eq 0 -a -s "$WORK/exported/tokenizer.json"
+    fi
   fi
 fi
 
@@ -126,6 +139,47 @@ if expect_ok char_train train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/c
   if expect_ok char_eval_text eval --checkpoint "$WORK/char" --val "$CHAR_TEXT" --eval-steps 2 --batch-size 2 "${CPU[@]}"; then
     check "eval --val takes a text file for a character model" grep -q "^val loss: " "$WORK/char_eval_text.out"
   fi
+fi
+
+# --- a tokenizer.json (nanochat's GPT-4-style split): train on text with it, generate, export, reload --
+TOKREF=$TESTS_DIR/tokenizer_reference.py
+if "$PY" -c "import tokenizers" >/dev/null 2>&1 && [[ -f $SHAKESPEARE ]]; then
+  run_cmd tokjson_make "$PY" "$TOKREF" make-gpt4 "$SHAKESPEARE" "$WORK/tokjson"
+  head -c 100000 "$SHAKESPEARE" >"$WORK/tokjson_text.txt"
+  if expect_ok tokjson_train train "$WORK/tokjson_text.txt" "${TINY[@]}" --vocab "$WORK/tokjson" --steps 2 --out "$WORK/tokjson_run"; then
+    check "text with --vocab DIR holding a tokenizer.json is tokenized by it" grep -q "hf tokenizer" "$WORK/tokjson_train.out"
+    if expect_ok tokjson_gen generate --checkpoint "$WORK/tokjson_run" --prompt "ROMEO:" --max-new-tokens 5 "${CPU[@]}"; then
+      check "generate encodes and decodes with the run's tokenizer.json" grep -q "^ROMEO:" "$WORK/tokjson_gen.out"
+    fi
+    if expect_ok tokjson_export export --checkpoint "$WORK/tokjson_run" --out "$WORK/tokjson_hf"; then
+      check "export writes the tokenizer.json" cmp -s "$WORK/tokjson/tokenizer.json" "$WORK/tokjson_hf/tokenizer.json"
+      if [[ -n $have_transformers ]]; then
+        run_cmd tokjson_texts "$PY" "$TOKREF" texts "$SHAKESPEARE" "$DATA_DIR/hellaswag/hellaswag_val_full.txt" "$WORK/tokjson_texts.json"
+        run_cmd tokjson_auto "$PY" "$TOKREF" auto "$WORK/tokjson_hf" "$WORK/tokjson_texts.json" "$WORK/tokjson_auto.json"
+        run_cmd tokjson_ref "$PY" "$TOKREF" encode "$WORK/tokjson/tokenizer.json" "$WORK/tokjson_texts.json" "$WORK/tokjson_ref.json"
+        run_cmd tokjson_same "$PY" -c "
+import json, sys
+a, b = (json.load(open(p, encoding='utf-8')) for p in sys.argv[1:])
+assert a.keys() == b.keys() and all(a[k]['ids'] == b[k]['ids'] for k in a), 'ids differ'
+print(len(a), 'texts equal')" "$WORK/tokjson_auto.json" "$WORK/tokjson_ref.json"
+        check "AutoTokenizer loads the exported tokenizer.json with the same ids ($(cat "$WORK/tokjson_same.out"))" test "$RC" -eq 0
+      else
+        skip "AutoTokenizer on the exported tokenizer.json (needs transformers)"
+      fi
+      if expect_ok tokjson_gen_hf generate --checkpoint "$WORK/tokjson_hf" --prompt "ROMEO:" --max-new-tokens 5 "${CPU[@]}"; then
+        check "generate reads the export's tokenizer.json" grep -q "^ROMEO:" "$WORK/tokjson_gen_hf.out"
+      fi
+      if expect_ok tokjson_eval_hf eval --checkpoint "$WORK/tokjson_hf" --val "$WORK/tokjson_text.txt" --eval-steps 1 --batch-size 2 --seq-len 16 "${CPU[@]}"; then
+        check "eval --val encodes text with the export's tokenizer.json" grep -q "^val loss: " "$WORK/tokjson_eval_hf.out"
+      fi
+    fi
+  fi
+  mkdir -p "$WORK/wordpiece"
+  printf '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' >"$WORK/wordpiece/tokenizer.json"
+  expect_bad_input tokjson_wordpiece "$WORK/wordpiece/tokenizer.json: model type WordPiece is not supported" "$WORK/wp_run" \
+    train "$WORK/tokjson_text.txt" "${TINY[@]}" --vocab "$WORK/wordpiece" --steps 1 --out "$WORK/wp_run"
+else
+  skip "tokenizer.json end to end (needs Python's tokenizers and $SHAKESPEARE)"
 fi
 
 # --- an --out that holds a run ----------------------------------------------------------------------

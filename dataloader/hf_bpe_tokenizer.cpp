@@ -1,0 +1,532 @@
+#include "dataloader/hf_bpe_tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+#include "common/file_io.h"
+#include "dataloader/byte_level_bpe.h"
+
+namespace mygpt {
+namespace {
+
+using nlohmann::json;
+
+// How a Split keeps what its pattern matches, as tokenizers' SplitDelimiterBehavior.
+enum class SplitBehavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+
+// One step of the pre-tokenizer, applied to every piece the steps before it left.
+struct PretokenStep {
+  std::optional<bpe::PretokenPattern> pattern;  // a split; none for ByteLevel's prefix space
+  SplitBehavior behavior = SplitBehavior::isolated;
+  bool invert = false;
+};
+
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+  bool single_word = false, lstrip = false, rstrip = false;
+};
+
+// Unicode White_Space, which \s means in tokenizers' Rust regexes.
+bool is_white_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// The code point starting at text[i] and its length; an invalid byte is itself (length 1).
+std::pair<char32_t, std::size_t> code_point_at(std::string_view text, std::size_t i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  const std::size_t length = lead < 0x80           ? 1
+                             : (lead >> 5) == 0x6  ? 2
+                             : (lead >> 4) == 0xE  ? 3
+                             : (lead >> 3) == 0x1E ? 4
+                                                   : 1;
+  if (length == 1 || i + length > text.size()) return {lead, 1};
+  char32_t cp = lead & (0x7F >> length);
+  for (std::size_t k = 1; k < length; ++k) {
+    const auto next = static_cast<unsigned char>(text[i + k]);
+    if ((next & 0xC0) != 0x80) return {lead, 1};
+    cp = (cp << 6) | (next & 0x3F);
+  }
+  return {cp, length};
+}
+
+// The start of the last code point of a non-empty text.
+std::size_t last_code_point_start(std::string_view text) {
+  std::size_t i = text.size() - 1;
+  while (i > 0 && text.size() - i < 4 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+  return code_point_at(text, i).second == text.size() - i ? i : text.size() - 1;
+}
+
+std::string escaped_literal(std::string_view literal) {
+  std::string out;
+  for (const char c : literal) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x80 && !std::isalnum(u)) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string type_of(const json& node) {
+  if (node.is_null()) return "null";
+  if (!node.is_object()) return node.dump().substr(0, 40);
+  const auto type = node.find("type");
+  return type != node.end() && type->is_string() ? type->get<std::string>() : "(no type)";
+}
+
+bool flag(const json& node, const char* key, bool fallback) {
+  const auto it = node.find(key);
+  return it != node.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+}  // namespace
+
+struct HfBpeTokenizer::Impl {
+  std::string where;                     // "<file>: ", the start of every message
+  std::vector<std::string> token_bytes;  // id -> the bytes it decodes to
+  std::vector<bool> has_id;
+  bpe::StringMap<int32_t> id_of_spelling;               // vocabulary strings and added tokens' contents
+  bpe::StringMap<int32_t> id_of_bytes;                  // vocabulary strings in the byte alphabet, by their bytes
+  std::vector<AddedToken> raw_added, normalized_added;  // the two passes tokenizers makes over the text
+  bool ignore_merges = false;
+
+  std::mutex encode_mutex;  // guards everything below: encode() reuses it between calls
+  std::vector<PretokenStep> steps;
+  std::optional<bpe::PretokenPattern> word_character;  // for single_word added tokens
+  std::optional<bpe::WordEncoder> words;
+
+  [[noreturn]] void refuse(const std::string& what) const { throw std::invalid_argument(where + what); }
+  void read_pretokenizer(const json& node, bool& byte_level_seen);
+  void read_model(const json& model, const json& added);
+  void encode_between_added(std::string_view text, std::size_t pass, std::vector<int32_t>& out);
+  void encode_pretokenized(std::string_view text, std::vector<int32_t>& out);
+  void split(PretokenStep& step, const std::string& piece, std::vector<std::string>& out);
+  bool is_word_character(std::string_view text, std::size_t at);
+};
+
+void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_seen) {
+  const std::string type = type_of(node);
+  if (byte_level_seen)
+    refuse("pre_tokenizer " + type + " after ByteLevel is not supported (it would see byte-level characters)");
+  if (type == "Sequence" && node.contains("pretokenizers") && node["pretokenizers"].is_array()) {
+    for (const auto& inner : node["pretokenizers"]) read_pretokenizer(inner, byte_level_seen);
+    return;
+  }
+  if (type == "ByteLevel") {
+    byte_level_seen = true;
+    if (flag(node, "add_prefix_space", false)) steps.push_back(PretokenStep{});
+    if (flag(node, "use_regex", true))
+      steps.push_back(PretokenStep{bpe::PretokenPattern(bpe::gpt2_split_pattern(), where)});
+    return;
+  }
+  if (type == "Digits") {
+    const bool individual = flag(node, "individual_digits", false);
+    steps.push_back(PretokenStep{bpe::PretokenPattern(R"(\p{N})", where),
+                                 individual ? SplitBehavior::isolated : SplitBehavior::contiguous});
+    return;
+  }
+  if (type != "Split") refuse("pre_tokenizer " + type + " is not supported (ByteLevel, Split, Digits, Sequence are)");
+  const json& pattern = node.value("pattern", json());
+  std::string regex;
+  if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
+    regex = bpe::with_white_space_spelled_out(pattern["Regex"].get<std::string>());
+  } else if (pattern.is_object() && pattern.contains("String") && pattern["String"].is_string()) {
+    regex = escaped_literal(pattern["String"].get<std::string>());
+  } else {
+    refuse("Split pre_tokenizer without a \"Regex\" or \"String\" pattern");
+  }
+  static const std::map<std::string, SplitBehavior> behaviors = {
+      {"Removed", SplitBehavior::removed},
+      {"Isolated", SplitBehavior::isolated},
+      {"MergedWithPrevious", SplitBehavior::merged_with_previous},
+      {"MergedWithNext", SplitBehavior::merged_with_next},
+      {"Contiguous", SplitBehavior::contiguous}};
+  const auto behavior = behaviors.find(node.value("behavior", std::string("(none)")));
+  if (behavior == behaviors.end())
+    refuse("Split pre_tokenizer with an unknown behavior " + node.value("behavior", json()).dump());
+  steps.push_back(PretokenStep{bpe::PretokenPattern(regex, where), behavior->second, flag(node, "invert", false)});
+}
+
+void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json value = model.value(key, json());
+    if (!value.is_null() && value != "") refuse(std::string("BPE ") + key + " " + value.dump() + " is not supported");
+  }
+  const json dropout = model.value("dropout", json());
+  if (!dropout.is_null() && !(dropout.is_number() && dropout.get<double>() == 0))
+    refuse("BPE dropout is not supported");
+  if (flag(model, "byte_fallback", false)) refuse("BPE byte_fallback is not supported (it is not byte-level BPE)");
+  ignore_merges = flag(model, "ignore_merges", false);
+
+  const json& vocab = model.value("vocab", json());
+  const json& merges = model.value("merges", json());
+  if (!vocab.is_object() || !merges.is_array()) refuse("the BPE model needs a \"vocab\" object and a \"merges\" list");
+  const auto place = [&](int64_t id, const std::string& spelling, const std::string& what) {
+    if (id < 0 || id >= (int64_t{1} << 31) - 1)
+      refuse(what + " " + json(spelling).dump() + " has id " + std::to_string(id));
+    if (static_cast<std::size_t>(id) >= token_bytes.size()) {
+      token_bytes.resize(id + 1);
+      has_id.resize(id + 1);
+    }
+    // tokenizers' ByteLevel decoder: a token all in the byte alphabet is those bytes, any other its UTF-8.
+    token_bytes[id] = bpe::bytes_of_alphabet_spelling(spelling).value_or(spelling);
+    has_id[id] = true;
+  };
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    if (!it.value().is_number_integer()) refuse("vocab token " + json(it.key()).dump() + " has no integer id");
+    const auto id = it.value().get<int64_t>();
+    place(id, it.key(), "vocab token");
+    id_of_spelling.emplace(it.key(), static_cast<int32_t>(id));
+    if (const auto bytes = bpe::bytes_of_alphabet_spelling(it.key()))
+      id_of_bytes.emplace(*bytes, static_cast<int32_t>(id));
+  }
+
+  std::array<int32_t, 256> byte_token{};
+  const json unk = model.value("unk_token", json());
+  const auto unk_id = unk.is_string() ? id_of_spelling.find(unk.get<std::string>()) : id_of_spelling.end();
+  for (int byte = 0; byte < 256; ++byte) {
+    const auto it = id_of_spelling.find(bpe::alphabet_spelling_of_byte(static_cast<unsigned char>(byte)));
+    // A byte outside the vocabulary is the unknown token, or (without one) dropped, as tokenizers does.
+    byte_token[byte] = it != id_of_spelling.end() ? it->second : unk_id != id_of_spelling.end() ? unk_id->second : -1;
+    if (it == id_of_spelling.end() && unk_id != id_of_spelling.end() && flag(model, "fuse_unk", false)) {
+      refuse("BPE fuse_unk with bytes missing from the vocabulary is not supported");
+    }
+  }
+
+  bpe::MergeTable table(merges.size());
+  for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+    const json& merge = merges[rank];
+    std::string left, right;
+    if (merge.is_string()) {
+      const std::string line = merge.get<std::string>();
+      const std::size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+        refuse("merge " + merge.dump() + " is not two tokens separated by one space");
+      }
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      refuse("a merge is neither \"a b\" nor [a, b]: " + merge.dump().substr(0, 80));
+    }
+    const auto l = id_of_spelling.find(left), r = id_of_spelling.find(right), m = id_of_spelling.find(left + right);
+    if (l == id_of_spelling.end() || r == id_of_spelling.end() || m == id_of_spelling.end()) {
+      refuse("merge " + merge.dump() + " uses a token missing from the vocab");
+    }
+    table.assign(l->second, r->second, bpe::MergeRule{static_cast<int32_t>(rank), m->second});
+  }
+  words.emplace(byte_token, std::move(table), bpe::MergeOrder::one_at_a_time);
+
+  if (!added.is_null() && !added.is_array()) refuse("\"added_tokens\" is not a list");
+  for (const json& token : added.is_array() ? added : json::array()) {
+    if (!token.is_object() || !token.value("id", json()).is_number_integer() ||
+        !token.value("content", json()).is_string()) {
+      refuse("an added token without an integer \"id\" and a \"content\" string: " + token.dump().substr(0, 80));
+    }
+    AddedToken a{token["content"].get<std::string>(), 0, flag(token, "single_word", false),
+                 flag(token, "lstrip", false), flag(token, "rstrip", false)};
+    const auto id = token["id"].get<int64_t>();
+    if (a.content.empty()) continue;  // tokenizers ignores them too
+    const auto known = id_of_spelling.find(a.content);
+    if (known != id_of_spelling.end() && known->second != id) {
+      refuse("added token " + json(a.content).dump() + " has id " + std::to_string(id) + " but the vocab gives it " +
+             std::to_string(known->second));
+    }
+    if (known == id_of_spelling.end() && static_cast<std::size_t>(std::max<int64_t>(id, 0)) < has_id.size() &&
+        has_id[id]) {
+      refuse("added token " + json(a.content).dump() + " takes id " + std::to_string(id) + ", which another token has");
+    }
+    place(id, a.content, "added token");
+    a.id = static_cast<int32_t>(id);
+    id_of_spelling.insert_or_assign(a.content, a.id);
+    // Specials are matched before the normalizer and the rest after it, as tokenizers does.
+    (flag(token, "normalized", !flag(token, "special", false)) ? normalized_added : raw_added).push_back(std::move(a));
+    if (token.value("single_word", false) && !word_character) {
+      // Rust regex's Unicode \w.
+      word_character.emplace(R"(\A[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])", where);
+    }
+  }
+  // Leftmost-longest: at each position the longest token wins, so try them longest first.
+  for (auto* list : {&raw_added, &normalized_added}) {
+    std::stable_sort(list->begin(), list->end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  }
+}
+
+bool HfBpeTokenizer::Impl::is_word_character(std::string_view text, std::size_t at) {
+  const auto length = code_point_at(text, at).second;
+  const auto match = word_character->next(text.substr(at, length), 0);
+  return match.has_value();
+}
+
+// tokenizers' AddedVocabulary::find_matches over the text for one pass's tokens; the text between the
+// matches goes to the next pass, and after the last to the pre-tokenizer.
+void HfBpeTokenizer::Impl::encode_between_added(std::string_view text, std::size_t pass, std::vector<int32_t>& out) {
+  if (pass == 2) {
+    encode_pretokenized(text, out);
+    return;
+  }
+  const std::vector<AddedToken>& tokens = pass == 0 ? raw_added : normalized_added;
+  std::array<bool, 256> starts_a_token{};  // most bytes start none: skip them without comparing
+  for (const AddedToken& token : tokens) starts_a_token[static_cast<unsigned char>(token.content[0])] = true;
+  std::size_t done = 0;  // the text before this is encoded
+  for (std::size_t at = 0; at < text.size() && !tokens.empty();) {
+    if (!starts_a_token[static_cast<unsigned char>(text[at])]) {
+      ++at;
+      continue;
+    }
+    const AddedToken* found = nullptr;
+    for (const AddedToken& token : tokens) {
+      if (text.compare(at, token.content.size(), token.content) == 0) {
+        found = &token;
+        break;
+      }
+    }
+    if (found == nullptr) {
+      ++at;
+      continue;
+    }
+    std::size_t start = at, stop = at + found->content.size();
+    at = stop;  // a match discarded below still consumes its text, as aho-corasick's iterator does
+    if (found->single_word) {
+      const bool alone_before = start == 0 || !is_word_character(text, last_code_point_start(text.substr(0, start)));
+      const bool alone_after = stop == text.size() || !is_word_character(text, stop);
+      if (!alone_before || !alone_after) continue;
+    }
+    if (found->lstrip) {
+      std::size_t s = start;
+      while (s > done) {
+        const std::size_t previous = last_code_point_start(text.substr(0, s));
+        if (!is_white_space(code_point_at(text, previous).first)) break;
+        s = previous;
+      }
+      start = s;
+    }
+    if (found->rstrip) {
+      while (stop < text.size()) {
+        const auto [cp, length] = code_point_at(text, stop);
+        if (!is_white_space(cp)) break;
+        stop += length;
+      }
+    }
+    if (start > done) encode_between_added(text.substr(done, start - done), pass + 1, out);
+    out.push_back(found->id);
+    done = stop;
+    at = std::max(at, stop);
+  }
+  if (done < text.size()) encode_between_added(text.substr(done), pass + 1, out);
+}
+
+// tokenizers' Pattern::find_matches and SplitDelimiterBehavior on one piece.
+void HfBpeTokenizer::Impl::split(PretokenStep& step, const std::string& piece, std::vector<std::string>& out) {
+  if (!step.pattern) {  // ByteLevel's add_prefix_space
+    out.push_back(piece.starts_with(' ') ? piece : " " + piece);
+    return;
+  }
+  struct Part {
+    std::size_t begin, end;
+    bool match;
+  };
+  std::vector<Part> parts;
+  std::size_t previous = 0;
+  for (std::size_t offset = 0; offset <= piece.size();) {
+    const auto match = step.pattern->next(piece, offset);
+    if (!match) break;
+    const auto [begin, end] = *match;
+    if (begin > previous) parts.push_back({previous, begin, step.invert});
+    parts.push_back({begin, end, !step.invert});
+    previous = end;
+    offset = end > begin ? end : end + code_point_at(piece + '\0', end).second;  // past an empty match
+  }
+  if (previous < piece.size()) parts.push_back({previous, piece.size(), step.invert});
+
+  std::vector<Part> kept;
+  bool previous_match = false;
+  switch (step.behavior) {
+    case SplitBehavior::removed:
+      for (const Part& p : parts) {
+        if (!p.match) kept.push_back(p);
+      }
+      break;
+    case SplitBehavior::isolated:
+      kept = parts;
+      break;
+    case SplitBehavior::merged_with_previous:
+      for (const Part& p : parts) {
+        if (p.match && !previous_match && !kept.empty()) {
+          kept.back().end = p.end;
+        } else {
+          kept.push_back(p);
+        }
+        previous_match = p.match;
+      }
+      break;
+    case SplitBehavior::merged_with_next:
+      for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
+        if (p->match && !previous_match && !kept.empty()) {
+          kept.back().begin = p->begin;
+        } else {
+          kept.push_back(*p);
+        }
+        previous_match = p->match;
+      }
+      std::reverse(kept.begin(), kept.end());
+      break;
+    case SplitBehavior::contiguous:
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (i > 0 && parts[i].match == previous_match) {
+          kept.back().end = parts[i].end;
+        } else {
+          kept.push_back(parts[i]);
+        }
+        previous_match = parts[i].match;
+      }
+      break;
+  }
+  for (const Part& p : kept) {
+    if (p.end > p.begin) out.push_back(piece.substr(p.begin, p.end - p.begin));
+  }
+}
+
+void HfBpeTokenizer::Impl::encode_pretokenized(std::string_view text, std::vector<int32_t>& out) {
+  if (text.empty()) return;
+  std::vector<std::string> pieces{std::string(text)}, next;
+  for (PretokenStep& step : steps) {
+    next.clear();
+    for (const std::string& piece : pieces) split(step, piece, next);
+    pieces.swap(next);
+  }
+  for (const std::string& piece : pieces) {
+    if (ignore_merges) {
+      if (const auto it = id_of_bytes.find(piece); it != id_of_bytes.end()) {
+        out.push_back(it->second);
+        continue;
+      }
+    }
+    words->encode(piece, out);
+  }
+}
+
+HfBpeTokenizer HfBpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
+  auto impl = std::make_unique<Impl>();
+  impl->where = tokenizer_json.string() + ": ";
+  json root;
+  try {
+    root = json::parse(read_whole_file(tokenizer_json, "Hugging Face tokenizer file"));
+  } catch (const json::exception& e) {
+    impl->refuse(std::string("malformed JSON: ") + e.what());
+  }
+  if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) impl->refuse("no \"model\" object");
+  const std::string model_type = type_of(root["model"]);
+  if (model_type != "BPE") impl->refuse("model type " + model_type + " is not supported (only byte-level BPE is)");
+  const json normalizer = root.value("normalizer", json());
+  const bool no_normalizer = normalizer.is_null() || (type_of(normalizer) == "Sequence" &&
+                                                      normalizer.value("normalizers", json::array()) == json::array());
+  if (!no_normalizer) impl->refuse("normalizer " + type_of(normalizer) + " is not supported");
+  bool byte_level = false;
+  const json pretokenizer = root.value("pre_tokenizer", json());
+  if (!pretokenizer.is_null()) impl->read_pretokenizer(pretokenizer, byte_level);
+  if (!byte_level) impl->refuse("pre_tokenizer " + type_of(pretokenizer) + " is not byte-level (no ByteLevel in it)");
+  const json decoder = root.value("decoder", json());
+  const bool byte_level_decoder = type_of(decoder) == "ByteLevel" ||
+                                  (type_of(decoder) == "Sequence" && decoder.value("decoders", json()).is_array() &&
+                                   decoder["decoders"].size() == 1 && type_of(decoder["decoders"][0]) == "ByteLevel");
+  if (!byte_level_decoder) impl->refuse("decoder " + type_of(decoder) + " is not supported (only ByteLevel is)");
+  impl->read_model(root["model"], root.value("added_tokens", json()));
+  return HfBpeTokenizer(std::move(impl));
+}
+
+std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 1);
+  const std::lock_guard lock(impl_->encode_mutex);
+  impl_->encode_between_added(text, 0, ids);
+  return ids;
+}
+
+std::string_view HfBpeTokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || static_cast<std::size_t>(id) >= impl_->has_id.size() || !impl_->has_id[id]) {
+    throw std::invalid_argument("token id " + std::to_string(id) + " is not in the tokenizer " +
+                                impl_->where.substr(0, impl_->where.size() - 2));
+  }
+  return impl_->token_bytes[id];
+}
+
+std::string HfBpeTokenizer::decode(std::span<const int32_t> ids) const {
+  std::string text;
+  text.reserve(ids.size() * 4);
+  for (const int32_t id : ids) text += token_bytes(id);
+  return text;
+}
+
+std::size_t HfBpeTokenizer::vocab_size() const { return impl_->has_id.size(); }
+
+std::optional<int32_t> HfBpeTokenizer::token_id(std::string_view spelling) const {
+  const auto it = impl_->id_of_spelling.find(spelling);
+  if (it == impl_->id_of_spelling.end()) return std::nullopt;
+  return it->second;
+}
+
+HfBpeTokenizer::HfBpeTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HfBpeTokenizer::HfBpeTokenizer(HfBpeTokenizer&&) noexcept = default;
+HfBpeTokenizer& HfBpeTokenizer::operator=(HfBpeTokenizer&&) noexcept = default;
+HfBpeTokenizer::~HfBpeTokenizer() = default;
+
+std::string gpt2_tokenizer_json(const std::string& encoder_json, const std::string& vocab_bpe) {
+  const json encoder = json::parse(encoder_json);
+  std::vector<std::pair<int64_t, std::string>> by_id;
+  for (auto it = encoder.begin(); it != encoder.end(); ++it) by_id.emplace_back(it.value().get<int64_t>(), it.key());
+  std::sort(by_id.begin(), by_id.end());
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  for (const auto& [id, spelling] : by_id) vocab[spelling] = id;
+  nlohmann::ordered_json merges = nlohmann::ordered_json::array();
+  for (std::size_t pos = vocab_bpe.find('\n') + 1; pos > 0 && pos < vocab_bpe.size();) {  // after "#version"
+    const std::size_t end = std::min(vocab_bpe.find('\n', pos), vocab_bpe.size());
+    std::string line = vocab_bpe.substr(pos, end - pos);
+    if (line.ends_with('\r')) line.pop_back();
+    const std::size_t space = line.find(' ');
+    if (space != std::string::npos) merges.push_back({line.substr(0, space), line.substr(space + 1)});
+    pos = end + 1;
+  }
+  const auto byte_level = [](bool add_prefix_space, bool trim_offsets) {
+    return nlohmann::ordered_json{{"type", "ByteLevel"},
+                                  {"add_prefix_space", add_prefix_space},
+                                  {"trim_offsets", trim_offsets},
+                                  {"use_regex", true}};
+  };
+  const nlohmann::ordered_json eot = {
+      {"id", 50256},     {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
+      {"rstrip", false}, {"normalized", true},         {"special", true}};
+  // The layout transformers writes for GPT2TokenizerFast.
+  const nlohmann::ordered_json tokenizer = {{"version", "1.0"},
+                                            {"truncation", nullptr},
+                                            {"padding", nullptr},
+                                            {"added_tokens", {eot}},
+                                            {"normalizer", nullptr},
+                                            {"pre_tokenizer", byte_level(false, true)},
+                                            {"post_processor", byte_level(true, false)},
+                                            {"decoder", byte_level(true, true)},
+                                            {"model",
+                                             {{"type", "BPE"},
+                                              {"dropout", nullptr},
+                                              {"unk_token", nullptr},
+                                              {"continuing_subword_prefix", ""},
+                                              {"end_of_word_suffix", ""},
+                                              {"fuse_unk", false},
+                                              {"byte_fallback", false},
+                                              {"ignore_merges", false},
+                                              {"vocab", vocab},
+                                              {"merges", merges}}}};
+  return tokenizer.dump() + "\n";
+}
+
+}  // namespace mygpt

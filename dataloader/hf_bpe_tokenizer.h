@@ -1,0 +1,65 @@
+// A byte-level BPE tokenizer read from Hugging Face's tokenizer.json, giving the ids `tokenizers`
+// gives (Tokenizer.encode(text, add_special_tokens=False)): GPT-2's, Llama 3's, Qwen's and nanochat's
+// tokenizers are of this kind.
+//
+// What it reads: the BPE model (vocab; merges as "a b" strings or [a, b] pairs; ignore_merges;
+// unk_token), the pre-tokenizer (ByteLevel, Split with a regex or a string in any of its behaviours,
+// Digits, and a Sequence of them with the ByteLevel last), the added tokens (matched in the raw text
+// before pre-tokenization, leftmost-longest, with their lstrip/rstrip/single_word), and a ByteLevel
+// decoder. Split regexes are compiled with PCRE2, which reads Oniguruma's and Python regex's syntax for
+// what GPT-4-style patterns use (\p{L}, possessive and atomic groups, (?i:...)).
+//
+// What it refuses, in one line naming the file and the part: another model type (WordPiece, Unigram,
+// WordLevel), a normalizer, any other pre-tokenizer or decoder, and BPE options that change ids in ways
+// not reproduced here (dropout, subword prefixes or suffixes, byte fallback). The post-processor (which
+// adds BOS/EOS when asked for special tokens) is not applied: the trainer places its own delimiters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mygpt {
+
+class HfBpeTokenizer {
+ public:
+  static constexpr std::string_view kFileName = "tokenizer.json";
+
+  // Reads a tokenizer.json; every problem (unreadable, malformed, unsupported) throws
+  // std::invalid_argument with one line naming the file.
+  static HfBpeTokenizer load(const std::filesystem::path& tokenizer_json);
+
+  // Added tokens (special or not) in the text are their own ids, as in tokenizers.
+  std::vector<int32_t> encode(std::string_view text) const;
+  // The bytes of the ids, as tokenizers' ByteLevel decoder gives them (before its UTF-8 repair).
+  // Ids the tokenizer lacks throw std::invalid_argument.
+  std::string decode(std::span<const int32_t> ids) const;
+  std::string_view token_bytes(int32_t id) const;
+
+  // One more than the largest id of the vocabulary and the added tokens.
+  std::size_t vocab_size() const;
+  // The id of a token as tokenizer.json spells it (an added token's content, or a vocabulary string).
+  std::optional<int32_t> token_id(std::string_view spelling) const;
+
+  HfBpeTokenizer(HfBpeTokenizer&&) noexcept;
+  HfBpeTokenizer& operator=(HfBpeTokenizer&&) noexcept;
+  ~HfBpeTokenizer();
+
+ private:
+  struct Impl;  // keeps PCRE2, JSON and the BPE state out of this header
+  explicit HfBpeTokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// GPT-2's tokenizer as a tokenizer.json (what transformers writes for GPT2TokenizerFast) from the
+// contents of encoder.json and vocab.bpe: so that an exported GPT-2-tokenizer model loads in AutoTokenizer
+// from the one file.
+std::string gpt2_tokenizer_json(const std::string& encoder_json, const std::string& vocab_bpe);
+
+}  // namespace mygpt

@@ -1,0 +1,287 @@
+// Our tokenizer.json reader judged by Hugging Face `tokenizers` itself: equal ids on Tiny Shakespeare,
+// HellaSwag text and random Unicode, for GPT-2's tokenizer.json and for a GPT-4-style split pattern
+// (nanochat's), with decoding back to the text; and the refusals of what it does not read.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/file_io.h"
+#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "dataloader/hf_bpe_tokenizer.h"
+#include "dataloader/text_codec.h"
+#include "tests/reference_python.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_support.h"
+
+namespace mygpt {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::invalid_argument_message;
+using testing::python_imports;
+using testing::run_python_json;
+
+const fs::path kData = MYGPT_SHARED_DATA_DIR;
+// Beside hf_reference.py in tests/.
+const std::string kScript = (fs::path(MYGPT_HF_REFERENCE_SCRIPT).parent_path() / "tokenizer_reference.py").string();
+
+// The reference's answer for each named text: its ids and its decoding of them.
+struct Reference {
+  std::vector<int32_t> ids;
+  std::string decoded;
+};
+
+class TokenizerJsonVersusTokenizers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!python_imports("tokenizers"))
+      GTEST_SKIP() << "Python with `tokenizers` not found: no reference to compare with";
+    if (!fs::exists(kData / "tinyshakespeare.txt"))
+      GTEST_SKIP() << (kData / "tinyshakespeare.txt").string() << " absent";
+    // HellaSwag text is compared where the data has it; Shakespeare and the random strings always.
+    ASSERT_FALSE(run_python_json(kScript,
+                                 {"texts", (kData / "tinyshakespeare.txt").string(),
+                                  (kData / "hellaswag" / "hellaswag_val_full.txt").string(), texts_path().string()},
+                                 dir_.path())
+                     .is_null());
+    const auto texts = nlohmann::json::parse(read_whole_file(texts_path(), "test"));  // outlives the loop's proxy
+    for (auto& [name, text] : texts.items()) {
+      texts_[name] = text.get<std::string>();
+    }
+  }
+
+  fs::path texts_path() const { return dir_.path() / "texts.json"; }
+
+  // The reference on the texts (or those written to `texts`, a smaller set).
+  std::map<std::string, Reference> reference(const std::string& mode, const fs::path& tokenizer,
+                                             const fs::path& texts = {}) {
+    const fs::path out = dir_.path() / "reference.json";
+    EXPECT_FALSE(run_python_json(
+                     kScript, {mode, tokenizer.string(), (texts.empty() ? texts_path() : texts).string(), out.string()},
+                     dir_.path())
+                     .is_null());
+    std::map<std::string, Reference> answers;
+    const auto parsed = nlohmann::json::parse(read_whole_file(out, "test"));
+    for (auto& [name, answer] : parsed.items()) {
+      answers[name] = {answer["ids"].get<std::vector<int32_t>>(), answer["decoded"].get<std::string>()};
+    }
+    return answers;
+  }
+
+  // Every text: our ids are the reference's, and decoding gives the text back (and what tokenizers decodes).
+  void expect_same_as(const HfBpeTokenizer& ours, const std::map<std::string, Reference>& answers) {
+    expect_same_as(ours, answers, texts_);
+  }
+  // round_trip: decoding gives the text back; not so where the pre-tokenizer drops text (Split's Removed, an
+  // added token's lstrip/rstrip) or adds some (ByteLevel's prefix space), which tokenizers' decode also shows.
+  void expect_same_as(const HfBpeTokenizer& ours, const std::map<std::string, Reference>& answers,
+                      const std::map<std::string, std::string>& texts, bool round_trip = true) {
+    ASSERT_EQ(answers.size(), texts.size());
+    int mismatches = 0;
+    for (const auto& [name, text] : texts) {
+      const Reference& want = answers.at(name);
+      const std::vector<int32_t> ids = ours.encode(text);
+      if (ids != want.ids && ++mismatches <= 5) {
+        std::size_t first = 0;
+        while (first < ids.size() && first < want.ids.size() && ids[first] == want.ids[first]) ++first;
+        ADD_FAILURE() << name << ": ids differ from token " << first << " of " << want.ids.size() << " ("
+                      << nlohmann::json(text.substr(0, 200)).dump() << ")";
+      }
+      if (round_trip) {
+        EXPECT_EQ(ours.decode(ids), text) << name;
+      }
+      EXPECT_EQ(ours.decode(want.ids), want.decoded) << name;
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
+
+  ScratchDir dir_;
+  std::map<std::string, std::string> texts_;
+};
+
+TEST_F(TokenizerJsonVersusTokenizers, Gpt2TokenizerJsonInBothMergeForms) {
+  if (!fs::exists(kData / "gpt2" / "encoder.json")) GTEST_SKIP() << (kData / "gpt2").string() << " absent";
+  const fs::path folder = dir_.path() / "gpt2";
+  ASSERT_FALSE(
+      run_python_json(kScript, {"make-gpt2", (kData / "gpt2").string(), folder.string()}, dir_.path()).is_null());
+  const auto answers = reference("encode", folder / "tokenizer.json");
+  EXPECT_GT(answers.at("shakespeare").ids.size(), 300000u);  // the whole play, not an empty answer
+  expect_same_as(HfBpeTokenizer::load(folder / "tokenizer.json"), answers);
+  expect_same_as(HfBpeTokenizer::load(folder / "strings" / "tokenizer.json"), answers);  // "a b" merges
+
+  // OpenAI's encoder.py order of merges and the HF one agree on GPT-2's trained list.
+  const auto openai = Gpt2BpeTokenizer::load(kData / "gpt2");
+  EXPECT_EQ(openai.encode(texts_.at("shakespeare"), true), answers.at("shakespeare").ids);
+}
+
+TEST_F(TokenizerJsonVersusTokenizers, Gpt4StyleSplitPatternAsNanochats) {
+  const fs::path folder = dir_.path() / "gpt4";
+  ASSERT_FALSE(
+      run_python_json(kScript, {"make-gpt4", (kData / "tinyshakespeare.txt").string(), folder.string()}, dir_.path())
+          .is_null());
+  const HfBpeTokenizer ours = HfBpeTokenizer::load(folder / "tokenizer.json");
+  EXPECT_EQ(ours.vocab_size(), 2048u);
+  EXPECT_EQ(ours.token_id("<|bos|>"), 0);
+  expect_same_as(ours, reference("encode", folder / "tokenizer.json"));
+}
+
+// The rest of what the reader follows, each judged by tokenizers on the random strings and a page of
+// Shakespeare: every Split behaviour (and invert, and a String pattern), Digits, ByteLevel's prefix space
+// and its own regex, added tokens with single_word, lstrip and rstrip (and one already in the vocab), and
+// ignore_merges.
+TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgnoreMerges) {
+  const fs::path gpt4 = dir_.path() / "gpt4", variants = dir_.path() / "variants";
+  ASSERT_FALSE(
+      run_python_json(kScript, {"make-gpt4", (kData / "tinyshakespeare.txt").string(), gpt4.string()}, dir_.path())
+          .is_null());
+  ASSERT_FALSE(run_python_json(kScript, {"variants", gpt4.string(), variants.string()}, dir_.path()).is_null());
+  std::map<std::string, std::string> texts;
+  nlohmann::json texts_json = nlohmann::json::object();
+  for (const auto& [name, text] : texts_) {
+    if (name == "hellaswag") continue;
+    texts[name] = name == "shakespeare" ? text.substr(0, 20000) : text;
+    texts_json[name] = texts[name];
+  }
+  const fs::path texts_file = dir_.write("small_texts.json", texts_json.dump());
+  int compared = 0;
+  for (const auto& entry : fs::directory_iterator(variants)) {
+    SCOPED_TRACE(entry.path().filename().string());
+    const fs::path path = entry.path() / "tokenizer.json";
+    expect_same_as(HfBpeTokenizer::load(path), reference("encode", path, texts_file), texts, /*round_trip=*/false);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 8);
+}
+
+// What export writes for a GPT-2-tokenizer model, judged by tokenizers as the files it reads.
+TEST_F(TokenizerJsonVersusTokenizers, Gpt2TokenizerJsonWrittenFromOpenAisFiles) {
+  const fs::path gpt2 = kData / "gpt2";
+  if (!fs::exists(gpt2 / "encoder.json")) GTEST_SKIP() << gpt2.string() << " absent";
+  const auto path = dir_.write(
+      "written/tokenizer.json",
+      gpt2_tokenizer_json(read_whole_file(gpt2 / "encoder.json", "test"), read_whole_file(gpt2 / "vocab.bpe", "test")));
+  const HfBpeTokenizer written = HfBpeTokenizer::load(path);
+  EXPECT_EQ(written.vocab_size(), Gpt2BpeTokenizer::kVocabSize);
+  const auto answers = reference("encode", path);
+  expect_same_as(written, answers);
+  EXPECT_EQ(Gpt2BpeTokenizer::load(gpt2).encode(texts_.at("hellaswag"), true), answers.at("hellaswag").ids);
+}
+
+// A GPT-2-shaped tokenizer.json over a tiny vocabulary, with `change` applied to it.
+fs::path tiny_tokenizer_json(const ScratchDir& dir, const std::string& name, void (*change)(nlohmann::json&)) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int byte = 0; byte < 256; ++byte) {
+    // The byte alphabet spelled as tokenizers does (printable Latin-1 stands for itself).
+    const bool printable = (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
+    static int substitute = 256;
+    if (byte == 0) substitute = 256;
+    const int cp = printable ? byte : substitute++;
+    std::string spelling;
+    if (cp < 0x80)
+      spelling = std::string(1, static_cast<char>(cp));
+    else
+      spelling = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    vocab[spelling] = byte;
+  }
+  vocab["ab"] = 256;
+  nlohmann::json tokenizer = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b"}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"added_tokens", nlohmann::json::array()}};
+  change(tokenizer);
+  return dir.write(name + "/tokenizer.json", tokenizer.dump());
+}
+
+TEST(HfBpeTokenizer, ReadsATinyTokenizerAndItsAddedTokens) {
+  ScratchDir dir;
+  const auto path = tiny_tokenizer_json(dir, "tiny", [](nlohmann::json& t) {
+    t["added_tokens"] = {{{"id", 257}, {"content", "<|x|>"}, {"special", true}, {"normalized", false}},
+                         {{"id", 258}, {"content", "<|x|>y"}, {"special", true}, {"normalized", false}}};
+  });
+  const HfBpeTokenizer tokenizer = HfBpeTokenizer::load(path);
+  EXPECT_EQ(tokenizer.vocab_size(), 259u);
+  // "ab" merges; the longest added token at a position wins; text around added tokens is pre-tokenized alone.
+  EXPECT_EQ(tokenizer.encode("ab<|x|>yab<|x|>"), (std::vector<int32_t>{256, 258, 256, 257}));
+  EXPECT_EQ(tokenizer.decode(std::vector<int32_t>{256, 258}), "ab<|x|>y");
+  EXPECT_NE(invalid_argument_message([&] { tokenizer.decode(std::vector<int32_t>{259}); }).find("259"),
+            std::string::npos);
+}
+
+// The trainer's document delimiter: the folder's bos_token, else eos_token, else a known special token.
+TEST(HfBpeTokenizer, AFolderIsTheHfKindAndItsConfigNamesTheDocumentDelimiter) {
+  ScratchDir dir;
+  const auto path = tiny_tokenizer_json(dir, "folder", [](nlohmann::json& t) {
+    t["added_tokens"] = {{{"id", 257}, {"content", "<|bos|>"}, {"special", true}},
+                         {{"id", 258}, {"content", "<|eos|>"}, {"special", true}}};
+  });
+  const std::string folder = path.parent_path().string();
+  EXPECT_EQ(folder_tokenizer_kind(folder), TokenizerKind::hf);
+  EXPECT_EQ(make_text_codec(TokenizerKind::hf, folder)->end_of_text(), 257);  // nanochat's <|bos|>
+  dir.write("folder/tokenizer_config.json", R"({"bos_token": null, "eos_token": {"content": "<|eos|>"}})");
+  const auto codec = make_text_codec(TokenizerKind::hf, folder);
+  EXPECT_EQ(codec->end_of_text(), 258);
+  EXPECT_EQ(codec->kind(), TokenizerKind::hf);
+  EXPECT_EQ(codec->encode("ab<|eos|>"), (std::vector<int64_t>{256, 258}));
+  EXPECT_EQ(parse_tokenizer_kind("hf"), TokenizerKind::hf);
+}
+
+TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
+  ScratchDir dir;
+  const std::vector<std::pair<void (*)(nlohmann::json&), std::string>> cases = {
+      {[](nlohmann::json& t) { t["model"]["type"] = "WordPiece"; }, "model type WordPiece is not supported"},
+      {[](nlohmann::json& t) {
+         t["model"] = {{"type", "Unigram"}, {"vocab", nlohmann::json::array()}};
+       },
+       "model type Unigram is not supported"},
+      {[](nlohmann::json& t) { t["model"]["type"] = "WordLevel"; }, "model type WordLevel is not supported"},
+      {[](nlohmann::json& t) {
+         t["normalizer"] = {{"type", "NFC"}};
+       },
+       "normalizer NFC is not supported"},
+      {[](nlohmann::json& t) {
+         t["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
+       "pre_tokenizer Metaspace is not supported"},
+      {[](nlohmann::json& t) {
+         t["pre_tokenizer"] = {{"type", "Whitespace"}};
+       },
+       "pre_tokenizer Whitespace is not supported"},
+      {[](nlohmann::json& t) { t["pre_tokenizer"] = nullptr; }, "pre_tokenizer null is not byte-level"},
+      {[](nlohmann::json& t) {
+         t["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Digits"}}}}};
+       },
+       "pre_tokenizer Digits after ByteLevel is not supported"},
+      {[](nlohmann::json& t) {
+         t["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+       },
+       "split pattern does not compile"},
+      {[](nlohmann::json& t) {
+         t["decoder"] = {{"type", "WordPiece"}};
+       },
+       "decoder WordPiece is not supported"},
+      {[](nlohmann::json& t) { t["model"]["byte_fallback"] = true; }, "byte_fallback is not supported"},
+      {[](nlohmann::json& t) { t["model"]["merges"] = {"a c"}; }, "uses a token missing from the vocab"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto path = tiny_tokenizer_json(dir, "case" + std::to_string(i), cases[i].first);
+    const std::string message = invalid_argument_message([&] { HfBpeTokenizer::load(path); });
+    EXPECT_NE(message.find(path.string() + ": "), std::string::npos) << message;
+    EXPECT_NE(message.find(cases[i].second), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+  dir.write("broken/tokenizer.json", "{\"model\": ");
+  EXPECT_NE(invalid_argument_message([&] {
+              HfBpeTokenizer::load(dir.path() / "broken" / "tokenizer.json");
+            }).find("malformed JSON"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace mygpt
