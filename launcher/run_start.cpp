@@ -116,7 +116,10 @@ DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart
   if (d.sft) {  // conversations, tokenized by GPT-2's tokenizer (the data's --vocab, or the model's)
     flags.refuse("vocab-size", "with --sft (GPT-2's padded vocabulary holds the chat tokens)");
     if (flags.gave("val-data")) flags.refuse("val-fraction", "with --val-data (the held-out conversations)");
-    const auto model_tokenizer = stored_gpt2_tokenizer(start);
+    // (SFT's chat tokens take GPT-2's padded rows: a tokenizer.json model's folder does not count here.)
+    const auto model_tokenizer = start.model && start.model->tokenizer_kind == TokenizerKind::gpt2
+                                     ? stored_bpe_tokenizer(start)
+                                     : std::nullopt;
     if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) d.tokenizer = TokenizerKind::gpt2;
     if (d.tokenizer == TokenizerKind::gpt2 && !d.vocab) d.vocab = model_tokenizer;
     return d;

@@ -51,6 +51,39 @@ run_cmd no_room "$BIN" chat --checkpoint "$WORK/chars" --device cpu </dev/null
 check "a model without rows for the chat tokens: exit 2, one line (exit $RC): $(cat "$WORK/no_room.err")" \
   bash -c "[[ $RC -eq 2 && \$(wc -l <'$WORK/no_room.err') -eq 1 ]] && grep -q 'chat' '$WORK/no_room.err' && ! grep -q 'does not exist' '$WORK/no_room.err'"
 
+# The synthetic task: a small model fine-tuned from scratch (train --sft) on sorting four digits asked and
+# answered in chat form, with a system prompt, answers held-out lists through `chat`'s stdin mode. Chance
+# is about 4% for a model that only puts the four digits in some order; 99 of 100 on 2 CPU cores at 400 steps.
+"$PY" - "$WORK" <<'PY'
+import json, random, sys
+work = sys.argv[1]
+def digits(rng):
+    return [rng.randrange(10) for _ in range(4)]
+rng = random.Random(0)
+with open(f"{work}/sort_train.jsonl", "w") as f:
+    for _ in range(3000):
+        xs = digits(rng)
+        f.write(json.dumps({"messages": [{"role": "system", "content": "Sort the digits."},
+                                         {"role": "user", "content": " ".join(map(str, xs))},
+                                         {"role": "assistant", "content": " ".join(map(str, sorted(xs)))}]}) + "\n")
+held_out = random.Random(99)
+with open(f"{work}/sort_questions.txt", "w") as q, open(f"{work}/sort_answers.txt", "w") as a:
+    for _ in range(100):
+        xs = digits(held_out)
+        q.write(" ".join(map(str, xs)) + "\n")
+        a.write(" ".join(map(str, sorted(xs))) + "\n")
+PY
+run train_sort train "$WORK/sort_train.jsonl" --sft --tokenizer gpt2 --vocab "$GPT2_DIR" --preset small --seq-len 32 \
+  --batch-size 32 --steps 300 --lr 3e-3 --warmup-steps 20 --eval-every 0 --threads 1 --device cpu --out "$WORK/sort"
+check "fine-tuning on the sorting conversations (exit $RC): $(grep -v '^step' "$WORK/train_sort.err" | tail -n 1)" test "$RC" -eq 0
+run_cmd sort_chat "$BIN" chat --checkpoint "$WORK/sort" --system "Sort the digits." --temperature 0 --device cpu \
+  --threads 1 --max-new-tokens 20 <"$WORK/sort_questions.txt"
+correct=$(paste -d'|' "$WORK/sort_chat.out" "$WORK/sort_answers.txt" | awk -F'|' '$1 == $2 { c++ } END { print c + 0 }')
+echo "synthetic sorting task through chat: $correct of 100 held-out lists sorted exactly"
+check "... answered through chat's stdin mode: $correct of 100 held-out lists sorted exactly (at least 60)" \
+  test "$correct" -ge 60
+check "... and no note that the model was not fine-tuned" bash -c "! grep -q 'not fine-tuned' '$WORK/sort_chat.err'"
+
 if "$PY" -c 'import pty' >/dev/null 2>&1; then
   with_timeout 300 "$PY" "$TESTS_DIR/chat_terminal_test.py" "$BIN" "$WORK/model" >"$WORK/terminal.out" 2>&1
   rc=$?
