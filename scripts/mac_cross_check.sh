@@ -144,12 +144,15 @@ mv "$rsp.new" "$rsp"
 # after the flags it was made with (a PCH must match them). Its templates are instantiated once, in it
 # (as CMake does for clang): else every file would instantiate them again (2-3 s more a file).
 pch="$cache/torch-$torch_version-$(cksum <"$rsp" | cut -d' ' -f1).pch"
-if [[ ! -f $pch ]]; then
+if [[ ! -f $pch || ! -f $pch.h ]]; then  # (a PCH of an older version of this script shares one header: made again)
   say "precompiling torch/torch.h for arm64-apple-macos (once)"
   t=$SECONDS
-  printf '#include <torch/torch.h>\n' >"$cache/torch_pch.h"
-  grep -vx -- -fsyntax-only "$rsp" >"$cache/pch.rsp"
-  "$zl/zig" clang "@$cache/pch.rsp" -fpch-instantiate-templates -x c++-header "$cache/torch_pch.h" -o "$pch.tmp" &&
+  # Its own header beside it, written once: a PCH records its header's mtime, and a header shared by the
+  # PCHs of several checkouts (their flags differ in include paths) would be rewritten by each, making the
+  # others unusable ("has been modified since the precompiled header was built").
+  printf '#include <torch/torch.h>\n' >"$pch.h"
+  grep -vx -- -fsyntax-only "$rsp" >"$pch.rsp"
+  "$zl/zig" clang "@$pch.rsp" -fpch-instantiate-templates -x c++-header "$pch.h" -o "$pch.tmp" &&
     mv "$pch.tmp" "$pch" || { say "error: torch/torch.h does not compile for macOS"; exit 1; }
   say "precompiled in $((SECONDS - t)) s"
 fi

@@ -183,7 +183,8 @@ TEST(OptionTables, EveryDefaultInHelpIsTheDefaultARunUses) {
                                                                    {"generate", {"--checkpoint", "c"}},
                                                                    {"eval", {"--checkpoint", "c"}},
                                                                    {"prepare", {"--input", "a", "--out", "o"}},
-                                                                   {"export", {"--checkpoint", "c", "--out", "o"}}};
+                                                                   {"export", {"--checkpoint", "c", "--out", "o"}},
+                                                                   {"chat", {"--checkpoint", "c"}}};
   for (const Command& c : command_table()) {
     const auto shown = help_defaults(c);
     const auto used = values_of(c.option_values(minimal.at(c.name)));
