@@ -48,8 +48,8 @@ const OptionTable<ChatFlags>& chat_flag_table() {
         .check(utf8_text);
     t.add("max-new-tokens", &C::max_new_tokens, "longest reply, in tokens").init(512).check(positive);
     // nanochat's chat defaults: a little randomness keeps replies from looping, top-k cuts the long tail.
-    t.add("temperature", &C::temperature, "softmax temperature; 0 is greedy").init(0.6).check(non_negative);
-    t.add("top-k", &C::top_k, "sample among the k most likely tokens; 0 keeps all").init(50).check(non_negative);
+    temperature_flag(t, &C::temperature).init(0.6);
+    top_k_flag(t, &C::top_k).init(50);
     seed_flag(t, &C::seed);
     device_flag(t, &C::device);
     vocab_flag(t, &C::vocab);
@@ -174,9 +174,7 @@ int run_terminal(ChatSession& session, const std::string& description, int64_t m
 
 int run_chat(const Parsed<ChatFlags>& flags, const JobSession&) {
   const ChatFlags& f = flags.config;
-  if (f.temperature == 0 && flags.gave("top-k") && f.top_k != 0) {
-    throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");
-  }
+  refuse_top_k_when_greedy(flags, f.temperature, f.top_k);
   const bool terminal = isatty(STDIN_FILENO) != 0;
   const torch::Device device = pick_device(f.device);
   set_cpu_threads(f.threads);

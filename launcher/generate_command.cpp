@@ -53,8 +53,8 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
     model_flag(t, &G::checkpoint);
     t.add("prompt", &G::prompt, "text the samples continue").init("\n").check(not_empty).check(utf8_text);
     t.add("max-new-tokens", &G::max_new_tokens, "tokens to generate per sample").init(200).check(non_negative);
-    t.add("temperature", &G::temperature, "softmax temperature; 0 is greedy").init(0.8).check(non_negative);
-    t.add("top-k", &G::top_k, "sample among the k most likely tokens; 0 keeps all").init(0).check(non_negative);
+    temperature_flag(t, &G::temperature).init(0.8);
+    top_k_flag(t, &G::top_k).init(0);
     t.add("num-samples", &G::num_samples, "independent samples").init(1).check(positive);
     seed_flag(t, &G::seed);
     device_flag(t, &G::device);
@@ -84,10 +84,7 @@ void print_ids(const std::vector<int64_t>& ids) {
 
 int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   const GenerateFlags& f = flags.config;
-  // --top-k 0 (keep all, its default) says nothing greedy decoding contradicts; only a real cut does.
-  if (f.temperature == 0 && flags.gave("top-k") && f.top_k != 0) {
-    throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");
-  }
+  refuse_top_k_when_greedy(flags, f.temperature, f.top_k);
   const torch::Device device = pick_device(f.device);
   const int64_t threads = set_cpu_threads(f.threads);
   std::cout << "device: " << device_name(device) << std::endl;

@@ -1,6 +1,7 @@
 #pragma once
 // Options that several commands take, each defined once here and added to a command's table by path
 // to the field it fills (e.g. device_flag(table, &TrainFlags::runtime, &RuntimeOptions::device)).
+#include <stdexcept>
 #include <string>
 
 #include <thread>
@@ -67,6 +68,26 @@ auto& model_flag(OptionTable<Config>& table, Path... path) {
            "checkpoint file, a folder (its newest checkpoint), or a Hugging Face folder (config.json, "
            "model.safetensors; its tokenizer.json, or vocab.json and merges.txt, is the tokenizer)")
       .required();
+}
+
+// --temperature and --top-k of the commands that sample (generate, chat); each sets its own default.
+template <typename Config, typename... Path>
+auto& temperature_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("temperature", path..., "softmax temperature; 0 is greedy").check(non_negative);
+}
+
+template <typename Config, typename... Path>
+auto& top_k_flag(OptionTable<Config>& table, Path... path) {
+  return table.add("top-k", path..., "sample among the k most likely tokens; 0 keeps all").check(non_negative);
+}
+
+// A --top-k given with --temperature 0 would be silently ignored: refused. --top-k 0 (keep all, a
+// default) says nothing greedy decoding contradicts; only a real cut does.
+template <typename Config>
+void refuse_top_k_when_greedy(const Parsed<Config>& flags, double temperature, int64_t top_k) {
+  if (temperature == 0 && flags.gave("top-k") && top_k != 0) {
+    throw std::invalid_argument("--top-k has no effect with --temperature 0 (greedy decoding)");
+  }
 }
 
 }  // namespace mygpt
