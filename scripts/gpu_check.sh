@@ -215,11 +215,21 @@ phase_tests() {
   pack_up
 }
 
+# sort_run PHASE PREFIX RUN STEPS MODEL_FLAG...: a builtin:sort model trained on the device, sampled greedily
+# and evaluated there; rows PREFIXtrain, PREFIXgenerate, PREFIXeval (each only after the one before passed).
+sort_run() {
+  local phase=$1 prefix=$2 run=$3 steps=$4
+  shift 4
+  step "$phase" "${prefix}train" "$bin" train builtin:sort "$@" --device "$device" --threads 4 --steps "$steps" \
+      --eval-every 100 --out "$run" --overwrite &&
+    step "$phase" "${prefix}generate" "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 \
+      --temperature 0 --device "$device" &&
+    step "$phase" "${prefix}eval" "$bin" eval --checkpoint "$run" --task builtin:sort --examples 50 --device "$device"
+}
+
 phase_run() {
   local run="$out/run/sort"
-  step run train "$bin" train builtin:sort "${tiny[@]}" --threads 4 --steps 200 --eval-every 100 --out "$run" --overwrite &&
-    step run generate "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 --temperature 0 --device "$device" &&
-    step run eval "$bin" eval --checkpoint "$run" --task builtin:sort --examples 50 --device "$device" &&
+  sort_run run "" "$run" 200 --preset tiny &&
     step run generate_on_cpu "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 --temperature 0 --device cpu
   rm -f "$run"/ckpt_*  # weights are not evidence; the logs and metrics are
 }
@@ -228,11 +238,7 @@ phase_family() {
   local preset run
   for preset in nanochat-d2 llama-small; do
     run="$out/family/$preset"
-    step family "$preset.train" "$bin" train builtin:sort --preset "$preset" --device "$device" --threads 4 \
-        --steps "${MYGPT_FAMILY_STEPS:-200}" --eval-every 100 --out "$run" --overwrite &&
-      step family "$preset.generate" "$bin" generate --checkpoint "$run" --prompt 902741= --max-new-tokens 7 \
-        --temperature 0 --device "$device" &&
-      step family "$preset.eval" "$bin" eval --checkpoint "$run" --task builtin:sort --examples 50 --device "$device"
+    sort_run family "$preset." "$run" "${MYGPT_FAMILY_STEPS:-200}" --preset "$preset"
     rm -f "$run"/ckpt_*  # weights are not evidence
   done
 }
