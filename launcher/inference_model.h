@@ -16,6 +16,7 @@
 
 #include "dataloader/text_codec.h"
 #include "model/gpt.h"
+#include "model/hf_folder.h"
 #include "trainer/checkpoint.h"
 
 namespace mygpt {
@@ -29,6 +30,7 @@ struct StoredModel {
   TokenizerKind tokenizer_kind = TokenizerKind::none;
   std::string tokenizer_data;            // what make_text_codec rebuilds the tokenizer from
   std::optional<Checkpoint> checkpoint;  // the whole file, for our checkpoints
+  std::optional<HfFolder> hf_folder;     // the opened, checked folder, for Hugging Face models
 };
 
 // Reads one of our checkpoints whole, or a Hugging Face folder's config.json and tokenizer files
@@ -38,10 +40,11 @@ struct StoredModel {
 // whole to resume it, its weights alone for every other use.
 StoredModel open_stored_model(const std::filesystem::path& path, CheckpointParts parts = CheckpointParts::weights);
 
-// The stored model's weights in a new model on the CPU.
-Gpt load_stored_weights(const StoredModel& stored);
-// Copies the stored weights into `model` (of the stored shape, on any device), leaving the random
-// generators where they were.
+// The stored model's weights in a new model on the CPU, built without a random initialization and
+// filled in one pass (in huge-page memory with huge_pages: model/huge_page_weights.h).
+Gpt load_stored_weights(const StoredModel& stored, bool huge_pages = false);
+// Copies the stored weights into `model` (of the stored shape but for padded vocabulary rows, which are
+// zeroed; on any device), leaving the random generators where they were.
 void copy_stored_weights(const StoredModel& stored, Gpt& model);
 
 // stored's tokenizer, or GPT-2's from vocab_dir when that is not empty (for models trained on token
