@@ -101,6 +101,7 @@ HfMapping gpt2_mapping(const HfConfigFields& fields, int64_t vocab_multiple) {
 }
 
 HfGpt2Config read_hf_gpt2_config(const fs::path& folder, int64_t vocab_multiple) {
+  if (vocab_multiple < 1) throw std::invalid_argument("vocabulary padding multiple must be positive");
   const fs::path path = folder / "config.json";
   const nlohmann::json json = read_hf_json_object(path, "HF config");
   return gpt2_mapping(HfConfigFields(json, "HF config '" + path.string() + "'"), vocab_multiple).shape;
