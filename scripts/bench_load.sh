@@ -55,7 +55,7 @@ prompt_ids="${prompt_ids% *}"  # without the new token
 timed() {
   local name=$1
   shift
-  echo "${*}" | sed "s|$work|TMP|g; s|$repo/||g; s|$vocab|GPT2_VOCAB|g" >"$work/$name.cmd"
+  printf '%q ' "$@" | sed "s| \$||; s|$work|TMP|g; s|$repo/||g; s|$vocab|GPT2_VOCAB|g" >"$work/$name.cmd"
   /usr/bin/time -f '%e %U %S' -o "$work/$name.time" "$@" >"$work/$name.log" 2>&1 ||
     { cat "$work/$name.log" >&2; bench_die "the $name run failed"; }
   awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$work/$name.time" >>"$work/$name.times"
