@@ -3,8 +3,8 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "model/hf_family.h"
-#include "model/hf_gpt2.h"
+#include "model/hf_folder.h"
+#include "model/huge_page_weights.h"
 #include "trainer/stateful_parts.h"
 
 namespace mygpt {
@@ -37,11 +37,10 @@ StoredModel open_hugging_face_folder(const fs::path& folder) {
   stored.hugging_face = true;
   stored.description = "Hugging Face folder " + folder.string();
   // The weights must be what config.json claims before anything of that size is built (train builds its
-  // model before it copies the weights in).
-  const HfGpt2Config hf = is_hf_family_folder(folder) ? check_hf_family_folder(folder, /*vocab_multiple=*/1)
-                                                      : check_hf_gpt2_folder(folder, /*vocab_multiple=*/1);
-  stored.config = hf.config;
-  stored.token_count = hf.vocab_size;
+  // model before it copies the weights in): the folder is opened and checked once, here, and kept for the load.
+  stored.hf_folder = open_hf_folder(folder, /*vocab_multiple=*/1);
+  stored.config = stored.hf_folder->shape().config;
+  stored.token_count = stored.hf_folder->shape().vocab_size;
   read_folder_tokenizer(stored);
   return stored;
 }
@@ -62,30 +61,22 @@ StoredModel open_stored_model(const fs::path& path, CheckpointParts parts) {
   return stored;
 }
 
-Gpt load_stored_weights(const StoredModel& stored) {
-  if (stored.checkpoint) return model_from_checkpoint(*stored.checkpoint);
-  HfGpt2Model hf = is_hf_family_folder(stored.path) ? load_hf_family(stored.path, /*vocab_multiple=*/1)
-                                                    : load_hf_gpt2(stored.path, /*vocab_multiple=*/1);
-  if (!(hf.config == stored.config)) throw std::logic_error("an HF folder's config changed while it was read");
-  return hf.model;
+Gpt load_stored_weights(const StoredModel& stored, bool huge_pages) {
+  // Every weight is overwritten below: no random initialization to draw first.
+  Gpt model(stored.config, WeightInit::for_loading);
+  if (huge_pages) static_cast<void>(place_weights_in_huge_pages(*model));
+  copy_stored_weights(stored, model);
+  return model;
 }
 
 void copy_stored_weights(const StoredModel& stored, Gpt& model) {
-  ModelState into(model);
   if (stored.checkpoint) {
-    into.load_state_dict(part_state(stored.checkpoint->tensors, "model"));
+    ModelState(model).load_state_dict(part_state(stored.checkpoint->tensors, "model"));
   } else {
-    // A Hugging Face model's 50257 rows go into a model padded to a multiple of 64 rows (fast matmuls),
-    // the padding rows zero: their ids never occur as targets, and samplers mask them.
-    StateDict state = ModelState(load_stored_weights(stored)).state_dict();
-    const int64_t rows = model->config().vocab_size;
-    for (auto& [name, tensor] : state) {
-      const bool vocabulary_rows = name.find("wte") != std::string::npos || name.find("lm_head") != std::string::npos;
-      if (vocabulary_rows && tensor.size(0) < rows) {
-        tensor = torch::cat({tensor, torch::zeros({rows - tensor.size(0), tensor.size(1)}, tensor.options())});
-      }
-    }
-    into.load_state_dict(state);
+    // Straight from the mapped files into the parameters. A Hugging Face model's 50257 rows go into a model
+    // padded to a multiple of 64 rows (fast matmuls) with the padding rows zero: their ids never occur as
+    // targets, and samplers mask them.
+    load_hf_weights(*stored.hf_folder, model);
   }
 }
 
@@ -123,7 +114,8 @@ InferenceModel load_inference_model(const std::string& path, const torch::Device
   if (stored.checkpoint && !stored.checkpoint->meta.chat_format.empty()) {
     result.chat_record = stored.checkpoint->meta.chat_format;
   }
-  result.model = load_stored_weights(stored);
+  // On the CPU the weights are loaded straight into the huge-page memory they are read from while decoding.
+  result.model = load_stored_weights(stored, /*huge_pages=*/device.is_cpu());
   result.model->to(device);
   result.model->eval();
   return result;

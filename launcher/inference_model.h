@@ -1,6 +1,7 @@
 #pragma once
 // Models stored on disk, in the one place that knows both kinds: our checkpoints (a file, or the newest
-// in a folder) and Hugging Face GPT-2 folders (config.json + model.safetensors or its sharded index).
+// in a folder) and Hugging Face folders (config.json + model.safetensors or its sharded index; GPT-2,
+// NanoChat, Llama, Qwen3), which model/hf_folder.h opens and checks once and then loads in one pass.
 // generate, eval, export and train --init-from / --resume all open them here, so every command accepts
 // both and reports the same way what it loaded.
 //
@@ -16,6 +17,7 @@
 
 #include "dataloader/text_codec.h"
 #include "model/gpt.h"
+#include "model/hf_folder.h"
 #include "trainer/checkpoint.h"
 
 namespace mygpt {
@@ -29,6 +31,7 @@ struct StoredModel {
   TokenizerKind tokenizer_kind = TokenizerKind::none;
   std::string tokenizer_data;            // what make_text_codec rebuilds the tokenizer from
   std::optional<Checkpoint> checkpoint;  // the whole file, for our checkpoints
+  std::optional<HfFolder> hf_folder;     // the opened, checked folder, for Hugging Face models
 };
 
 // Reads one of our checkpoints whole, or a Hugging Face folder's config.json and tokenizer files
@@ -38,10 +41,11 @@ struct StoredModel {
 // whole to resume it, its weights alone for every other use.
 StoredModel open_stored_model(const std::filesystem::path& path, CheckpointParts parts = CheckpointParts::weights);
 
-// The stored model's weights in a new model on the CPU.
-Gpt load_stored_weights(const StoredModel& stored);
-// Copies the stored weights into `model` (of the stored shape, on any device), leaving the random
-// generators where they were.
+// The stored model's weights in a new model on the CPU, built without a random initialization and
+// filled in one pass (in huge-page memory with huge_pages: model/huge_page_weights.h).
+Gpt load_stored_weights(const StoredModel& stored, bool huge_pages = false);
+// Copies the stored weights into `model` (of the stored shape but for padded vocabulary rows, which are
+// zeroed; on any device), leaving the random generators where they were.
 void copy_stored_weights(const StoredModel& stored, Gpt& model);
 
 // stored's tokenizer, or GPT-2's from vocab_dir when that is not empty (for models trained on token

@@ -11,8 +11,23 @@
 namespace mygpt {
 namespace {
 
-torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, WeightInit init = WeightInit::random) {
+  if (init == WeightInit::random) return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  // LibTorch's Linear always runs its kaiming init in its constructor; built with no rows it draws nothing
+  // (uniform_ over zero elements), and then takes uninitialized storage of the real shape.
+  torch::nn::Linear linear(torch::nn::LinearOptions(in, 0).bias(bias));
+  linear->options.out_features(out);
+  torch::NoGradGuard no_grad;
+  linear->weight.set_data(torch::empty({out, in}));
+  if (bias) linear->bias.set_data(torch::empty({out}));
+  return linear;
+}
+
+// An Embedding given its weight (EmbeddingOptions::_weight) skips its N(0, 1) init.
+torch::nn::Embedding make_embedding(int64_t rows, int64_t width, WeightInit init) {
+  torch::nn::EmbeddingOptions options(rows, width);
+  if (init == WeightInit::for_loading) options._weight(torch::empty({rows, width}));
+  return torch::nn::Embedding(options);
 }
 
 // The unfused head's cross-entropy over full (N, vocab) logits, upcast to fp32 as under autocast.
@@ -91,13 +106,13 @@ torch::Tensor rotate(const torch::Tensor& x, const RotaryAngles& rope) {
 
 }  // namespace
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config, WeightInit init)
     : n_head_(config.n_head),
       n_kv_head_(config.kv_heads()),
       head_size_(config.head_size()),
       dropout_(config.dropout) {
-  c_attn = register_module("c_attn", make_linear(config.n_embd, config.qkv_rows(), config.bias));
-  c_proj = register_module("c_proj", make_linear(n_head_ * head_size_, config.n_embd, config.bias));
+  c_attn = register_module("c_attn", make_linear(config.n_embd, config.qkv_rows(), config.bias, init));
+  c_proj = register_module("c_proj", make_linear(n_head_ * head_size_, config.n_embd, config.bias, init));
   if (config.qk_norm) {
     q_norm = register_module("q_norm", Norm(head_size_, config));
     k_norm = register_module("k_norm", Norm(head_size_, config));
@@ -159,9 +174,9 @@ torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, Kv
   return decoding_linear(c_proj, y.transpose(1, 2).contiguous().view({B, T, n_head_ * head_size_}), past > 0);
 }
 
-MlpImpl::MlpImpl(const GptConfig& config) : kind_(config.mlp) {
-  c_fc = register_module("c_fc", make_linear(config.n_embd, config.mlp_in_rows(), config.bias));
-  c_proj = register_module("c_proj", make_linear(config.mlp_width(), config.n_embd, config.bias));
+MlpImpl::MlpImpl(const GptConfig& config, WeightInit init) : kind_(config.mlp) {
+  c_fc = register_module("c_fc", make_linear(config.n_embd, config.mlp_in_rows(), config.bias, init));
+  c_proj = register_module("c_proj", make_linear(config.mlp_width(), config.n_embd, config.bias, init));
   dropout_ = register_module("dropout", torch::nn::Dropout(config.dropout));
 }
 
@@ -189,11 +204,11 @@ torch::Tensor MlpImpl::forward_cached(const torch::Tensor& x, bool continues_cac
   return decoding_linear(c_proj, activation(decoding_linear(c_fc, x, continues_cache)), continues_cache);
 }
 
-BlockImpl::BlockImpl(const GptConfig& config) {
+BlockImpl::BlockImpl(const GptConfig& config, WeightInit init) {
   ln_1 = register_module("ln_1", Norm(config.n_embd, config));
-  attn = register_module("attn", CausalSelfAttention(config));
+  attn = register_module("attn", CausalSelfAttention(config, init));
   ln_2 = register_module("ln_2", Norm(config.n_embd, config));
-  mlp = register_module("mlp", Mlp(config));
+  mlp = register_module("mlp", Mlp(config, init));
 }
 
 torch::Tensor BlockImpl::forward(torch::Tensor x, const RotaryAngles& rope) {
@@ -219,21 +234,21 @@ torch::Tensor BlockImpl::forward_cached(torch::Tensor x, KvCache& cache, int64_t
   return x + mlp->forward_cached(ln_2(x), continues_cache);
 }
 
-GptImpl::GptImpl(const GptConfig& config) : config_(config) {
+GptImpl::GptImpl(const GptConfig& config, WeightInit init) : config_(config), weight_init_(init) {
   config_.validate();
-  wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
+  wte = register_module("wte", make_embedding(config.vocab_size, config.n_embd, init));
   if (config.positions == Positions::learned) {
-    wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+    wpe = register_module("wpe", make_embedding(config.block_size, config.n_embd, init));
   }
   drop_ = register_module("drop", torch::nn::Dropout(config.dropout));
   if (config.embedding_norm) ln_e = register_module("ln_e", Norm(config.n_embd, config));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.n_layer; ++i) h->push_back(Block(config));
+  for (int64_t i = 0; i < config.n_layer; ++i) h->push_back(Block(config, init));
   ln_f = register_module("ln_f", Norm(config.n_embd, config));
   if (!config.tie_head) {
-    lm_head = register_module("lm_head", make_linear(config.n_embd, config.vocab_size, /*bias=*/false));
+    lm_head = register_module("lm_head", make_linear(config.n_embd, config.vocab_size, /*bias=*/false, init));
   }
-  reset_parameters();
+  if (init == WeightInit::random) reset_parameters();
 }
 
 void GptImpl::reset_parameters() {

@@ -18,6 +18,12 @@
 
 namespace mygpt {
 
+// What a new model's weights hold. random: the config's initialization (reset_parameters), drawn from the
+// default generator exactly as a fresh training run always has. for_loading: uninitialized storage of the
+// right shapes, no draw taken from any generator, for a model whose every weight is about to be overwritten
+// from a file (a GPT-2 124M random init is ~200M draws and a page-zeroing pass, seconds at one thread).
+enum class WeightInit { random, for_loading };
+
 // The config's norm over the last dimension: LayerNorm (bias optional, nanoGPT's bias=False) or
 // RMSNorm, each with or without a learned gain (LibTorch's modules always have one).
 class NormImpl : public torch::nn::Module {
@@ -44,7 +50,7 @@ RotaryAngles rotary_angles(const GptConfig& config, const torch::Tensor& positio
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  explicit CausalSelfAttentionImpl(const GptConfig& config);
+  explicit CausalSelfAttentionImpl(const GptConfig& config, WeightInit init = WeightInit::random);
   torch::Tensor forward(const torch::Tensor& x, const RotaryAngles& rope = {});
   // x (B, T, C) at the positions after those in `cache` (rope: the angles of those positions): attends
   // to the cached keys and values and its own (causally), and stores its own in the cache as `layer`.
@@ -67,7 +73,7 @@ TORCH_MODULE(CausalSelfAttention);
 
 class MlpImpl : public torch::nn::Module {
  public:
-  explicit MlpImpl(const GptConfig& config);
+  explicit MlpImpl(const GptConfig& config, WeightInit init = WeightInit::random);
   torch::Tensor forward(const torch::Tensor& x);
   // forward() in a read with the KV cache (no dropout: generation only); continues_cache: the cache
   // already held positions before this read (a decoding step rather than a first read).
@@ -85,7 +91,7 @@ TORCH_MODULE(Mlp);
 
 class BlockImpl : public torch::nn::Module {
  public:
-  explicit BlockImpl(const GptConfig& config);
+  explicit BlockImpl(const GptConfig& config, WeightInit init = WeightInit::random);
   torch::Tensor forward(torch::Tensor x, const RotaryAngles& rope = {});
   torch::Tensor forward_cached(torch::Tensor x, KvCache& cache, int64_t layer, const RotaryAngles& rope = {});
 
@@ -99,7 +105,9 @@ TORCH_MODULE(Block);
 
 class GptImpl : public torch::nn::Module {
  public:
-  explicit GptImpl(const GptConfig& config);
+  explicit GptImpl(const GptConfig& config, WeightInit init = WeightInit::random);
+  // How this model's weights were made (not changed by a later load or reset_parameters).
+  WeightInit weight_init() const { return weight_init_; }
 
   // idx: (B, T) int64 token ids with T <= block_size. Returns logits (B, T, vocab_size), soft-capped
   // (in fp32) where the config has a cap.
@@ -164,6 +172,7 @@ class GptImpl : public torch::nn::Module {
 
  private:
   GptConfig config_;
+  WeightInit weight_init_;
   bool fused_loss_ = true;
   LmLossOptions loss_options_;
   torch::nn::Dropout drop_{nullptr};

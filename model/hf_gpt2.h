@@ -17,21 +17,9 @@
 
 #include "model/gpt.h"
 #include "model/gpt_config.h"
+#include "model/hf_folder.h"
 
 namespace mygpt {
-
-struct HfGpt2Config {
-  GptConfig config;        // our model's shape; config.vocab_size is the padded vocabulary, dropout 0
-  int64_t vocab_size = 0;  // the real vocabulary (config.json's vocab_size)
-};
-
-struct HfGpt2Model : HfGpt2Config {
-  Gpt model{nullptr};  // fp32 on the CPU, padded embedding rows zero
-};
-
-// True when `folder` is a folder holding a config.json (how a command tells a Hugging Face folder
-// from one of our checkpoints); says nothing about whether the folder is valid.
-bool is_hf_model_folder(const std::filesystem::path& folder);
 
 // Reads folder/config.json. Settings that change the math and that our model does not implement
 // are refused with a one-line std::invalid_argument naming the file and the field: model_type
@@ -44,6 +32,8 @@ HfGpt2Config read_hf_gpt2_config(const std::filesystem::path& folder, int64_t vo
 // read_hf_gpt2_config, and the weights' names, dtypes and shapes (from the safetensors headers, which are
 // checked against the files' sizes) against what config.json claims, without reading a weight: what a
 // command checks before it builds a model of the claimed shape. Errors as load_hf_gpt2's.
+// The folder is read by model/hf_folder's one reader (this file holds GPT-2's mapping of it); these two
+// refuse any model_type but gpt2.
 HfGpt2Config check_hf_gpt2_folder(const std::filesystem::path& folder, int64_t vocab_multiple = 64);
 
 // Reads the config and the weights (model.safetensors, else model.safetensors.index.json with its

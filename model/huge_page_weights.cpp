@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #ifdef __linux__
@@ -28,15 +29,40 @@ struct Mapping {
   }
 };
 
-}  // namespace
+// The mappings made so far that still hold tensors, so that a second call leaves their tensors alone.
+std::mutex placed_mutex;
+std::vector<std::weak_ptr<Mapping>> placed;
 
-std::string move_weights_to_huge_pages(torch::nn::Module& module) {
+bool already_placed(const torch::Tensor& t) {
+  const auto* data = static_cast<const char*>(t.data_ptr());
+  const std::lock_guard<std::mutex> lock(placed_mutex);
+  for (const auto& weak : placed) {
+    if (const auto mapping = weak.lock()) {
+      const auto* base = static_cast<const char*>(mapping->base);
+      if (data >= base && data < base + mapping->bytes) return true;
+    }
+  }
+  return false;
+}
+
+std::string place(torch::nn::Module& module, bool keep_values) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> tensors;  // those to move: CPU tensors with data
+  std::vector<torch::Tensor> tensors;  // those to move: CPU tensors with data, not placed before
+  size_t placed_bytes = 0;
   for (const auto& group : {module.parameters(), module.buffers()}) {
     for (const auto& t : group) {
-      if (t.defined() && t.device().is_cpu() && t.numel() > 0) tensors.push_back(t);
+      if (!t.defined() || !t.device().is_cpu() || t.numel() == 0) continue;
+      if (already_placed(t)) {
+        placed_bytes += t.nbytes();
+      } else {
+        tensors.push_back(t);
+      }
     }
+  }
+  if (tensors.empty() && placed_bytes > 0) {
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f MiB", static_cast<double>(placed_bytes) / (1 << 20));
+    return std::string(size) + " of weights in memory advised for huge pages (loaded there)";
   }
   size_t bytes = 0;
   for (const auto& t : tensors) bytes = round_up(bytes, kAlignment) + t.nbytes();
@@ -53,17 +79,27 @@ std::string move_weights_to_huge_pages(torch::nn::Module& module) {
     offset = round_up(offset, kAlignment);
     auto copy = torch::from_blob(
         start + offset, t.sizes(), [mapping](void*) {}, t.options().requires_grad(false));
-    copy.copy_(t);
+    if (keep_values) copy.copy_(t);
     t.set_data(copy);
     offset += t.nbytes();
   }
   char size[32];
   std::snprintf(size, sizeof size, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  {
+    const std::lock_guard<std::mutex> lock(placed_mutex);
+    placed.push_back(mapping);
+  }
   return std::string(size) + " of weights in memory advised for huge pages" +
          (advised ? "" : " (the kernel refused the advice: 4 KiB pages)");
 }
+
+}  // namespace
+
+std::string move_weights_to_huge_pages(torch::nn::Module& module) { return place(module, /*keep_values=*/true); }
+std::string place_weights_in_huge_pages(torch::nn::Module& module) { return place(module, /*keep_values=*/false); }
 #else
 std::string move_weights_to_huge_pages(torch::nn::Module&) { return "weights stay as loaded: huge pages are asked for on Linux only"; }
+std::string place_weights_in_huge_pages(torch::nn::Module&) { return "weights stay as loaded: huge pages are asked for on Linux only"; }
 #endif
 
 }  // namespace mygpt

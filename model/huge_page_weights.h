@@ -17,6 +17,13 @@ namespace mygpt {
 // old storage is freed as its copy is made, so the peak is the weights plus one tensor). Returns how
 // it went, one line for a log: the bytes moved, or why nothing was (not Linux, no CPU tensors, the
 // mapping refused). For inference only: an optimizer holding the old tensors would not see the copies.
+// Tensors already placed by either function are left where they are (a model loaded straight into
+// huge-page memory is not copied again).
 std::string move_weights_to_huge_pages(torch::nn::Module& module);
+
+// The same placement without the copy: for a model whose weights are about to be loaded (built with
+// WeightInit::for_loading), so that the load writes them once, straight into their final storage. The
+// parameters' values afterwards are unspecified.
+std::string place_weights_in_huge_pages(torch::nn::Module& module);
 
 }  // namespace mygpt

@@ -328,6 +328,19 @@ torch::Tensor SafetensorsReader::tensor(const std::string& name) const {
   return out;
 }
 
+torch::Tensor SafetensorsReader::view(const std::string& name) const {
+  const SafetensorsTensorInfo& entry = info(name);
+  const unsigned char* bytes = bytes_->data + data_start_ + entry.begin;
+  const auto element = static_cast<uintptr_t>(c10::elementSize(entry.dtype));
+  if (entry.dtype == torch::kBool || entry.end == entry.begin || reinterpret_cast<uintptr_t>(bytes) % element != 0) {
+    return tensor(name);
+  }
+  // from_blob's deleter holds the mapping: the view stays valid after the reader is gone.
+  return torch::from_blob(
+      const_cast<unsigned char*>(bytes), entry.shape, [keep = bytes_](void*) {},
+      torch::TensorOptions().dtype(entry.dtype));
+}
+
 void write_safetensors(const fs::path& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string source = "safetensors file '" + path.string() + "'";

@@ -45,6 +45,10 @@ class SafetensorsReader {
   // An owning, contiguous CPU copy in the file's dtype. A BOOL tensor holding a byte other than
   // 0 or 1 is refused (such a bool is undefined behaviour in C++).
   torch::Tensor tensor(const std::string& name) const;
+  // The tensor where it lies in the file, no copy: for reading straight into its final storage (a model
+  // load reads each weight once). Read-only (the mapping is PROT_READ); it keeps the file mapped while it
+  // lives. A tensor whose bytes are not aligned to its element size, or a BOOL one, is tensor()'s copy.
+  torch::Tensor view(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // How messages name the file: "safetensors file '<path>'".
   const std::string& source() const { return source_; }

@@ -404,8 +404,8 @@ TEST(ModelFamilyTransformers, ImportOfTransformersModelsGivesTheirLossAndIds) {
          testing::tokens_argument(tokens)},
         dir.path());
     ASSERT_FALSE(theirs.is_null()) << kind;
-    ASSERT_TRUE(is_hf_family_folder(dir.path() / "hf"));
-    HfGpt2Model imported = load_hf_family(dir.path() / "hf", /*vocab_multiple=*/64);
+    ASSERT_NE(open_hf_folder(dir.path() / "hf").mapping.architecture, "GPT-2");
+    HfGpt2Model imported = load_hf_model(dir.path() / "hf", /*vocab_multiple=*/64);
     EXPECT_EQ(imported.vocab_size, 100);
     EXPECT_EQ(imported.config.vocab_size, 128);
     const double loss = our_loss(imported.model, tokens, 100);
@@ -435,8 +435,8 @@ TEST(ModelFamilyTransformers, ConfigThatDisagreesWithItsWeightsIsOneLine) {
   ASSERT_NE(at, std::string::npos) << text;
   text.replace(at, 24, "\"intermediate_size\": 120");
   write_file_atomically(dir.path() / "config.json", text);
-  const std::string message = message_of([&] { check_hf_family_folder(dir.path()); });
-  EXPECT_NE(message.find("tensor 'model.layers.0.mlp.fc1.weight' has shape [128, 32], config.json makes it [120, 32]"),
+  const std::string message = message_of([&] { open_hf_folder(dir.path()); });
+  EXPECT_NE(message.find("tensor 'model.layers.0.mlp.fc1.weight' has shape [128, 32], expected [120, 32] from config.json"),
             std::string::npos)
       << message;
   EXPECT_EQ(message.find('\n'), std::string::npos);

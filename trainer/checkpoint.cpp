@@ -189,7 +189,9 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, CheckpointParts pa
   try {
     for (const std::string& tensor_name : reader->names()) {
       if (!wanted(tensor_name)) continue;
-      torch::Tensor t = reader->tensor(tensor_name);
+      // The weights alone are only ever read (copied into a model): they stay where the file is mapped,
+      // which saves a copy of the model per load. A resume gets owning copies, as it may write into them.
+      torch::Tensor t = parts == CheckpointParts::weights ? reader->view(tensor_name) : reader->tensor(tensor_name);
       const auto sum = metadata.find(kChecksumPrefix + tensor_name);
       if (sum == metadata.end())
         throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' has no checksum");
@@ -224,7 +226,8 @@ void add_part_state(StateDict& tensors, const std::string& part, const StateDict
 }
 
 Gpt model_from_checkpoint(const Checkpoint& checkpoint) {
-  Gpt model(checkpoint.meta.model_config);
+  // Every weight is overwritten from the file: no random initialization to draw first.
+  Gpt model(checkpoint.meta.model_config, WeightInit::for_loading);
   ModelState(model).load_state_dict(part_state(checkpoint.tensors, "model"));
   return model;
 }
