@@ -31,6 +31,7 @@ struct AddedToken {
   std::string content;
   int32_t id = 0;
   bool single_word = false, lstrip = false, rstrip = false;
+  bool special = false;  // a control token (<|bos|>, <|assistant_start|>): kept out of untrusted text's ids
 };
 
 // Unicode White_Space, which \s means in tokenizers' Rust regexes.
@@ -105,7 +106,7 @@ struct HfBpeTokenizer::Impl {
   [[noreturn]] void refuse(const std::string& what) const { throw std::invalid_argument(where + what); }
   void read_pretokenizer(const json& node, bool& byte_level_seen);
   void read_model(const json& model, const json& added);
-  void encode_between_added(std::string_view text, std::size_t pass, std::vector<int32_t>& out);
+  void encode_between_added(std::string_view text, std::size_t pass, bool specials_are_text, std::vector<int32_t>& out);
   void encode_pretokenized(std::string_view text, std::vector<int32_t>& out);
   void split(PretokenStep& step, const std::string& piece, std::vector<std::string>& out);
   bool is_word_character(std::string_view text, std::size_t at);
@@ -233,7 +234,7 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
       refuse("an added token without an integer \"id\" and a \"content\" string: " + token.dump().substr(0, 80));
     }
     AddedToken a{token["content"].get<std::string>(), 0, flag(token, "single_word", false),
-                 flag(token, "lstrip", false), flag(token, "rstrip", false)};
+                 flag(token, "lstrip", false), flag(token, "rstrip", false), flag(token, "special", false)};
     const auto id = token["id"].get<int64_t>();
     if (a.content.empty()) continue;  // tokenizers ignores them too
     const auto known = id_of_spelling.find(a.content);
@@ -270,7 +271,10 @@ bool HfBpeTokenizer::Impl::is_word_character(std::string_view text, std::size_t 
 
 // tokenizers' AddedVocabulary::find_matches over the text for one pass's tokens; the text between the
 // matches goes to the next pass, and after the last to the pre-tokenizer.
-void HfBpeTokenizer::Impl::encode_between_added(std::string_view text, std::size_t pass, std::vector<int32_t>& out) {
+// With specials_are_text, a special token's match is dropped but still consumes its text, which then goes
+// on as ordinary text (tokenizers' encode_special_tokens does the same in find_matches).
+void HfBpeTokenizer::Impl::encode_between_added(std::string_view text, std::size_t pass, bool specials_are_text,
+                                                std::vector<int32_t>& out) {
   if (pass == 2) {
     encode_pretokenized(text, out);
     return;
@@ -297,6 +301,7 @@ void HfBpeTokenizer::Impl::encode_between_added(std::string_view text, std::size
     }
     std::size_t start = at, stop = at + found->content.size();
     at = stop;  // a match discarded below still consumes its text, as aho-corasick's iterator does
+    if (specials_are_text && found->special) continue;
     if (found->single_word) {
       const bool alone_before = start == 0 || !is_word_character(text, last_code_point_start(text.substr(0, start)));
       const bool alone_after = stop == text.size() || !is_word_character(text, stop);
@@ -318,12 +323,12 @@ void HfBpeTokenizer::Impl::encode_between_added(std::string_view text, std::size
         stop += length;
       }
     }
-    if (start > done) encode_between_added(text.substr(done, start - done), pass + 1, out);
+    if (start > done) encode_between_added(text.substr(done, start - done), pass + 1, specials_are_text, out);
     out.push_back(found->id);
     done = stop;
     at = std::max(at, stop);
   }
-  if (done < text.size()) encode_between_added(text.substr(done), pass + 1, out);
+  if (done < text.size()) encode_between_added(text.substr(done), pass + 1, specials_are_text, out);
 }
 
 // tokenizers' Pattern::find_matches and SplitDelimiterBehavior on one piece.
@@ -445,11 +450,11 @@ HfBpeTokenizer HfBpeTokenizer::load(const std::filesystem::path& tokenizer_json)
   return HfBpeTokenizer(std::move(impl));
 }
 
-std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text, SpecialTokens specials) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
   const std::lock_guard lock(impl_->encode_mutex);
-  impl_->encode_between_added(text, 0, ids);
+  impl_->encode_between_added(text, 0, specials == SpecialTokens::as_text, ids);
   return ids;
 }
 

@@ -35,8 +35,12 @@ class HfBpeTokenizer {
   // std::invalid_argument with one line naming the file.
   static HfBpeTokenizer load(const std::filesystem::path& tokenizer_json);
 
-  // Added tokens (special or not) in the text are their own ids, as in tokenizers.
-  std::vector<int32_t> encode(std::string_view text) const;
+  // Added tokens (special or not) in the text are their own ids, as in tokenizers. With as_text, the
+  // text of a special token is encoded as ordinary text (tokenizers' encode_special_tokens = True), so
+  // that untrusted text (a chat message) cannot put a control token such as <|assistant_start|> into
+  // the ids; added tokens that are not special still match.
+  enum class SpecialTokens { matched, as_text };
+  std::vector<int32_t> encode(std::string_view text, SpecialTokens specials = SpecialTokens::matched) const;
   // The bytes of the ids, as tokenizers' ByteLevel decoder gives them (before its UTF-8 repair).
   // Ids the tokenizer lacks throw std::invalid_argument.
   std::string decode(std::span<const int32_t> ids) const;

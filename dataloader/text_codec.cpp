@@ -97,6 +97,10 @@ class HfCodec final : public TextCodec {
     const auto ids = tokenizer_.encode(text);
     return {ids.begin(), ids.end()};
   }
+  std::vector<int64_t> encode_ordinary(std::string_view text) const override {
+    const auto ids = tokenizer_.encode(text, HfBpeTokenizer::SpecialTokens::as_text);
+    return {ids.begin(), ids.end()};
+  }
   std::string decode(const std::vector<int64_t>& ids) const override {
     std::string text;
     for (const int64_t id : ids) {

@@ -10,6 +10,7 @@
                                     single_word, and ignore_merges: OUT_DIR/<name>/tokenizer.json
   texts SHAKESPEARE HELLASWAG OUT  the texts the test compares on (real text and random Unicode), as JSON
   encode TOKENIZER_JSON TEXTS OUT  tokenizers' ids (add_special_tokens=False) and decoded text of each text
+  encode-specials-as-text ...      the same with encode_special_tokens = True (special tokens' text is text)
   auto DIR TEXTS OUT               the same through transformers' AutoTokenizer.from_pretrained(DIR)
 Prints one JSON line last: {"ok": true}.
 """
@@ -148,9 +149,10 @@ def main():
         variants(*args)
     elif mode == "texts":
         texts(*args)
-    elif mode == "encode":
+    elif mode in ("encode", "encode-specials-as-text"):
         from tokenizers import Tokenizer
         tok = Tokenizer.from_file(args[0])
+        tok.encode_special_tokens = mode == "encode-specials-as-text"
         encode_with(lambda t: tok.encode(t, add_special_tokens=False).ids,
                     lambda ids: tok.decode(ids, skip_special_tokens=False), args[1], args[2])
     elif mode == "auto":
