@@ -4,7 +4,7 @@
 # invocation, on the same randomly initialized GPT-2 124M-shaped model (made by transformers and saved
 # in Hugging Face's layout, which `generate --checkpoint` reads), the same prompt ids and the same torch
 # build (.venv). Also our uncached path (`--kv-cache false`) once, for scale. Checks that both sides
-# produce the same token ids, prints a markdown table and appends it to docs/BENCHMARKS.md.
+# produce the same token ids (failing, with nothing appended, where they differ), prints a markdown table and appends it to docs/BENCHMARKS.md.
 #
 # usage: scripts/bench_generate.sh [--preset gpt2] [--new-tokens 200] [--reps 3] [--threads 1] [--uncached-tokens 50]
 #          [--prompt TEXT] [--model-flags "--n-layer 2"] [--vocab DIR] [--text FILE] [--no-append]
@@ -82,7 +82,7 @@ for ((rep = 2; rep <= reps; rep++)); do ours "cached-$rep" "$new_tokens"; done
 (( uncached_tokens > 0 )) && ours uncached "$uncached_tokens" --kv-cache false
 
 table="$work/table.md"
-"$python" - "$work" "$reps" "$new_tokens" "$uncached_tokens" >"$table" <<'PY'
+"$python" - "$work" "$reps" "$new_tokens" "$uncached_tokens" >"$table" <<'PY' || ids_differ=1
 import json, re, statistics, sys
 work, reps, new_tokens, uncached_tokens = sys.argv[1], *map(int, sys.argv[2:])
 def ours(name):
@@ -109,7 +109,13 @@ if uncached_tokens:
     rate, cpu_rate, ids = ours("uncached")
     row("mygpt-ddp generate --kv-cache false", uncached_tokens, [rate], [cpu_rate],
         "a prefix of transformers'" if ids == hf["ids"][:len(ids)] else "DIFFER from transformers'")
+    same = same and ids == hf["ids"][:len(ids)]
+sys.exit(0 if same else 1)  # a speed of different work is no figure
 PY
+if [[ ${ids_differ:-0} == 1 ]]; then
+  cat "$table"
+  bench_die "our token ids differ from transformers': no speed is reported (nothing appended to docs/BENCHMARKS.md)"
+fi
 run_commands=()
 for name in cached-1 hf uncached; do
   [[ -f $work/$name.cmd ]] && run_commands+=("${name}: \`$(sed "s|$work/mygpt-ddp|build/mygpt-ddp|g; s|$work|TMP|g; s|$repo/||g; s|$vocab|GPT2_VOCAB|g" "$work/$name.cmd")\`")
