@@ -88,9 +88,7 @@ torch::Tensor chunk_losses_aten(const torch::Tensor& logits_cast, const torch::T
   torch::Tensor capped_tanh;
   if (logit_softcap > 0.0) {
     capped_tanh = logits.div(logit_softcap).tanh_();  // transformers' order: divide, tanh, multiply
-    // The capped logits overwrite z's own (fresh) buffer: one chunk-sized tensor fewer at the peak
-    // than a product of its own (the same values: one rounding of tanh * cap either way).
-    logits.copy_(capped_tanh).mul_(logit_softcap);
+    logits = capped_tanh * logit_softcap;
   }
   const auto target_column = targets.unsqueeze(1);
   const auto target_logit = logits.gather(1, target_column);
@@ -102,8 +100,7 @@ torch::Tensor chunk_losses_aten(const torch::Tensor& logits_cast, const torch::T
   auto& grad_logits = exp_shifted.div_(exp_sum);
   grad_logits.scatter_add_(1, target_column, torch::full({logits.size(0), 1}, -1.0, grad_logits.options()));
   grad_logits.mul_(grad_scale);
-  // 1 - tanh^2 in tanh's own buffer (x + (-y) is x - y exactly): no further chunk-sized temporary.
-  if (capped_tanh.defined()) grad_logits.mul_(capped_tanh.square_().neg_().add_(1.0));
+  if (capped_tanh.defined()) grad_logits.mul_(1.0 - capped_tanh.square_());
   return grad_logits.to(logits_cast.scalar_type());
 }
 
