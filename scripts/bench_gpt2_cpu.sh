@@ -178,6 +178,6 @@ if [[ $preset != gpt2 ]]; then
 fi
 bench_report "$title" "$table" \
   "the six runs took ${elapsed_s} s" \
-  "versions: torch $torch_version for both sides (.venv)${mpi_version:+, $mpi_version}; $python_side" \
+  "versions: torch $torch_version for both sides (.venv)${mpi_version:+, $mpi_version}; $python_side${OMP_WAIT_POLICY:+; OMP_WAIT_POLICY=$OMP_WAIT_POLICY in the environment of every run}" \
   "${model_line:-model: $preset preset}; batch $batch_size x $seq_len per rank, grad accum 1, fp32, seed 1337, $steps steps, median over steps $skip..$((steps - 1)); data: GPT-2 shards from \`mygpt-ddp prepare\` of $(basename "$text") (--val-tokens 0)" \
   "${run_commands[@]}"
