@@ -4,7 +4,8 @@
 # invocation, on the same randomly initialized GPT-2 124M-shaped model (made by transformers and saved
 # in Hugging Face's layout, which `generate --checkpoint` reads), the same prompt ids and the same torch
 # build (.venv). Also our uncached path (`--kv-cache false`) once, for scale. Checks that both sides
-# produce the same token ids (failing, with nothing appended, where they differ), prints a markdown table and appends it to docs/BENCHMARKS.md.
+# produce the same token ids (failing, with nothing appended, where they differ), prints a markdown
+# table and appends it to docs/BENCHMARKS.md.
 #
 # usage: scripts/bench_generate.sh [--preset gpt2] [--new-tokens 200] [--reps 3] [--threads 1] [--uncached-tokens 50]
 #          [--prompt TEXT] [--model-flags "--n-layer 2"] [--vocab DIR] [--text FILE] [--no-append]
