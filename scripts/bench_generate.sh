@@ -4,10 +4,16 @@
 # invocation, on the same randomly initialized GPT-2 124M-shaped model (made by transformers and saved
 # in Hugging Face's layout, which `generate --checkpoint` reads), the same prompt ids and the same torch
 # build (.venv). Also our uncached path (`--kv-cache false`) once, for scale. Checks that both sides
-# produce the same token ids, prints a markdown table and appends it to docs/BENCHMARKS.md.
+# produce the same token ids (failing, with nothing appended, where they differ), prints a markdown
+# table and appends it to docs/BENCHMARKS.md.
 #
-# usage: scripts/bench_generate.sh [--new-tokens 200] [--reps 3] [--threads 1] [--uncached-tokens 50]
-#          [--prompt TEXT] [--model-flags "--n-layer 2"] [--vocab DIR] [--no-append]
+# usage: scripts/bench_generate.sh [--preset gpt2] [--new-tokens 200] [--reps 3] [--threads 1] [--uncached-tokens 50]
+#          [--prompt TEXT] [--model-flags "--n-layer 2"] [--vocab DIR] [--text FILE] [--no-append]
+#
+# --preset of another family member (nanochat-d4, nanochat-d12, llama-small, ...): the model is then ours
+# (our initialization, one training step on GPT-2 shards of --text), written by `mygpt-ddp export`; both
+# sides read that folder, transformers with its own class for it (AutoModelForCausalLM). --model-flags
+# are then our train's shape flags.
 #
 # tok/s = new tokens / the wall time of the generation call (prompt read included, model load and
 # process start not): ours is generate's --timing line, transformers' a perf_counter around
@@ -20,9 +26,9 @@ set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-bench_options new-tokens=200 reps=3 threads=1 uncached-tokens=50 model-flags="" \
+bench_options preset=gpt2 new-tokens=200 reps=3 threads=1 uncached-tokens=50 model-flags="" \
   prompt="The history of the city begins with a small village on the river, where farmers and traders once met" \
-  vocab="$repo/../shared/data/gpt2" -- "$@"
+  vocab="$repo/../shared/data/gpt2" text="$repo/../shared/data/tinyshakespeare.txt" -- "$@"
 [[ $new_tokens =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--new-tokens must be a positive whole number, got '$new_tokens'"
 [[ $reps =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--reps must be a positive whole number, got '$reps'"
 [[ $threads =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--threads must be a positive whole number, got '$threads'"
@@ -42,7 +48,15 @@ bench_machine_facts
 
 # shellcheck disable=SC2206  # model flags are words on purpose
 model_flags_words=($model_flags)
-"$python" "$twin" make "$work/hf" "${model_flags_words[@]}"
+if [[ $preset == gpt2 ]]; then
+  "$python" "$twin" make "$work/hf" "${model_flags_words[@]}"
+  model_note="GPT2LMHeadModel(GPT2Config(${model_flags:-124M shape: 12 layers, 12 heads, 768 wide, 1024 positions, vocab 50257})), random weights (seed 1), saved with save_pretrained"
+else
+  [[ -f "$text" ]] || bench_die "text file $text is missing"
+  "$binary" prepare --tokenizer gpt2 --vocab "$vocab" --input "$text" --out "$work/shards" --val-tokens 0 | tail -n 1
+  bench_family_folder "$binary" "$preset" "$work/shards" 64 "$work/hf" "${model_flags_words[@]}"
+  model_note="ours: --preset $preset $model_flags (our initialization, one AdamW step on GPT-2 shards of $(basename "$text")), written by \`mygpt-ddp export\`; transformers reads it as $("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["architectures"][0])' "$work/hf/config.json")"
+fi
 ours=("$binary" generate --checkpoint "$work/hf" --vocab "$vocab" --prompt "$prompt" --temperature 0
       --device cpu --threads "$threads" --print-ids --timing)
 
@@ -69,7 +83,7 @@ for ((rep = 2; rep <= reps; rep++)); do ours "cached-$rep" "$new_tokens"; done
 (( uncached_tokens > 0 )) && ours uncached "$uncached_tokens" --kv-cache false
 
 table="$work/table.md"
-"$python" - "$work" "$reps" "$new_tokens" "$uncached_tokens" >"$table" <<'PY'
+"$python" - "$work" "$reps" "$new_tokens" "$uncached_tokens" >"$table" <<'PY' || ids_differ=1
 import json, re, statistics, sys
 work, reps, new_tokens, uncached_tokens = sys.argv[1], *map(int, sys.argv[2:])
 def ours(name):
@@ -96,13 +110,19 @@ if uncached_tokens:
     rate, cpu_rate, ids = ours("uncached")
     row("mygpt-ddp generate --kv-cache false", uncached_tokens, [rate], [cpu_rate],
         "a prefix of transformers'" if ids == hf["ids"][:len(ids)] else "DIFFER from transformers'")
+    same = same and ids == hf["ids"][:len(ids)]
+sys.exit(0 if same else 1)  # a speed of different work is no figure
 PY
+if [[ ${ids_differ:-0} == 1 ]]; then
+  cat "$table"
+  bench_die "our token ids differ from transformers': no speed is reported (nothing appended to docs/BENCHMARKS.md)"
+fi
 run_commands=()
 for name in cached-1 hf uncached; do
   [[ -f $work/$name.cmd ]] && run_commands+=("${name}: \`$(sed "s|$work/mygpt-ddp|build/mygpt-ddp|g; s|$work|TMP|g; s|$repo/||g; s|$vocab|GPT2_VOCAB|g" "$work/$name.cmd")\`")
 done
-bench_report "Greedy generation on CPU, $threads thread(s): mygpt-ddp generate vs transformers generate()" "$table" \
+bench_report "Greedy generation on CPU ($preset), $threads thread(s): mygpt-ddp generate vs transformers generate()" "$table" \
   "versions: torch $torch_version on both sides (.venv); transformers $("$python" -c 'import transformers; print(transformers.__version__)')" \
-  "model: GPT2LMHeadModel(GPT2Config(${model_flags:-124M shape: 12 layers, 12 heads, 768 wide, 1024 positions, vocab 50257})), random weights (seed 1), saved with save_pretrained; prompt: \"$prompt\" (GPT-2 BPE, GPT2_VOCAB = shared/data/gpt2)" \
+  "model: $model_note; prompt: \"$prompt\" (GPT-2 BPE, GPT2_VOCAB = shared/data/gpt2)" \
   "OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads; tok/s = new tokens / wall time (or process CPU time) of the generation call (prompt read included, load not)" \
   "${run_commands[@]}"

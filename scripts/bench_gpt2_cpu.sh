@@ -9,8 +9,14 @@
 # `mygpt-ddp prepare` from Tiny Shakespeare), the same seed, batch and fp32 precision. Prints a
 # markdown table and appends it to docs/BENCHMARKS.md, or fails when the sides' losses disagree.
 #
-# usage: scripts/bench_gpt2_cpu.sh [--steps 6] [--skip 2] [--batch-size 1] [--seq-len 256]
+# usage: scripts/bench_gpt2_cpu.sh [--preset gpt2] [--steps 6] [--skip 2] [--batch-size 1] [--seq-len 256]
 #          [--threads 2] [--ranks 2] [--model-flags "--n-layer 2"] [--text FILE] [--vocab DIR] [--no-append]
+#
+# --preset of another family member (nanochat-d4, llama-small, ...): the Python side is then transformers'
+# own class for it (scripts/bench/hf_family_train.py), not a twin of ours. Our side first trains the preset
+# for one step and `mygpt-ddp export`s it; both sides start from that folder (ours with --init-from), so
+# they start from the same weights, and the architecture on the Python side is transformers' reading of it.
+# --ranks 1 makes the second row 1 rank x 1 thread (beside 1 rank x --threads): the thread comparison.
 #
 # Step time is the median of the per-step times after the first --skip steps (each side times one
 # whole optimizer step: batch, forward, backward, gradient all-reduce, clip, AdamW, loss.item(); with
@@ -26,16 +32,17 @@ set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-bench_options steps=6 skip=2 batch-size=1 seq-len=256 threads=2 ranks=2 model-flags="" \
+bench_options preset=gpt2 steps=6 skip=2 batch-size=1 seq-len=256 threads=2 ranks=2 model-flags="" \
   text="$repo/../shared/data/tinyshakespeare.txt" vocab="$repo/../shared/data/gpt2" -- "$@"
 (( steps > skip && skip >= 1 )) || bench_usage_error "need --steps > --skip >= 1"
 
 twin="$repo/scripts/bench/pytorch_gpt2_cpu.py"
+[[ $preset == gpt2 ]] || twin="$repo/scripts/bench/hf_family_train.py"
 monitor="$repo/scripts/bench/step_cpu_monitor.py"
 bench_need_built "$repo/build/mygpt-ddp" "$python"
 [[ -f "$text" ]] || bench_die "text file $text is missing"
 bench_need_vocab "$vocab"
-command -v mpirun >/dev/null || bench_die "mpirun is missing"
+(( ranks == 1 )) || command -v mpirun >/dev/null || bench_die "mpirun is missing"
 # shellcheck source=scripts/mpi_env.sh
 source "$repo/scripts/mpi_env.sh"
 
@@ -51,16 +58,28 @@ shards="$work/shards"
 common=(--batch-size "$batch_size" --seq-len "$seq_len" --grad-accum 1 --steps "$steps" --seed 1337
         --lr 6e-4 --min-lr 6e-5 --warmup-steps 0)
 # shellcheck disable=SC2206  # model flags are words on purpose
-common+=($model_flags)
+model_words=($model_flags)
 # --data-order sequential: the twin reads the stream in order, rank-strided.
-cpp_flags=(train "$shards" --preset gpt2 --device cpu --total-batch-tokens 0 --precision fp32 --eval-every 0
+cpp_flags=(train "$shards" --device cpu --total-batch-tokens 0 --precision fp32 --eval-every 0
            --log-every 1 --data-order sequential "${common[@]}")
+twin_flags=("${common[@]}")
+if [[ $preset == gpt2 ]]; then
+  cpp_flags+=(--preset gpt2 "${model_words[@]}")
+  twin_flags+=("${model_words[@]}")
+else
+  # Our initial weights, as a Hugging Face folder both sides read (the model flags shape it here only).
+  bench_family_folder "$binary" "$preset" "$shards" "$seq_len" "$work/init-hf" "${model_words[@]}"
+  # --vocab-size as the folder's: training would pad a Hugging Face vocabulary (50257 -> 50304), and the
+  # 47 extra logits move the loss by ~1e-3 against transformers' model of the folder as it is.
+  folder_vocab="$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$work/init-hf/config.json")"
+  cpp_flags+=(--init-from "$work/init-hf" --vocab-size "$folder_vocab")
+  twin_flags+=(--init "$work/init-hf")
+fi
 
-# run NAME WORLD SIDE: one benchmark run; leaves NAME.jsonl (per-step metrics) and NAME.log.
+# run NAME WORLD THREADS SIDE: one benchmark run; leaves NAME.jsonl (per-step metrics) and NAME.log.
 run() {
-  local name="$1" world="$2" side="$3" t=1 compile=""
+  local name="$1" world="$2" t="$3" side="$4" compile=""
   [[ $side == py-compiled ]] && compile=--compile
-  (( world == 1 )) && t="$threads"
   echo "== $side, $world rank(s) x $t thread(s)"
   local -a cmd
   if [[ $side == cpp ]]; then
@@ -69,7 +88,7 @@ run() {
   else
     if (( world == 1 )); then cmd=("$python" "$twin")
     else cmd=("$torchrun" --standalone --nproc_per_node "$world" "$twin"); fi
-    cmd+=(--data "$shards" --threads "$t" --skip-steps "$skip" --metrics "$work/$name.jsonl" "${common[@]}" $compile)
+    cmd+=(--data "$shards" --threads "$t" --skip-steps "$skip" --metrics "$work/$name.jsonl" "${twin_flags[@]}" $compile)
   fi
   echo "\$ OMP_NUM_THREADS=$t ${cmd[*]}" >"$work/$name.cmd"
   # The CPU window: from the end of step skip-1 to the end of the last step, the steps the median covers.
@@ -84,12 +103,13 @@ run() {
 }
 
 start_s=$SECONDS
-run cpp-1 1 cpp
-run py-1 1 py
-run pyc-1 1 py-compiled
-run pyc-n "$ranks" py-compiled  # alternate which side goes first
-run py-n "$ranks" py
-run cpp-n "$ranks" cpp
+# The second row: --ranks ranks of one thread each (with --ranks 1, one rank of one thread).
+run cpp-1 1 "$threads" cpp
+run py-1 1 "$threads" py
+run pyc-1 1 "$threads" py-compiled
+run pyc-n "$ranks" 1 py-compiled  # alternate which side goes first
+run py-n "$ranks" 1 py
+run cpp-n "$ranks" 1 cpp
 elapsed_s=$((SECONDS - start_s))
 
 table="$work/table.md"
@@ -133,7 +153,7 @@ for tag, world, t in (("1", 1, threads), ("n", ranks, 1)):
           f"| {' / '.join(f'{min(dt[k]):.0f}' for k in runs)} "
           f"| {statistics.median(r.get('sync_wait_ms', 0.0) for r in runs['cpp'][skip:]):.0f} "
           f"| {dloss['py']:.1e}, {dloss['pyc']:.1e} | {runs['cpp'][0]['loss']:.4f} -> {runs['cpp'][-1]['loss']:.4f} |")
-print(f"\n{ranks} ranks vs 1 rank, tok/s: C++ {rate['n']['cpp'] / rate['1']['cpp']:.2f}x, "
+print(f"\n{ranks} rank(s) x 1 thread vs 1 rank x {threads} threads, tok/s: C++ {rate['n']['cpp'] / rate['1']['cpp']:.2f}x, "
       f"Python eager {rate['n']['py'] / rate['1']['py']:.2f}x, compiled {rate['n']['pyc'] / rate['1']['pyc']:.2f}x")
 for m in mismatches:
     print(m, file=sys.stderr)
@@ -150,8 +170,14 @@ for name in cpp-1 py-1 pyc-1 cpp-n py-n pyc-n; do
   run_commands+=("${name}: \`$(sed "s|$work/mygpt-ddp|build/mygpt-ddp|g; s|$work|TMP|g; s|$repo/||g" "$work/$name.cmd" | cut -c 3-)\`")
 done
 echo "(the six runs took ${elapsed_s} s)"
-bench_report "GPT-2 124M CPU training step, C++ vs PyTorch eager and torch.compile, 1 and $ranks ranks" "$table" \
+python_side="Python DDP over gloo under torchrun; compiled: torch.compile around the DDP module (inductor, C++ code)"
+title="GPT-2 124M CPU training step, C++ vs PyTorch eager and torch.compile, 1 and $ranks ranks"
+if [[ $preset != gpt2 ]]; then
+  python_side="Python: transformers $("$python" -c 'import transformers; print(transformers.__version__)') $(grep -m1 -o '[A-Za-z]*ForCausalLM' "$work/py-1.log"), SDPA attention, loaded from the folder \`mygpt-ddp export\` wrote of our preset after one step (ours: --init-from the same folder); compiled: torch.compile around the loss module (inductor, C++ code)"
+  title="$preset CPU training step, C++ vs transformers eager and torch.compile, 1 x $threads and $ranks x 1 threads"
+fi
+bench_report "$title" "$table" \
   "the six runs took ${elapsed_s} s" \
-  "versions: torch $torch_version for both sides (.venv), $mpi_version; Python DDP over gloo under torchrun; compiled: torch.compile around the DDP module (inductor, C++ code)" \
-  "${model_line:-model: gpt2 preset}; batch $batch_size x $seq_len per rank, grad accum 1, fp32, seed 1337, $steps steps, median over steps $skip..$((steps - 1)); data: GPT-2 shards from \`mygpt-ddp prepare\` of $(basename "$text") (--val-tokens 0)" \
+  "versions: torch $torch_version for both sides (.venv)${mpi_version:+, $mpi_version}; $python_side${OMP_WAIT_POLICY:+; OMP_WAIT_POLICY=$OMP_WAIT_POLICY in the environment of every run}" \
+  "${model_line:-model: $preset preset}; batch $batch_size x $seq_len per rank, grad accum 1, fp32, seed 1337, $steps steps, median over steps $skip..$((steps - 1)); data: GPT-2 shards from \`mygpt-ddp prepare\` of $(basename "$text") (--val-tokens 0)" \
   "${run_commands[@]}"

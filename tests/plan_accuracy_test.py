@@ -2,8 +2,8 @@
 
 For each config: `plan` prints its estimate ("total ... MiB"); then `train` runs a few steps as a child
 process, whose peak RSS comes from os.wait4's rusage (getrusage of that child alone). The estimate must
-be within 15% of it. Char text and token data, small and GPT-2-sized models at a short sequence; the
-data is generated here, so nothing outside the checkout is needed.
+be within 15% of it. Char text and token data, small and GPT-2-sized models at a short sequence, and the
+family's nanochat-d4 and llama-small; the data is generated here, so nothing outside the checkout is needed.
 
 With --mpirun, also --zero 1 on 2 ranks against --zero 0 on 2 ranks, for a model whose AdamW state
 dominates: rank 0's peak RSS during training (metrics.jsonl's peak_mem_mib at the last step, before the
@@ -137,6 +137,12 @@ def main():
          ["--preset", "small", "--batch-size", "4", "--seq-len", "128"]),
         ("GPT-2 tokens, gpt2 124M, batch 4 x 64", tokens,
          ["--preset", "gpt2", "--batch-size", "4", "--seq-len", "64", "--total-batch-tokens", "0"]),
+        # The family's other blocks (rotary, RMSNorm, QK-norm, ReLU^2 or SwiGLU with GQA, soft-capped
+        # untied head), each in seconds.
+        ("GPT-2 tokens, nanochat-d4 (4 x 256, soft-cap), batch 8 x 128", tokens,
+         ["--preset", "nanochat-d4", "--batch-size", "8", "--seq-len", "128", "--total-batch-tokens", "0"]),
+        ("GPT-2 tokens, llama-small (4 x 128, SwiGLU, GQA 4:2), batch 8 x 128", tokens,
+         ["--preset", "llama-small", "--batch-size", "8", "--seq-len", "128", "--total-batch-tokens", "0"]),
     ]
     failed = 0
     rows = []

@@ -32,6 +32,13 @@ constexpr double kUnfusedLogitCopies = 5.0;
 // allocator reuses their memory in the plain path too). bf16 scaled alike, not measured.
 constexpr double kMlpBytesFp32 = 14.0;
 constexpr double kMlpBytesBf16 = 7.0;
+// Rotary positions (model/gpt.cpp's rotate() on the queries and on the keys: a negated half, their
+// concatenation, two products and a sum, each a new tensor): per token, layer and rotated element (the
+// queries' width plus the keys'), measured on CPU: nanochat-d4 (2 heads of 128, as many kv-heads) at
+// batch 4 and 16 x 128, rotary against --positions learned, grew 134 MiB more over those 12 rows, i.e. 89
+// bytes per (token x width) element and layer, 44.5 per rotated element. bf16 halved by the same count.
+constexpr double kRotaryBytesFp32 = 44.5;
+constexpr double kRotaryBytesBf16 = 22.0;
 // Several ranks on CPUs: the MPI backend's temporaries while a gradient bucket is reduced (the parts it
 // receives and the sums it sends on), measured as peak RSS against bucket size on 2 ranks (8 x 512
 // model, --bucket-mb 1 and 25): ~3 buckets' bytes, plus ~22 MiB of Open MPI's own per-rank memory. With
@@ -68,12 +75,19 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   // Per micro-batch row: the activations, the math attention's scores, the loss's logits. Recomputed
   // parts are not kept, except for the one block (or MLP) being recomputed in backward.
   // The constants were measured on GPT-2's block (an MLP 4x wide); another member's MLP scales its part
-  // by its width (SwiGLU's input projection is twice as wide). Its other differences (rotary, RMSNorm,
-  // fewer kv-heads) are not measured here.
+  // by its width (SwiGLU's input projection is twice as wide); rotary positions add kRotaryBytes. RMSNorm
+  // and QK-norm are left out: against LayerNorm and no QK-norm they added 32 and 23 MiB to nanochat-d4's
+  // growth over 12 rows of 128 tokens (~20 and ~15 bytes per element and layer; the spread between runs
+  // is +-15 MiB), small beside the rest.
   const double mlp_scale = static_cast<double>(m.mlp_in_rows() + m.mlp_width()) / (8.0 * C);
   const double mlp_bytes = T * C * (in.half_activations ? kMlpBytesBf16 : kMlpBytesFp32) * mlp_scale;
+  // Rotary positions turn the queries (n_head heads) and keys (kv-heads) with temporaries of their width.
+  const double rotated_width = static_cast<double>((m.n_head + m.kv_heads()) * m.head_size());
+  const double rotary_bytes = m.positions == Positions::rotary
+                                  ? T * rotated_width * (in.half_activations ? kRotaryBytesBf16 : kRotaryBytesFp32)
+                                  : 0.0;
   const double block_bytes = T * C * (in.half_activations ? kActivationBytesBf16 : kActivationBytesFp32) +
-                             (mlp_scale == 1.0 ? 0.0 : mlp_bytes - mlp_bytes / mlp_scale);
+                             (mlp_scale == 1.0 ? 0.0 : mlp_bytes - mlp_bytes / mlp_scale) + rotary_bytes;
   const bool math_attention = !in.gpu && m.dropout > 0;
   const double scores_bytes = math_attention ? H * T * T * kMathAttentionBytes : 0.0;
   double per_row = L * (block_bytes + scores_bytes);
@@ -95,12 +109,19 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
             ? in.loss_chunk_rows
             : lm_loss_chunk_rows(m.vocab_size, m.n_embd, in.gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU));
     const double chunk_logits = std::min(rows * T, chunk) * V;
-    const double chunk_bytes = chunk_logits * (in.half_activations ? 6.0 : 4.0);
+    // A soft-cap (model/chunked_lm_loss.cpp) holds three more fp32 chunks beside the head's product:
+    // tanh(z / cap), kept for the gradient's 1 - tanh^2, the capped logits, and that 1 - tanh^2. Measured:
+    // nanochat-d4's peak RSS rose by 255 MiB with the cap at batch 4 x 128 (64 MiB chunks: ~4, one of them
+    // the allocator's, as "kept heap" counts).
+    const double cap_bytes = m.logit_softcap ? 3 * chunk_logits * 4 : 0.0;
+    const double chunk_bytes = chunk_logits * (in.half_activations ? 6.0 : 4.0) + cap_bytes;
     largest_block = std::max(largest_block, chunk_logits * 4);
     loss_fixed += chunk_bytes;
     loss_note = "fused: the head's weight gradient and one chunk of logits";
   } else {
-    loss_per_row = T * V * 4 * kUnfusedLogitCopies;
+    // A soft-cap's tanh and capped logits replace the plain logits there: one whole copy more by count
+    // (not measured).
+    loss_per_row = T * V * 4 * (kUnfusedLogitCopies + (m.logit_softcap ? 1.0 : 0.0));
     loss_note = "unfused: whole logits, their log-softmax and gradient";
   }
 

@@ -117,6 +117,20 @@ bench_rotate() {
   echo "${items[@]:k}" "${items[@]:0:k}"
 }
 
+# bench_family_folder BINARY PRESET SHARDS SEQ_LEN OUT [MODEL_FLAG...]: our model of PRESET (a family
+# member: nanochat-dN, llama-small, ...) with our initialization, trained one step on SHARDS, written to
+# OUT with `mygpt-ddp export` (a Hugging Face folder transformers loads). Logs go to $work.
+bench_family_folder() {
+  local binary=$1 preset=$2 shards=$3 seq_len=$4 out=$5
+  shift 5
+  echo "== our $preset $*: one step, exported to a Hugging Face folder"
+  bench_run "$work/init.log" "initial $preset" "$binary" train "$shards" --preset "$preset" "$@" --device cpu \
+    --steps 1 --batch-size 1 --seq-len "$seq_len" --total-batch-tokens 0 --eval-every 0 --warmup-steps 0 \
+    --out "$work/init-checkpoint"
+  bench_run "$work/export.log" "export of $preset" "$binary" export --checkpoint "$work/init-checkpoint" --out "$out"
+  rm -rf "${work:?}/init-checkpoint"
+}
+
 # bench_run LOG WHAT COMMAND...: runs COMMAND with its output in LOG; on failure shows LOG and stops.
 bench_run() {
   local log=$1 what=$2

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The transformers side of scripts/bench_generate.sh: greedy GPT2LMHeadModel.generate() speed.
+"""The transformers side of scripts/bench_generate.sh: greedy generate() speed of the folder's model
+(AutoModelForCausalLM: GPT2LMHeadModel, or the class an exported family member names, e.g. NanoChatForCausalLM).
 
   make DIR [--seed 1] [--n-layer 12 --n-head 12 --n-embd 768 --n-positions 1024 --vocab-size 50257]
       A randomly initialized GPT-2 (124M shape by default) saved with save_pretrained (safetensors):
@@ -34,10 +35,10 @@ def make(args):
 
 def run(args):
     import transformers
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(args.threads)
-    model = GPT2LMHeadModel.from_pretrained(args.dir).eval()
+    model = AutoModelForCausalLM.from_pretrained(args.dir, dtype=torch.float32).eval()
     model.generation_config.eos_token_id = None  # exactly --new-tokens tokens, as ours
     model.generation_config.pad_token_id = 0
     prompt = torch.tensor([[int(t) for t in args.prompt_ids.split()]], dtype=torch.long)
