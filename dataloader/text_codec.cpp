@@ -164,6 +164,17 @@ std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string
   throw std::invalid_argument("a model trained on token data without --vocab has no tokenizer: give --vocab DIR");
 }
 
+// Other models ship vocab.json and merges.txt too (Qwen's): the files must be GPT-2's size and tokenize
+// a probe as the folder's tokenizer.json does.
+bool is_gpt2_tokenizer_folder(const std::string& dir) {
+  if (!Gpt2BpeTokenizer::find_files(dir)) return false;
+  const auto files = make_text_codec(TokenizerKind::gpt2, dir);
+  const auto json = make_text_codec(TokenizerKind::hf, dir);
+  const std::string probe = "Hello, world! It's 2024: caf\u00e9   \n\tHOW'LL we  go?  12345 <|endoftext|>";
+  return files->vocab_size() == static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize) &&
+         json->vocab_size() == files->vocab_size() && json->encode(probe) == files->encode(probe);
+}
+
 int64_t tokens_in_vocabulary(TokenizerKind kind, int64_t vocab_size) {
   return kind == TokenizerKind::gpt2 ? std::min<int64_t>(Gpt2BpeTokenizer::kVocabSize, vocab_size) : vocab_size;
 }

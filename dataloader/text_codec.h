@@ -40,6 +40,11 @@ std::optional<TokenizerKind> folder_tokenizer_kind(const std::string& dir);
 
 // Throws std::invalid_argument for unusable data (e.g. missing vocabulary files), and for kind none.
 std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string& data);
+
+// Whether a folder with a tokenizer.json also holds GPT-2's own tokenizer as vocab.json and merges.txt (a
+// Hugging Face GPT-2 folder, as the Hub has it): then it is GPT-2's tokenizer, whose padded vocabulary keeps
+// ids for the chat tokens of --sft.
+bool is_gpt2_tokenizer_folder(const std::string& dir);
 // codec.encode(text) for text a user gave: a character the model does not know is std::invalid_argument
 // naming where the text came from (`source`: "--prompt", "--sample-prompt", "--task arithmetic").
 std::vector<int64_t> encode_given_text(const TextCodec& codec, std::string_view text, const std::string& source);

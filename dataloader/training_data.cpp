@@ -118,7 +118,9 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
 }
 
 TrainingData load_chat_data(const DataOptions& o) {
-  if (o.tokenizer != TokenizerKind::gpt2 || !o.vocab) {
+  const bool gpt2 = o.vocab && (o.tokenizer == TokenizerKind::gpt2 ||
+                                (o.tokenizer == TokenizerKind::hf && is_gpt2_tokenizer_folder(*o.vocab)));
+  if (!gpt2) {
     throw std::invalid_argument("--sft needs GPT-2's tokenizer, whose padded vocabulary holds the chat tokens: give "
                                 "--vocab DIR, or --init-from a model with GPT-2's tokenizer");
   }

@@ -20,6 +20,7 @@
 #include "launcher/run_course.h"
 #include "model/attention_backend.h"
 #include "model/lm_loss_cuda.h"
+#include "model/new_token_rows.h"
 #include "model/sampling.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_space.h"
@@ -196,7 +197,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   const Parsed<TrainFlags> flags = resumed_flags(given_flags, *start);  // the same again where train took them
   const TrainFlags& f = flags.config;
   const GptConfig model_config = resolve_model_config(flags, data.vocab_size, *start);
-  require_data_fits_model(data, *start);
+  require_data_fits_model(data, *start, model_config.vocab_size);
   const RunTokenizer tokenizer = run_tokenizer(data, *start);
   TrainOptions options = resolve_train_options(flags, model_config, device, comm.world_size());
   std::vector<std::string> cuda_only_flags;
@@ -249,6 +250,16 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   if (start->model && !start->resume) {
     if (comm.rank() == 0) copy_stored_weights(*start->model, parts.model);
     output.print("weights: " + start->model->description + " (optimizer, step and data position start fresh)");
+    // A model whose file has no rows for the chat tokens (Hugging Face's GPT-2 of 50257) was built padded
+    // (above) and loaded with those rows zero; they start as the mean of the known ones instead.
+    const int64_t known_rows = start->model->config.vocab_size;
+    if (data.chat && data.chat->ids_end > known_rows) {
+      if (comm.rank() == 0) set_new_token_rows_to_mean(parts.model, known_rows, data.chat->ids_end);
+      output.print(strprintf("vocabulary: grew the model's %lld token rows to %lld (a multiple of 64); the chat tokens "
+                             "%lld..%lld start as the mean of its token embeddings",
+                             static_cast<long long>(known_rows), static_cast<long long>(model_config.vocab_size),
+                             static_cast<long long>(known_rows), static_cast<long long>(data.chat->ids_end - 1)));
+    }
   }
   parts.model->set_fused_loss(options.fused_loss);
   // The kernel is the default on CUDA (measured: docs/gpu-runs/2026-11-26-h100); a binary built without nvcc

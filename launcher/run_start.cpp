@@ -116,10 +116,13 @@ DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart
   if (d.sft) {  // conversations, tokenized by GPT-2's tokenizer (the data's --vocab, or the model's)
     flags.refuse("vocab-size", "with --sft (GPT-2's padded vocabulary holds the chat tokens)");
     if (flags.gave("val-data")) flags.refuse("val-fraction", "with --val-data (the held-out conversations)");
-    // (SFT's chat tokens take GPT-2's padded rows: a tokenizer.json model's folder does not count here.)
-    const auto model_tokenizer = start.model && start.model->tokenizer_kind == TokenizerKind::gpt2
-                                     ? stored_bpe_tokenizer(start)
-                                     : std::nullopt;
+    // (SFT's chat tokens take GPT-2's padded rows: a tokenizer.json model's folder counts only where it is
+    // GPT-2's, as a Hugging Face GPT-2 folder with vocab.json and merges.txt is.)
+    const auto stored_folder = start.model ? stored_bpe_tokenizer(start) : std::nullopt;
+    const bool gpt2_model = stored_folder && (start.model->tokenizer_kind == TokenizerKind::gpt2 ||
+                                              (start.model->tokenizer_kind == TokenizerKind::hf &&
+                                               is_gpt2_tokenizer_folder(*stored_folder)));
+    const auto model_tokenizer = gpt2_model ? stored_folder : std::nullopt;
     if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) d.tokenizer = TokenizerKind::gpt2;
     if (d.tokenizer == TokenizerKind::gpt2 && !d.vocab) d.vocab = model_tokenizer;
     return d;
@@ -179,7 +182,7 @@ GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_voc
   return config;
 }
 
-void require_data_fits_model(const TrainingData& data, const RunStart& start) {
+void require_data_fits_model(const TrainingData& data, const RunStart& start, int64_t model_rows) {
   if (!start.model) return;
   const StoredModel& m = *start.model;
   const bool data_chars = data.tokenizer_kind == TokenizerKind::character;
@@ -199,12 +202,11 @@ void require_data_fits_model(const TrainingData& data, const RunStart& start) {
   int64_t id_limit =
       data.tokenizer_kind == TokenizerKind::gpt2 ? static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize) : data.vocab_size;
   if (data.chat) id_limit = std::max(id_limit, data.chat->ids_end);
-  if (id_limit > m.config.vocab_size) {
+  if (id_limit > model_rows) {
     throw std::invalid_argument("the data's token ids reach " + std::to_string(id_limit - 1) + ", beyond the " +
-                                std::to_string(m.config.vocab_size) + "-token vocabulary of the model of " +
-                                m.description +
-                                (data.chat ? " (the chat tokens take the ids after the tokenizer's; a model without "
-                                             "spare rows, as Hugging Face's GPT-2 of 50257, cannot be fine-tuned yet)"
+                                std::to_string(model_rows) + "-token vocabulary of the model of " + m.description +
+                                (data.chat ? " (the chat tokens take the ids after the tokenizer's, and --vocab-size "
+                                             "leaves no rows for them)"
                                            : ""));
   }
 }

@@ -45,7 +45,7 @@ GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_voc
 
 // Refuses (std::invalid_argument, one line) data whose tokens the stored model cannot read: another
 // tokenizer, another character vocabulary, or ids beyond the model's vocabulary.
-void require_data_fits_model(const TrainingData& data, const RunStart& start);
+void require_data_fits_model(const TrainingData& data, const RunStart& start, int64_t model_rows);
 
 // A run that starts at step 0 refuses an --out that holds an earlier run's files (ckpt_*.safetensors,
 // the ckpt_*.pt of older builds, metrics.jsonl, run.json), so that nothing of it is overwritten or

@@ -5,13 +5,17 @@
 # fine-tunes from --init-from; bad records are one line naming the file and line, exit 2, or skipped and
 # counted with --skip-bad-records; a run stopped by SIGTERM resumes to the same losses, bit for bit.
 #
-# usage: sft_end_to_end.sh PATH/TO/mygpt-ddp SHARED_DATA_DIR
+# An imported Hugging Face GPT-2 of 50257 rows grows rows for the chat tokens, fine-tunes, and its export
+# gives in transformers the greedy replies that `chat` gives.
+#
+# usage: sft_end_to_end.sh PATH/TO/mygpt-ddp SHARED_DATA_DIR [PYTHON_WITH_TRANSFORMERS]
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$TESTS_DIR/chat_fixture.sh"
 
 use_binary "${1:-}"
 vocab=${2:-}/gpt2
+PY=${3:-python3}
 make_work_dir sft
 if [[ ! -f $vocab/encoder.json ]]; then
   skip "GPT-2's tokenizer files are not in $vocab (see README)"
@@ -62,6 +66,36 @@ if [[ -f ${ckpt:-} ]] && expect_ok export export --checkpoint "$ckpt" --out "$WO
     bash -c "grep -q '\"vocab_size\": 50262' '$WORK/exported/config.json' && grep -q 'chat template' '$WORK/export.out'"
   check "export writes the chat template and the tokens into tokenizer_config.json" \
     bash -c "grep -q 'chat_template' '$WORK/exported/tokenizer_config.json' && grep -q '\"50261\"' '$WORK/exported/tokenizer_config.json'"
+fi
+
+# --- an imported Hugging Face GPT-2 (50257 rows, none spare): grown, fine-tuned, judged by transformers ---
+if ! "$PY" -c "import transformers" 2>/dev/null; then
+  skip "Hugging Face GPT-2 fine-tuning (no transformers in $PY)"
+# The folder as the Hub has it: config.json, model.safetensors, tokenizer.json, vocab.json, merges.txt.
+elif "$PY" "$TESTS_DIR/hf_reference.py" make "$WORK/hf_gpt2" --vocab 50257 --seed 3 --tokens "1,2,3" >/dev/null &&
+     "$PY" "$TESTS_DIR/tokenizer_reference.py" make-gpt2 "$vocab" "$WORK/hf_tokenizer" >/dev/null &&
+     cp "$WORK/hf_tokenizer/tokenizer.json" "$WORK/hf_gpt2/" && cp "$vocab/encoder.json" "$WORK/hf_gpt2/vocab.json" &&
+     cp "$vocab/vocab.bpe" "$WORK/hf_gpt2/merges.txt" &&
+     expect_ok hf_sft train "$chat" --sft --init-from "$WORK/hf_gpt2" --batch-size 8 --seq-len 32 \
+       --steps 150 --lr 3e-3 --warmup-steps 5 --eval-every 0 --checkpoint-every 30 --keep-checkpoints 0 --threads 1 \
+       --device cpu --out "$WORK/hf_sft"; then
+  check "the 50257-row model grows rows for the chat tokens, and says so: $(grep -m1 '^vocabulary:' "$WORK/hf_sft.out")" \
+    grep -q "^vocabulary: grew the model's 50257 token rows to 50304 .*chat tokens 50257\.\.50261" "$WORK/hf_sft.out"
+  system="You reverse words."
+  printf '%s\n' "abc" "reverse hello" "please reverse the word cat for me" "a question it never saw" >"$WORK/prompts.txt"
+  # Step 30 replies run to --max-new-tokens; by step 150 they end at <|assistant_end|> (short or empty).
+  for step in 30 150; do
+    ckpt_hf=$WORK/hf_sft/ckpt_$(printf '%08d' "$step").safetensors
+    if expect_ok "hf_export_$step" export --checkpoint "$ckpt_hf" --out "$WORK/hf_exported_$step" &&
+       "$BIN" chat --checkpoint "$ckpt_hf" --temperature 0 --max-new-tokens 16 --system "$system" \
+         <"$WORK/prompts.txt" >"$WORK/hf_replies_$step.txt" 2>"$WORK/hf_chat_$step.err"; then
+      check "step $step: transformers' greedy replies on the export equal chat's: $(head -c 160 "$WORK/hf_replies_$step.txt")" \
+        "$PY" "$TESTS_DIR/chat_reply_reference.py" "$WORK/hf_exported_$step" "$system" 16 "$WORK/prompts.txt" \
+        "$WORK/hf_replies_$step.txt"
+    else
+      check "chat answers the fine-tuned Hugging Face model at step $step: $(tail -2 "$WORK/hf_chat_$step.err")" false
+    fi
+  done
 fi
 
 # --- bad records and options ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "model/hf_family.h"
+#include "model/new_token_rows.h"
 #include "model/sampling.h"
 #include "reference_python.h"
 #include "scratch_dir.h"
@@ -184,6 +185,30 @@ TEST(ModelFamily, ParametersAreWhatParameterShapesSays) {
   }();
   EXPECT_EQ(training_flops_per_token(d12, 2048),
             6.0 * static_cast<double>(count_parameters(d12).total() - 65536 * 768) + 12.0 * 12 * 6 * 128 * 2048);
+}
+
+// Rows for tokens the loaded model never had (the chat tokens of an imported 50257-row GPT-2): the mean
+// of the known rows, in the embedding and in an untied head; other rows untouched.
+TEST(ModelFamily, NewTokenRowsStartAsTheMeanOfTheKnownOnes) {
+  for (const auto& [name, config] : members()) {
+    SCOPED_TRACE(name);
+    Gpt model = scrambled(config, 5);
+    const torch::Tensor before_embedding = model->wte->weight.detach().clone();
+    const torch::Tensor before_head = model->head_weight().detach().clone();
+    set_new_token_rows_to_mean(model, 40, 45);
+    const torch::Tensor mean = before_embedding.slice(0, 0, 40).mean(0);
+    for (int64_t row = 40; row < 45; ++row) EXPECT_TRUE(torch::allclose(model->wte->weight[row], mean));
+    EXPECT_TRUE(torch::equal(model->wte->weight.slice(0, 0, 40), before_embedding.slice(0, 0, 40)));
+    EXPECT_TRUE(torch::equal(model->wte->weight.slice(0, 45), before_embedding.slice(0, 45)));
+    if (!config.tie_head) {
+      const torch::Tensor head_mean = before_head.slice(0, 0, 40).mean(0);
+      EXPECT_TRUE(torch::allclose(model->head_weight()[44], head_mean));
+      EXPECT_FALSE(torch::allclose(head_mean, mean));  // each its own mean
+    }
+  }
+  Gpt model(members().front().second);
+  EXPECT_THROW(set_new_token_rows_to_mean(model, 0, 3), std::invalid_argument);
+  EXPECT_THROW(set_new_token_rows_to_mean(model, 10, kVocab + 1), std::invalid_argument);
 }
 
 TEST(ModelFamily, NanochatInitZeroesTheResidualWriters) {
