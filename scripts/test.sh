@@ -2,7 +2,7 @@
 # Sets up (idempotent) and runs every test: unit tests, multi-rank tests under mpirun, CLI tests, then
 # the macOS cross-compile check (scripts/mac_cross_check.sh: every translation unit compiled for arm64
 # macOS against the macOS torch wheel's headers, syntax only; a few minutes, once its downloads are cached),
-# then a bounded fuzzing pass over the file parsers (scripts/fuzz.sh, 10 s per target, MYGPT_FUZZ_SECONDS; it installs Debian's
+# then a bounded fuzzing pass over the file parsers (scripts/fuzz.sh, 6 s per target, MYGPT_FUZZ_SECONDS; it installs Debian's
 # clang-14 for that where apt can, and skips with a line where no clang with libFuzzer can be had).
 #
 #   scripts/test.sh              everything
@@ -62,6 +62,6 @@ if ! command -v clang++-14 >/dev/null 2>&1 || ! dpkg-query -W -f='${Status}' lib
   fi
 fi
 rc=0
-"$repo/scripts/fuzz.sh" --seconds "${MYGPT_FUZZ_SECONDS:-10}" || rc=$?
+"$repo/scripts/fuzz.sh" --seconds "${MYGPT_FUZZ_SECONDS:-6}" || rc=$?
 if (( rc == 77 )); then exit 0; fi  # no clang with libFuzzer: skipped, as it said
 exit "$rc"
