@@ -13,7 +13,9 @@ GPT2_DIR=$DATA_DIR/gpt2
 SHAKESPEARE=$DATA_DIR/tinyshakespeare.txt
 if [[ ! -f $GPT2_DIR/encoder.json || ! -f $SHAKESPEARE ]]; then
   skip "chat (needs $GPT2_DIR and $SHAKESPEARE)"
-  finish
+  # Nothing to run is not a failure here (finish would call a suite that passed nothing one).
+  echo "$passed passed, $failed failed, $skipped skipped"
+  exit 0
 fi
 
 # A GPT-2-tokenizer model (50304 rows: room for the five chat tokens) with a long context, barely trained.
