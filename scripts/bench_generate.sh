@@ -36,8 +36,7 @@ bench_options preset=gpt2 new-tokens=200 reps=3 threads=1 uncached-tokens=50 mod
 
 twin="$repo/scripts/bench/hf_generate.py"
 bench_need_built "$repo/build/mygpt-ddp" "$python"
-"$python" -c 'import transformers' 2>/dev/null ||
-  bench_die "transformers is not installed for $python: $python -m pip install transformers safetensors"
+bench_need_transformers "$python"
 bench_need_vocab "$vocab"
 vocab="$(bench_abs_path "$vocab")"
 export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"

@@ -25,8 +25,7 @@ bench_options reps=3 threads=1 baseline="" model-flags="" vocab="$repo/../shared
 [[ -z $baseline || -x $baseline ]] || bench_usage_error "--baseline '$baseline' is not an executable"
 
 bench_need_built "$mygpt_bin" "$python"
-"$python" -c 'import transformers' 2>/dev/null ||
-  bench_die "transformers is not installed for $python: $python -m pip install transformers safetensors"
+bench_need_transformers "$python"
 bench_need_vocab "$vocab"
 vocab="$(bench_abs_path "$vocab")"
 export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"

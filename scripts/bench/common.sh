@@ -68,6 +68,12 @@ bench_need_vocab() {
   [[ -f $1/encoder.json && -f $1/vocab.bpe ]] || bench_die "$1 must hold encoder.json and vocab.bpe"
 }
 
+# bench_need_transformers PYTHON: the Python side of a comparison with transformers must have it.
+bench_need_transformers() {
+  "$1" -c 'import transformers' 2>/dev/null ||
+    bench_die "transformers is not installed for $1: $1 -m pip install transformers safetensors"
+}
+
 # bench_abs_path FILE: FILE (which must exist) as an absolute path.
 bench_abs_path() {
   [[ -e $1 ]] || bench_die "$1 is missing"
