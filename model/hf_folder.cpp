@@ -284,12 +284,15 @@ Gpt load_hf_folder(const HfFolder& folder) {
   return model;
 }
 
-HfGpt2Model load_hf_model(const fs::path& folder, int64_t vocab_multiple) {
-  const HfFolder opened = open_hf_folder(folder, vocab_multiple);
+HfGpt2Model load_hf_model(const HfFolder& opened) {
   HfGpt2Model out;
   static_cast<HfGpt2Config&>(out) = opened.shape();
   out.model = load_hf_folder(opened);
   return out;
+}
+
+HfGpt2Model load_hf_model(const fs::path& folder, int64_t vocab_multiple) {
+  return load_hf_model(open_hf_folder(folder, vocab_multiple));
 }
 
 void load_hf_weights(const HfFolder& folder, Gpt& model) {

@@ -78,6 +78,8 @@ Gpt load_hf_folder(const HfFolder& folder);
 // rows, which may be more: those past the folder's are zeroed). Each tensor is read once from the mapped
 // file into the parameter; non-finite values, and a tied head that differs from the embedding, are refused.
 void load_hf_weights(const HfFolder& folder, Gpt& model);
+// An opened folder's shape and its weights in a new model (load_hf_folder).
+HfGpt2Model load_hf_model(const HfFolder& opened);
 // open_hf_folder then load_hf_folder, for callers that need nothing in between.
 HfGpt2Model load_hf_model(const std::filesystem::path& folder, int64_t vocab_multiple = 64);
 

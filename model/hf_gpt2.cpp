@@ -124,11 +124,7 @@ HfGpt2Config check_hf_gpt2_folder(const fs::path& folder, int64_t vocab_multiple
 }
 
 HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
-  const HfFolder opened = open_gpt2_folder(folder, vocab_multiple);
-  HfGpt2Model out;
-  static_cast<HfGpt2Config&>(out) = opened.shape();
-  out.model = load_hf_folder(opened);
-  return out;
+  return load_hf_model(open_gpt2_folder(folder, vocab_multiple));
 }
 
 void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder) {
