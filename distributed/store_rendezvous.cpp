@@ -137,7 +137,11 @@ void StoreRendezvous::open_tcp(const LaunchEnvironment& launch, std::chrono::mil
   options.isServer = launch.rank == 0 && !launch.agent_store;
   options.numWorkers = static_cast<size_t>(launch.world_size);
   options.waitWorkers = false;  // join() counts the ranks and says which are missing
-  options.timeout = timeout;
+  // c10d's own connect retries end a little before our backstop below (which is for the ping, where c10d
+  // has no timeout): where nothing listens, c10d's error, and with --verbose its retry warnings, are what
+  // the rank reports, instead of a race between the two deadlines (seen lost under load).
+  const auto left = left_until(deadline_);
+  options.timeout = left - std::min<std::chrono::milliseconds>(std::chrono::seconds(1), left / 3);
   try {
     // c10d connects, then sends its ping and reads the answer with no timeout of its own: a listener that
     // accepts and never answers would hold this rank forever.
