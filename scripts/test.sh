@@ -6,7 +6,7 @@
 # clang-14 for that where apt can, and skips with a line where no clang with libFuzzer can be had).
 #
 #   scripts/test.sh              everything
-#   scripts/test.sh -R bpe       a subset of the CTest tests (extra arguments go to ctest; no fuzzing)
+#   scripts/test.sh -R Bpe       a subset of the CTest tests (extra arguments go to ctest; no fuzzing)
 #   scripts/test.sh --sanitize   the whole CTest suite again in build-asan/, built with AddressSanitizer
 #                                and UBSan (slow; not part of CI)
 set -euo pipefail
