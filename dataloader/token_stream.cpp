@@ -39,7 +39,10 @@ bool name_matches(const std::filesystem::path& path, std::string_view split) {
   const std::string name = path.filename().string();
   if (name.empty() || name.front() == '.') return false;
   // The tokenizer files `prepare` writes beside its shards.
-  if (name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe") return false;
+  if (name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe" || name == "tokenizer.json" ||
+      name == "tokenizer_config.json") {
+    return false;
+  }
   return split.empty() || name.find(split) != std::string::npos;
 }
 

@@ -39,22 +39,40 @@ std::optional<std::string> char_vocabulary_beside(const std::string& spec) {
   return read_whole_file(path, "character vocabulary");
 }
 
-// Shards written by `prepare --tokenizer gpt2` carry GPT-2's tokenizer files beside them.
-std::optional<std::string> gpt2_vocabulary_beside(const std::string& spec) {
+// Shards written by `prepare --tokenizer gpt2` carry GPT-2's tokenizer files beside them, and those of
+// `prepare --tokenizer hf` a tokenizer.json: the folder, and which of the two it holds.
+std::optional<std::pair<TokenizerKind, std::string>> bpe_vocabulary_beside(const std::string& spec) {
   std::error_code ec;
-  if (!fs::is_directory(spec, ec) || !Gpt2BpeTokenizer::find_files(spec)) return std::nullopt;
-  return fs::absolute(spec).lexically_normal().string();
+  if (!fs::is_directory(spec, ec)) return std::nullopt;
+  const auto kind = folder_tokenizer_kind(spec);
+  if (!kind) return std::nullopt;
+  return std::make_pair(*kind, fs::absolute(spec).lexically_normal().string());
 }
 
-int64_t token_data_vocab_size(const DataOptions& o, const std::optional<std::string>& char_vocabulary) {
-  if (char_vocabulary && !o.vocab_size) return make_text_codec(TokenizerKind::character, *char_vocabulary)->vocab_size();
-  return o.vocab_size.value_or(kGpt2PaddedVocab);
+// The tokenizer of token data: --vocab's, else the one prepare wrote beside the shards; none for bare ids.
+std::unique_ptr<TextCodec> token_data_codec(const DataOptions& o, const std::string& spec) {
+  if (o.vocab) {
+    return make_text_codec(folder_tokenizer_kind(*o.vocab).value_or(TokenizerKind::gpt2), *o.vocab);  // gpt2 reports what is missing
+  }
+  if (const auto characters = char_vocabulary_beside(spec)) return make_text_codec(TokenizerKind::character, *characters);
+  if (const auto beside = bpe_vocabulary_beside(spec)) return make_text_codec(beside->first, beside->second);
+  return nullptr;
+}
+
+// The model's rows for token data: --vocab-size, else those of the characters or of a tokenizer.json
+// beside the shards (as training on the text with them would have), else GPT-2's padded 50304.
+int64_t token_data_vocab_size(const DataOptions& o, const std::string& spec, const TextCodec* codec) {
+  if (const auto characters = char_vocabulary_beside(spec); characters && !o.vocab_size) {
+    return make_text_codec(TokenizerKind::character, *characters)->vocab_size();
+  }
+  const bool own_rows = !o.vocab && codec && codec->kind() != TokenizerKind::gpt2;
+  return o.vocab_size.value_or(own_rows ? codec->vocab_size() : kGpt2PaddedVocab);
 }
 
 TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
   TrainingData d;
-  const auto char_vocabulary = char_vocabulary_beside(spec);
-  d.vocab_size = token_data_vocab_size(o, char_vocabulary);
+  const std::unique_ptr<TextCodec> codec = token_data_codec(o, spec);
+  d.vocab_size = token_data_vocab_size(o, spec, codec.get());
   if (d.vocab_size > kLargestUint16Vocab) {
     throw std::invalid_argument("--vocab-size above 65536 cannot be stored in uint16 tokens");
   }
@@ -71,15 +89,9 @@ TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
   } else if (split_dir && directory_has(spec, "val")) {
     d.val = token_stream(spec, "val", d.vocab_size);
   }
-  if (o.vocab) {
-    d.tokenizer_kind = folder_tokenizer_kind(*o.vocab).value_or(TokenizerKind::gpt2);  // gpt2 reports what is missing
-    d.tokenizer_data = make_text_codec(d.tokenizer_kind, *o.vocab)->data();
-  } else if (char_vocabulary) {
-    d.tokenizer_kind = TokenizerKind::character;
-    d.tokenizer_data = make_text_codec(TokenizerKind::character, *char_vocabulary)->data();
-  } else if (const auto beside = gpt2_vocabulary_beside(spec)) {
-    d.tokenizer_kind = TokenizerKind::gpt2;
-    d.tokenizer_data = make_text_codec(TokenizerKind::gpt2, *beside)->data();
+  if (codec) {
+    d.tokenizer_kind = codec->kind();
+    d.tokenizer_data = codec->data();
   }
   d.description = "token data " + spec + (d.val ? " (with validation shards)" : " (no validation data)");
   return d;
@@ -199,7 +211,7 @@ DataFootprint data_footprint(const DataOptions& o) {
     f.description = d.description + " | " + std::to_string(tokens) + " tokens";
     return f;
   }
-  f.vocab_size = token_data_vocab_size(o, char_vocabulary_beside(o.data));
+  f.vocab_size = token_data_vocab_size(o, o.data, token_data_codec(o, o.data).get());
   const bool split_dir = fs::is_directory(o.data) && directory_has(o.data, "train");
   std::vector<fs::path> files = expand_token_paths(o.data, split_dir ? "train" : "");
   if (o.val_data) {

@@ -51,18 +51,21 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
         .required();
     t.positional("input", -1);
     t.add("out", &P::out, "output folder for train_*.bin / val_*.bin shards").required();
-    t.add("tokenizer", &P::tokenizer, "tokenizer of the shards (gpt2 needs --vocab)")
-        .names({{"gpt2", TokenizerKind::gpt2}, {"char", TokenizerKind::character}})
+    t.add("tokenizer", &P::tokenizer,
+          "tokenizer of the shards: gpt2 or hf (a tokenizer.json) need --vocab; not given: what --vocab's folder "
+          "holds, else gpt2")
+        .names({{"gpt2", TokenizerKind::gpt2}, {"hf", TokenizerKind::hf}, {"char", TokenizerKind::character}})
         .init(TokenizerKind::gpt2);
     vocab_flag(t, &P::vocab);
     t.add("shard-tokens", &P::shard_tokens, "tokens per shard").init(100000000).check(positive);
     t.add("val-tokens", &P::val_tokens,
           "tokens for val shards, taken from the end; 0: train only; when not given: about 10% of the corpus (its bytes / 3 "
-          "for GPT-2 tokens, / 1 for characters), at most 1048576")
+          "for BPE tokens, / 1 for characters), at most 1048576")
         .check(non_negative);
     t.add("overwrite", &P::overwrite,
           "write into an --out that holds shards of an earlier prepare, deleting its train*/val* .bin files and "
-          "tokenizer files (char_vocab.txt, encoder.json, vocab.bpe) first, nothing else")
+          "tokenizer files (char_vocab.txt, encoder.json, vocab.bpe, tokenizer.json, tokenizer_config.json) first, nothing "
+          "else")
         .init(false);
     t.add("threads", &P::threads,
           "tokenizer threads; 0: one per core. The shards are the same, byte for byte, whatever the number")
@@ -77,8 +80,14 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
   return table;
 }
 
+// The tokenizer files prepare writes beside its shards (training reads them there).
+bool is_tokenizer_file(const std::string& name) {
+  return name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe" || name == "tokenizer.json" ||
+         name == "tokenizer_config.json";
+}
+
 // The files an earlier prepare left in `out`: shards (train*/val* .bin, the names training reads) and
-// the character vocabulary. Writing beside them would mix two corpora.
+// the tokenizer's files. Writing beside them would mix two corpora.
 std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
   std::vector<std::filesystem::path> found;
   std::error_code ec;
@@ -87,8 +96,7 @@ std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
     const std::string name = entry.path().filename().string();
     const bool shard = entry.path().extension() == ".bin" &&
                        (name.find("train") != std::string::npos || name.find("val") != std::string::npos);
-    const bool tokenizer = name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe";
-    if (entry.is_regular_file() && (shard || tokenizer)) found.push_back(entry.path());
+    if (entry.is_regular_file() && (shard || is_tokenizer_file(name))) found.push_back(entry.path());
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -124,7 +132,10 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   const auto& inputs = f.input;
   const std::string& out_dir = *f.out;
   const auto shard_tokens = static_cast<uint64_t>(f.shard_tokens);
-  const TokenizerKind kind = f.tokenizer;
+  // Without --tokenizer, --vocab's folder says which BPE it is (a tokenizer.json wins, as in train).
+  const TokenizerKind kind = !flags.gave("tokenizer") && f.vocab
+                                 ? folder_tokenizer_kind(*f.vocab).value_or(TokenizerKind::gpt2)
+                                 : f.tokenizer;
   // Streamed: the files are opened (and checked) now, read piece by piece below.
   uint64_t corpus_bytes = 0;
   for (const auto& path : inputs) corpus_bytes += DocumentReader(path).size();
@@ -134,21 +145,30 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   // that the corpus can stream through, its last val_tokens held back for the val shards.
   const uint64_t val_tokens =
       f.val_tokens ? static_cast<uint64_t>(*f.val_tokens)
-                   : std::min<uint64_t>(1048576, corpus_bytes / (kind == TokenizerKind::gpt2 ? 3 : 1) / 10);
+                   : std::min<uint64_t>(1048576, corpus_bytes / (kind == TokenizerKind::character ? 1 : 3) / 10);
   std::unique_ptr<TextCodec> codec;
   std::function<std::unique_ptr<TextCodec>()> make_codec;
   if (kind == TokenizerKind::gpt2) {
     if (!f.vocab) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
     const std::string vocab = *f.vocab;
     make_codec = [vocab] { return make_text_codec(TokenizerKind::gpt2, vocab); };
+  } else if (kind == TokenizerKind::hf) {
+    if (!f.vocab) throw std::invalid_argument("--tokenizer hf needs --vocab DIR (a folder with a tokenizer.json)");
+    const std::string vocab = *f.vocab;
+    make_codec = [vocab] { return make_text_codec(TokenizerKind::hf, vocab); };
   } else {
     const std::string characters = distinct_characters(inputs);
     make_codec = [characters] { return make_char_codec_for(characters); };
   }
   codec = make_codec();
-  if (codec->vocab_size() > 65536) {
+  if (codec->vocab_size() > 65536 && kind == TokenizerKind::character) {
     throw std::invalid_argument("--tokenizer char: the --input files hold " + std::to_string(codec->vocab_size()) +
                                 " distinct characters, more than uint16 token shards can number (65536)");
+  }
+  if (codec->vocab_size() > 65536) {
+    throw std::invalid_argument("--vocab " + *f.vocab + ": its tokenizer has " + std::to_string(codec->vocab_size()) +
+                                " tokens, more than uint16 token shards can number (65536); train on the text "
+                                "itself with this --vocab instead");
   }
 
   const auto earlier = earlier_shards(out_dir);
@@ -228,6 +248,15 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     // in its checkpoints, so generate, eval and export need no --vocab later.
     if (kind == TokenizerKind::character) {
       write_file_atomically(std::filesystem::path(out_dir) / "char_vocab.txt", codec->data());
+    } else if (kind == TokenizerKind::hf) {
+      // The tokenizer and, where there is one, its config (which names the documents' delimiter).
+      for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+        const std::filesystem::path from = std::filesystem::path(*f.vocab) / name;
+        std::error_code ec;
+        if (std::filesystem::exists(from, ec)) {
+          write_file_atomically(std::filesystem::path(out_dir) / name, read_whole_file(from, "tokenizer file"));
+        }
+      }
     } else if (const auto files = Gpt2BpeTokenizer::find_files(*f.vocab)) {
       const Gpt2TokenizerTexts tokenizer_texts = read_gpt2_tokenizer_texts(*files);
       write_file_atomically(std::filesystem::path(out_dir) / "encoder.json", tokenizer_texts.vocabulary);

@@ -274,6 +274,7 @@ bad prep_fifo "input file 'fifo' is not a regular file" prepare --input fifo --o
 bad prep_notext "docs_notext.jsonl' line 2 has no \"text\" string" prepare --input docs_notext.jsonl --out out_prep_notext --tokenizer char
 bad prep_badjson "docs_badjson.jsonl' line 2" prepare --input docs_badjson.jsonl --out out_prep_badjson --tokenizer char
 bad prep_gpt2_no_vocab "--tokenizer gpt2 needs --vocab" prepare --input text.txt --out out_prep_gpt2_no_vocab
+bad prep_hf_no_vocab "--tokenizer hf needs --vocab" prepare --input text.txt --out out_prep_hf_no_vocab --tokenizer hf
 bad prep_out_file "--out 'a_file'" prepare --input text.txt --out a_file --tokenizer char
 bad prep_shard_zero "--shard-tokens" prepare --input text.txt --out out_prep_shard_zero --tokenizer char --shard-tokens 0
 bad prep_no_input "--input" prepare --out out_prep_no_input --tokenizer char

@@ -174,6 +174,33 @@ print(len(a), 'texts equal')" "$WORK/tokjson_auto.json" "$WORK/tokjson_ref.json"
       fi
     fi
   fi
+  # prepare with the tokenizer.json (chosen by --vocab's folder, no --tokenizer): the shards' ids are
+  # tokenizers' own (the document's delimiter, nanochat's <|bos|>, then encode(text)) over the whole of
+  # Tiny Shakespeare, which prepare cuts into pieces for its 2 threads, the tokenizer goes beside them,
+  # and a run on the shards trains, records it and generates with it.
+  if expect_ok tokjson_prepare prepare --vocab "$WORK/tokjson" --input "$SHAKESPEARE" \
+       --out "$WORK/tokjson_shards" --val-tokens 0 --threads 2; then
+    check "prepare writes the tokenizer.json beside the shards" \
+      cmp -s "$WORK/tokjson/tokenizer.json" "$WORK/tokjson_shards/tokenizer.json"
+    run_cmd tokjson_shard_ids "$PY" -c "
+import struct, sys
+from tokenizers import Tokenizer
+shard, tokenizer_json, text = sys.argv[1:]
+data = open(shard, 'rb').read()
+header = struct.unpack('<256i', data[:1024])
+ids = list(struct.unpack(f'<{header[2]}H', data[1024:]))
+tok = Tokenizer.from_file(tokenizer_json)
+expected = [tok.token_to_id('<|bos|>')] + tok.encode(open(text, encoding='utf-8').read(), add_special_tokens=False).ids
+assert ids == expected, f'{len(ids)} ids against {len(expected)}; first difference at ' + str(next((i for i, (a, b) in enumerate(zip(ids, expected)) if a != b), min(len(ids), len(expected))))
+print(len(ids), 'ids equal')" "$WORK/tokjson_shards/train_000000.bin" "$WORK/tokjson/tokenizer.json" "$SHAKESPEARE"
+    check "prepare's shards hold tokenizers' ids ($(cat "$WORK/tokjson_shard_ids.out") $(tail -n 1 "$WORK/tokjson_shard_ids.err"))" \
+      test "$RC" -eq 0
+    if expect_ok tokjson_shards_train train "$WORK/tokjson_shards" "${TINY[@]}" --steps 2 --out "$WORK/tokjson_shards_run"; then
+      if expect_ok tokjson_shards_gen generate --checkpoint "$WORK/tokjson_shards_run" --prompt "ROMEO:" --max-new-tokens 5 "${CPU[@]}"; then
+        check "a run on those shards generates with the tokenizer beside them" grep -q "^ROMEO:" "$WORK/tokjson_shards_gen.out"
+      fi
+    fi
+  fi
   mkdir -p "$WORK/wordpiece"
   printf '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' >"$WORK/wordpiece/tokenizer.json"
   expect_bad_input tokjson_wordpiece "$WORK/wordpiece/tokenizer.json: model type WordPiece is not supported" "$WORK/wp_run" \
