@@ -37,12 +37,7 @@ bool names_regular_file(const std::filesystem::path& path) {
 
 bool name_matches(const std::filesystem::path& path, std::string_view split) {
   const std::string name = path.filename().string();
-  if (name.empty() || name.front() == '.') return false;
-  // The tokenizer files `prepare` writes beside its shards.
-  if (name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe" || name == "tokenizer.json" ||
-      name == "tokenizer_config.json") {
-    return false;
-  }
+  if (name.empty() || name.front() == '.' || is_tokenizer_file_name(name)) return false;
   return split.empty() || name.find(split) != std::string::npos;
 }
 
@@ -72,6 +67,11 @@ std::vector<std::filesystem::path> expand_glob(const std::string& spec, std::str
 }
 
 }  // namespace
+
+bool is_tokenizer_file_name(std::string_view name) {
+  return name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe" || name == "tokenizer.json" ||
+         name == "tokenizer_config.json";
+}
 
 std::vector<std::filesystem::path> expand_token_paths(const std::string& spec, std::string_view split) {
   if (spec.empty()) throw std::invalid_argument("token data: empty path spec");

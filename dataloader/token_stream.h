@@ -24,6 +24,10 @@ namespace mygpt {
 // naming the spec.
 std::vector<std::filesystem::path> expand_token_paths(const std::string& spec, std::string_view split = "");
 
+// The tokenizer files `prepare` writes beside its shards (char_vocab.txt; GPT-2's encoder.json and
+// vocab.bpe; a Hugging Face tokenizer.json and tokenizer_config.json): never token data.
+bool is_tokenizer_file_name(std::string_view name);
+
 class TokenStream final : public TokenSource {
  public:
   // Opens and validates every file (see TokenFile); the files are sorted by

@@ -62,8 +62,12 @@ std::unique_ptr<TextCodec> token_data_codec(const DataOptions& o, const std::str
 // The model's rows for token data: --vocab-size, else those of the characters or of a tokenizer.json
 // beside the shards (as training on the text with them would have), else GPT-2's padded 50304.
 int64_t token_data_vocab_size(const DataOptions& o, const std::string& spec, const TextCodec* codec) {
-  if (const auto characters = char_vocabulary_beside(spec); characters && !o.vocab_size) {
-    return make_text_codec(TokenizerKind::character, *characters)->vocab_size();
+  // The characters count even where --vocab names the tokenizer (codec is then --vocab's); without
+  // --vocab, codec is the characters' own and own_rows below counts them.
+  if (o.vocab && !o.vocab_size) {
+    if (const auto characters = char_vocabulary_beside(spec)) {
+      return make_text_codec(TokenizerKind::character, *characters)->vocab_size();
+    }
   }
   const bool own_rows = !o.vocab && codec && codec->kind() != TokenizerKind::gpt2;
   return o.vocab_size.value_or(own_rows ? codec->vocab_size() : kGpt2PaddedVocab);

@@ -21,6 +21,7 @@
 #include "dataloader/parallel_encoder.h"
 #include "dataloader/text_codec.h"
 #include "dataloader/token_shard_writer.h"
+#include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/shared_flags.h"
@@ -80,12 +81,6 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
   return table;
 }
 
-// The tokenizer files prepare writes beside its shards (training reads them there).
-bool is_tokenizer_file(const std::string& name) {
-  return name == "char_vocab.txt" || name == "encoder.json" || name == "vocab.bpe" || name == "tokenizer.json" ||
-         name == "tokenizer_config.json";
-}
-
 // The files an earlier prepare left in `out`: shards (train*/val* .bin, the names training reads) and
 // the tokenizer's files. Writing beside them would mix two corpora.
 std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
@@ -96,7 +91,7 @@ std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
     const std::string name = entry.path().filename().string();
     const bool shard = entry.path().extension() == ".bin" &&
                        (name.find("train") != std::string::npos || name.find("val") != std::string::npos);
-    if (entry.is_regular_file() && (shard || is_tokenizer_file(name))) found.push_back(entry.path());
+    if (entry.is_regular_file() && (shard || is_tokenizer_file_name(name))) found.push_back(entry.path());
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -148,14 +143,14 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
                    : std::min<uint64_t>(1048576, corpus_bytes / (kind == TokenizerKind::character ? 1 : 3) / 10);
   std::unique_ptr<TextCodec> codec;
   std::function<std::unique_ptr<TextCodec>()> make_codec;
-  if (kind == TokenizerKind::gpt2) {
-    if (!f.vocab) throw std::invalid_argument("--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)");
+  if (kind == TokenizerKind::gpt2 || kind == TokenizerKind::hf) {
+    if (!f.vocab) {
+      throw std::invalid_argument(kind == TokenizerKind::gpt2
+                                      ? "--tokenizer gpt2 needs --vocab DIR (encoder.json, vocab.bpe)"
+                                      : "--tokenizer hf needs --vocab DIR (a folder with a tokenizer.json)");
+    }
     const std::string vocab = *f.vocab;
-    make_codec = [vocab] { return make_text_codec(TokenizerKind::gpt2, vocab); };
-  } else if (kind == TokenizerKind::hf) {
-    if (!f.vocab) throw std::invalid_argument("--tokenizer hf needs --vocab DIR (a folder with a tokenizer.json)");
-    const std::string vocab = *f.vocab;
-    make_codec = [vocab] { return make_text_codec(TokenizerKind::hf, vocab); };
+    make_codec = [kind, vocab] { return make_text_codec(kind, vocab); };
   } else {
     const std::string characters = distinct_characters(inputs);
     make_codec = [characters] { return make_char_codec_for(characters); };

@@ -35,20 +35,28 @@ common=(train builtin:sort --steps 20 --batch-size 4 --seq-len 32 --block-size 3
 nanochat=(--preset nanochat-d2 --n-embd 32 --n-head 2 --n-kv-head 2 --optimizer muon)
 llama=(--preset llama-small --n-layer 2 --n-embd 32 --mlp-hidden 96)
 
+# train_run NAME RANKS ACCUM ARGS...: the binary on RANKS ranks under mpirun (LAUNCHER=torchrun: under
+# torchrun, over Gloo), one world of that size.
 train_run() {
   local name=$1 ranks=$2 accum=$3
   shift 3
-  run_np "$ranks" "$name" "${common[@]}" --grad-accum "$accum" --out "$WORK/$name" "$@"
+  if [[ ${LAUNCHER:-} == torchrun ]]; then
+    run_cmd "$name" "$torchrun" --standalone --nproc-per-node "$ranks" --no-python "$BIN" "${common[@]}" \
+      --grad-accum "$accum" --out "$WORK/$name" "$@"
+  else
+    run_np "$ranks" "$name" "${common[@]}" --grad-accum "$accum" --out "$WORK/$name" "$@"
+  fi
   if [[ $RC -ne 0 ]]; then
     fail "$name: training failed" "exit $RC"
     tail -n 20 "$WORK/$name.err" | sed 's/^/     | /'
     return 1
   fi
-  if ! grep -q "^world: $ranks rank(s)" "$WORK/$name.out"; then
-    fail "$name: expected a world of $ranks rank(s); got: $(grep '^world:' "$WORK/$name.out")"
+  if ! grep -q "^world: $ranks rank(s)${LAUNCHER:+ .*| launcher $LAUNCHER}" "$WORK/$name.out"; then
+    fail "$name: expected a world of $ranks rank(s)${LAUNCHER:+ from $LAUNCHER}; got: $(grep '^world:' "$WORK/$name.out")"
     return 1
   fi
 }
+pair() { echo "$3|$WORK/$1|$WORK/$2|${4:-same}"; }
 
 train_run nanochat_single_accum2 1 2 "${nanochat[@]}"
 train_run nanochat_ranks2_accum1 2 1 "${nanochat[@]}"
@@ -66,30 +74,16 @@ train_run llama_ranks2_accum1_fp16 2 1 "${llama[@]}" --precision fp16
 check "recompute is announced" grep -q "^recompute: each whole block" "$WORK/nanochat_single_accum2_recompute.out"
 check "bf16 is announced" grep -q "| bf16 autocast$" "$WORK/nanochat_ranks2_accum1_bf16.out"
 
-# torchrun_run NAME RANKS ACCUM ARGS...: as train_run, the ranks started by torchrun (Gloo).
-torchrun_run() {
-  local name=$1 ranks=$2 accum=$3
-  shift 3
-  run_cmd "$name" "$torchrun" --standalone --nproc-per-node "$ranks" --no-python "$BIN" "${common[@]}" \
-    --grad-accum "$accum" --out "$WORK/$name" "$@"
-  if [[ $RC -ne 0 ]]; then
-    fail "$name: training failed" "exit $RC"
-    tail -n 20 "$WORK/$name.err" | sed 's/^/     | /'
-    return 1
-  fi
-  check "$name: one world of $ranks rank(s) started by torchrun" grep -q "^world: $ranks rank(s) .*| launcher torchrun" "$WORK/$name.out"
-}
 torchrun_pairs=()
 if [[ -n $torchrun && -x $torchrun ]]; then
-  torchrun_run nanochat_torchrun2 2 1 "${nanochat[@]}"
-  torchrun_run llama_torchrun2_zero 2 1 "${llama[@]}" --zero 1
-  torchrun_pairs=("nanochat_torchrun2 nanochat_single_accum2 torchrun: nanochat + muon: 2 ranks x accum 1 == 1 rank x accum 2"
-                  "llama_torchrun2_zero llama_single_accum2 torchrun: llama + zero-1: 2 ranks x accum 1 == 1 rank x accum 2")
+  LAUNCHER=torchrun train_run nanochat_torchrun2 2 1 "${nanochat[@]}"
+  LAUNCHER=torchrun train_run llama_torchrun2_zero 2 1 "${llama[@]}" --zero 1
+  torchrun_pairs=("$(pair nanochat_torchrun2 nanochat_single_accum2 "torchrun: nanochat + muon: 2 ranks x accum 1 == 1 rank x accum 2")"
+                  "$(pair llama_torchrun2_zero llama_single_accum2 "torchrun: llama + zero-1: 2 ranks x accum 1 == 1 rank x accum 2")")
 else
   skip "the torchrun equivalences (no torchrun given)"
 fi
 
-pair() { echo "$3|$WORK/$1|$WORK/$2|${4:-same}"; }
 # compare TOLERANCE PAIR...: compare_runs.py's verdicts counted as this suite's; every pair must report.
 compare() {
   local tolerance=$1 comparison
@@ -100,18 +94,13 @@ compare() {
   failed=$((failed + $(grep -c '^FAIL:' <<<"$comparison")))
   [[ $(grep -cE '^(PASS|FAIL):' <<<"$comparison") -eq $# ]] || fail "compare_runs.py $tolerance did not report all $# pairs"
 }
-extra=()
-for entry in "${torchrun_pairs[@]+"${torchrun_pairs[@]}"}"; do
-  read -r a b label <<<"$entry"
-  extra+=("$(pair "$a" "$b" "$label")")
-done
 compare 1e-5 \
   "$(pair nanochat_ranks2_accum1 nanochat_single_accum2 "nanochat + muon: 2 ranks x accum 1 == 1 rank x accum 2")" \
   "$(pair nanochat_ranks3_accum2 nanochat_single_accum6 "nanochat + muon: 3 ranks x accum 2 == 1 rank x accum 6")" \
   "$(pair llama_ranks2_accum1_zero llama_single_accum2 "llama (GQA, SwiGLU) + zero-1: 2 ranks x accum 1 == 1 rank x accum 2")" \
   "$(pair nanochat_ranks2_accum1_bf16 nanochat_single_accum2_bf16 "nanochat bf16: 2 ranks x accum 1 == 1 rank x accum 2")" \
   "$(pair llama_single_accum2_recompute_mlp llama_single_accum2 "llama --recompute mlp == no recompute")" \
-  ${extra[@]+"${extra[@]}"} \
+  ${torchrun_pairs[@]+"${torchrun_pairs[@]}"} \
   "$(pair nanochat_single_accum2 nanochat_single_accum6 "control: accum 2 and accum 6 runs differ" different)" \
   "$(pair nanochat_single_accum2_bf16 nanochat_single_accum2 "control: the bf16 run is not the fp32 run" different)"
 compare 0 \
