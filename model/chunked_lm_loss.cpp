@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/lm_loss_cpu.h"
 #include "model/lm_loss_cuda.h"
 #include "model/widening_sum.h"
 
@@ -77,7 +78,16 @@ struct ChunkedHeadResult {
 };
 
 // One chunk's losses into `losses` and, when wanted, its d(mean loss)/d(logits) in the matmul dtype,
-// by ATen ops: fp32 logits whose exp is computed once and reused as the softmax, then turned in place
+// on a CPU by the row-at-a-time loops of model/lm_loss_cpu (fp32 logits, one copy from bf16 or fp16).
+torch::Tensor chunk_losses_cpu(const torch::Tensor& logits_cast, const torch::Tensor& targets, torch::Tensor losses,
+                               double grad_scale, bool want_grad, double logit_softcap) {
+  auto logits = logits_cast.to(torch::kFloat);  // fresh (mm allocates, .to copies), so in place is safe
+  lm_loss_rows_cpu_(logits, targets, losses, grad_scale, want_grad, logit_softcap);
+  if (!want_grad) return {};
+  return logits.to(logits_cast.scalar_type());
+}
+
+// The same by ATen ops, on other devices and in fp64: fp32 logits whose exp is computed once and reused as the softmax, then turned in place
 // into (softmax - onehot) / N.
 // With a soft-cap the logits are cap * tanh(z / cap) of the head's z, and the gradient with respect
 // to z is that with respect to the capped logits times 1 - tanh^2.
@@ -119,9 +129,10 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
   out.row_losses = torch::empty({n}, hidden.options().dtype(torch::kFloat));
   if (want_grad_hidden) out.grad_hidden = torch::empty_like(hidden);
   // The weight gradient sums over all chunks; it is accumulated in the weight's dtype (fp32 for our
-  // model) even when the matmuls run in bf16, so the sum of many chunks does not lose precision.
-  if (want_grad_weight) out.grad_weight = torch::zeros_like(weight);
-  const bool widening_sum = want_grad_weight && plan.dtype != out.grad_weight.scalar_type();
+  // model) even when the matmuls run in bf16, so the sum of many chunks does not lose precision. In the
+  // weight's own dtype the first chunk's product is the sum so far (no zeroed V x C tensor to add to).
+  const bool widening_sum = want_grad_weight && plan.dtype != weight.scalar_type();
+  if (widening_sum) out.grad_weight = torch::zeros_like(weight);
   const double grad_scale = plan.sum_gradients ? 1.0 : 1.0 / static_cast<double>(std::max<int64_t>(n, 1));
   for (int64_t begin = 0; begin < n; begin += plan.chunk_rows) {
     const int64_t end = std::min(n, begin + plan.chunk_rows);
@@ -133,6 +144,8 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
     if (plan.cuda_kernel) {
       lm_loss_rows_cuda_(logits, chunk_targets, losses, grad_scale, want_grad);
       grad_logits = logits;
+    } else if (logits.is_cpu() && logits.scalar_type() != at::kDouble) {
+      grad_logits = chunk_losses_cpu(logits, chunk_targets, losses, grad_scale, want_grad, plan.logit_softcap);
     } else {
       grad_logits = chunk_losses_aten(logits, chunk_targets, losses, grad_scale, want_grad, plan.logit_softcap);
     }
@@ -140,7 +153,11 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
     if (want_grad_hidden) out.grad_hidden.slice(0, begin, end).copy_(grad_logits.mm(weight_cast));
     if (!want_grad_weight) continue;
     if (!widening_sum) {
-      out.grad_weight.addmm_(grad_logits.t(), rows);
+      if (out.grad_weight.defined()) {
+        out.grad_weight.addmm_(grad_logits.t(), rows);
+      } else {
+        out.grad_weight = grad_logits.t().mm(rows);
+      }
     } else if (plan.cuda_kernel) {
       add_product_widening(out.grad_weight, grad_logits.t(), rows);
     } else {

@@ -1,21 +1,11 @@
 #include "model/gelu_tanh_cpu_kernels.h"
 
-#include <bit>
 #include <cmath>
 #include <numbers>
 
-// How these loops become vector code on any x86-64 without -march=native: each is compiled three times,
-// with GCC's target attribute for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and the baseline (SSE2),
-// and the first call picks the best one the CPU supports (__builtin_cpu_supports). The loops are plain
-// float code that GCC vectorizes by itself: no intrinsics and no -ffast-math, so every operation is an
-// IEEE one and the bounds below hold for every variant (FMA contraction only removes roundings).
-// The file is compiled with -fno-trapping-math (as ATen is): without it GCC may not compute both sides
-// of a select in a vector (a side could raise an FP exception the scalar code would not), and the AVX2
-// and baseline loops stayed scalar, at a branch per element. The flag changes no value.
-// Other compilers and architectures compile the loops once, for the build's target.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define MYGPT_GELU_X86_VARIANTS 1
-#endif
+#include "model/cpu_exp.h"
+
+// How the loops are compiled (three x86-64 variants, -fno-trapping-math): see model/cpu_exp.h.
 
 namespace mygpt::gelu_tanh_kernels {
 namespace {
@@ -28,40 +18,7 @@ constexpr float kKappa = 0.044715f;
 // changes no result.
 constexpr float kSquareClamp = 1e30f;
 
-// exp(a) for a <= 0 (or NaN), Cephes' expf scheme: a = n ln2 + r with |r| <= ln2/2, exp(r) by the
-// polynomial 1 + r + r^2 Q(r) (Q of degree 5), 2^n put into the exponent bits. Its error, in u = 2^-24:
-//  - r: n*C1 is exact (C1 has 9 significant bits, |n| <= 126 has 7); a - n*C1, n*C2 and the second
-//    subtraction round by at most u times 0.347, 0.027 and 0.347; C1 + C2 differs from ln2 by 1.6e-12,
-//    times |n| <= 126 that is 2e-10. An absolute error d in r is a relative one in exp(r): <= 0.73u.
-//  - the polynomial 1 + r + r^2 Q(r): Cephes' coefficients (as floats) differ from exp on |r| <= ln2/2
-//    by at most 2.7e-9 relative (0.05u; max over a 2e6-point grid in double). Evaluating Q by Horner
-//    (5 steps of a multiply and an add, terms of one sign) and r^2 Q: <= 12u of |r^2 Q| <= 0.068, i.e.
-//    0.82u absolute; + r rounds by <= 0.415u absolute; against exp(r) >= 0.707 that is <= 1.75u
-//    relative, and the final + 1 rounds by u: <= 2.75u.
-//  - times 2^n is exact: a >= -87 gives n >= -126 and then r > 0.33, so the result is a normal float.
-// In all <= 3.53u, to first order; kExpErrorUnits = 4 leaves room for the second order.
-// Below -87 the result is 0 (exp(-87) = 1.6e-38): no subnormal results, and the sigmoid's tail there
-// is below anything a gradient carries.
-[[gnu::always_inline]] inline float exp_nonpositive_one(float a) {
-  const bool flushed = a < kExpFlushBelow;
-  const float clamped = flushed ? kExpFlushBelow : a;
-  // Round a*log2(e) to an integer n by adding 1.5*2^23: n sits in the low mantissa bits of `shifted`.
-  constexpr float kShifter = 12582912.0f;
-  const float shifted = clamped * std::numbers::log2e_v<float> + kShifter;
-  const float n = shifted - kShifter;
-  const float r = (clamped - n * 0.693359375f) - n * -2.12194440e-4f;
-  float q = 1.9875691500e-4f;
-  q = q * r + 1.3981999507e-3f;
-  q = q * r + 8.3334519073e-3f;
-  q = q * r + 4.1665795894e-2f;
-  q = q * r + 1.6666665459e-1f;
-  q = q * r + 5.0000001201e-1f;
-  const float poly = q * (r * r) + r + 1.0f;
-  const std::uint32_t scale_bits =
-      (std::bit_cast<std::uint32_t>(shifted) - std::bit_cast<std::uint32_t>(kShifter) + 127u) << 23;
-  const float e = poly * std::bit_cast<float>(scale_bits);
-  return flushed ? 0.0f : e;
-}
+using cpu_math::exp_nonpositive;
 
 // sigmoid(2z) and its parts, without overflow for any z: t = exp(-2|z|) is in [0, 1], p = 1 / (1 + t) is
 // sigmoid(2|z|), and sigmoid(-2|z|) = t p. Taking the small side as t p (not as 1 - p) keeps the
@@ -72,7 +29,7 @@ struct Sigmoid2z {
 };
 
 [[gnu::always_inline]] inline Sigmoid2z sigmoid_2z(float z) {
-  const float t = exp_nonpositive_one(-2.0f * std::fabs(z));
+  const float t = exp_nonpositive(-2.0f * std::fabs(z));
   const float p = 1.0f / (1.0f + t);
   const float tp = t * p;
   return {z < 0.0f ? tp : p, tp * p};
@@ -113,18 +70,18 @@ struct Sigmoid2z {
     for (int64_t i = 0; i < n; ++i) dx[i] = gelu_grad_one(grad[i], x[i]);                                  \
   }                                                                                                         \
   attribute void exp_##name(const float* __restrict a, float* __restrict out, int64_t n) {                  \
-    for (int64_t i = 0; i < n; ++i) out[i] = exp_nonpositive_one(a[i]);                                    \
+    for (int64_t i = 0; i < n; ++i) out[i] = exp_nonpositive(a[i]);                                    \
   }
 
 MYGPT_GELU_LOOPS(baseline, )
-#ifdef MYGPT_GELU_X86_VARIANTS
+#ifdef MYGPT_CPU_X86_VARIANTS
 MYGPT_GELU_LOOPS(x86_64_v3, [[gnu::target("arch=x86-64-v3")]])
 MYGPT_GELU_LOOPS(x86_64_v4, [[gnu::target("arch=x86-64-v4")]])
 #endif
 
 std::vector<Loops> supported_loops() {
   std::vector<Loops> loops;
-#ifdef MYGPT_GELU_X86_VARIANTS
+#ifdef MYGPT_CPU_X86_VARIANTS
   __builtin_cpu_init();
   if (__builtin_cpu_supports("x86-64-v4")) {
     loops.push_back({"x86-64-v4 (AVX-512)", forward_x86_64_v4, backward_x86_64_v4, exp_x86_64_v4});

@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/cpu_exp.h"
+
 namespace mygpt::gelu_tanh_kernels {
 
-// Relative error of the exp inside the loops on [-87, 0], in units of u = 2^-24 (float's unit
-// roundoff), as derived in the .cpp. Below kExpFlushBelow it returns 0, an absolute error under
-// exp(-87) < 1.7e-38.
-inline constexpr double kExpErrorUnits = 4.0;
-inline constexpr float kExpFlushBelow = -87.0f;
+// The exp inside the loops and its error (model/cpu_exp.h).
+inline constexpr double kExpErrorUnits = cpu_math::kExpErrorUnits;
+inline constexpr float kExpFlushBelow = cpu_math::kExpFlushBelow;
 
 // The loops compiled for one instruction set.
 struct Loops {

@@ -160,7 +160,7 @@ fi
 # --- which files: every .cpp of the rooms, tests and benchmarks, less those only CUDA, NCCL or Gloo
 # builds compile (a Mac has none of them: CMakeLists.txt compiles their *_unavailable.cpp instead).
 cuda_only='^(model/lm_loss_cuda\.cpp|distributed/(nccl_communicator|nccl_watchdog|gloo_communicator)\.cpp|launcher/cuda_probe\.cpp|tests/cuda/.*)$'
-no_pch='^(model/gelu_tanh_cpu_kernels\.cpp)$'  # SKIP_PRECOMPILE_HEADERS in model/CMakeLists.txt
+no_pch='^(model/(gelu_tanh_cpu|lm_loss_cpu)_kernels\.cpp)$'  # SKIP_PRECOMPILE_HEADERS in model/CMakeLists.txt
 files=()
 if (( $# )); then
   for f in "$@"; do

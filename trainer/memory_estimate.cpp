@@ -109,11 +109,11 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
             ? in.loss_chunk_rows
             : lm_loss_chunk_rows(m.vocab_size, m.n_embd, in.gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU));
     const double chunk_logits = std::min(rows * T, chunk) * V;
-    // A soft-cap (model/chunked_lm_loss.cpp) holds three more fp32 chunks beside the head's product:
-    // tanh(z / cap), kept for the gradient's 1 - tanh^2, the capped logits, and that 1 - tanh^2. Measured:
-    // nanochat-d4's peak RSS rose by 255 MiB with the cap at batch 4 x 128 (64 MiB chunks: ~4, one of them
-    // the allocator's, as "kept heap" counts).
-    const double cap_bytes = m.logit_softcap ? 3 * chunk_logits * 4 : 0.0;
+    // A soft-cap on a GPU (the ATen ops of model/chunked_lm_loss.cpp) holds three more fp32 chunks beside
+    // the head's product: tanh(z / cap), kept for the gradient's 1 - tanh^2, the capped logits, and that
+    // 1 - tanh^2 (measured on a CPU when it ran them: nanochat-d4's peak RSS rose by 255 MiB with the cap
+    // at batch 4 x 128, 64 MiB chunks). A CPU's loss loops (model/lm_loss_cpu) cap each row in place.
+    const double cap_bytes = m.logit_softcap && in.gpu ? 3 * chunk_logits * 4 : 0.0;
     const double chunk_bytes = chunk_logits * (in.half_activations ? 6.0 : 4.0) + cap_bytes;
     largest_block = std::max(largest_block, chunk_logits * 4);
     loss_fixed += chunk_bytes;
