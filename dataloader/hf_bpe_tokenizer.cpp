@@ -152,7 +152,7 @@ std::string HfBpeTokenizer::Impl::normalized(std::string_view text) const {
   for (const NormalForm form : normalizer) {
     utf8proc_uint8_t* mapped = nullptr;
     const auto options = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE |
-                                                         (form == NormalForm::nfkc ? UTF8PROC_COMPAT : 0));
+                                                        (form == NormalForm::nfkc ? UTF8PROC_COMPAT : 0));
     const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(out.data()),
                                                  static_cast<utf8proc_ssize_t>(out.size()), &mapped, options);
     const std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
@@ -515,9 +515,10 @@ std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text, SpecialTokens
   ids.reserve(text.size() / 3 + 1);
   if (!impl_->normalizer.empty()) {
     if (const auto bad = first_invalid_utf8(text)) {
-      impl_->refuse(strprintf("its normalizer needs UTF-8 text, and byte 0x%02X at byte offset %zu of the text does "
-                              "not begin a valid UTF-8 character",
-                              static_cast<unsigned char>(text[*bad]), *bad));
+      impl_->refuse(
+          strprintf("its normalizer needs UTF-8 text, and byte 0x%02X at byte offset %zu of the text does "
+                    "not begin a valid UTF-8 character",
+                    static_cast<unsigned char>(text[*bad]), *bad));
     }
   }
   const std::lock_guard lock(impl_->encode_mutex);

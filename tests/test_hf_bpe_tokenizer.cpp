@@ -190,10 +190,11 @@ TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgno
 // normalized text, with content that is not NFC.
 TEST_F(TokenizerJsonVersusTokenizers, UnicodeNormalizersAsQwensNfc) {
   const fs::path made = dir_.path() / "normalized", texts = dir_.path() / "normalization_texts.json";
-  ASSERT_FALSE(
-      run_python_json(kScript, {"make-normalized", (kData / "tinyshakespeare.txt").string(), made.string()}, dir_.path())
-          .is_null());
-  ASSERT_FALSE(run_python_json(kScript, {"normalization-texts", (kData / "tinyshakespeare.txt").string(), texts.string()},
+  ASSERT_FALSE(run_python_json(kScript, {"make-normalized", (kData / "tinyshakespeare.txt").string(), made.string()},
+                               dir_.path())
+                   .is_null());
+  ASSERT_FALSE(run_python_json(kScript,
+                               {"normalization-texts", (kData / "tinyshakespeare.txt").string(), texts.string()},
                                dir_.path())
                    .is_null());
   std::map<std::string, std::string> named;
@@ -319,7 +320,9 @@ TEST(HfBpeTokenizer, AFolderIsTheHfKindAndItsConfigNamesTheDocumentDelimiter) {
 // that is not UTF-8 (which tokenizers cannot be given either) is one line naming the file.
 TEST(HfBpeTokenizer, NfcNormalizerComposesAndRefusesTextThatIsNotUtf8) {
   ScratchDir dir;
-  for (const auto change : {+[](nlohmann::json& t) { t["normalizer"] = {{"type", "NFC"}}; },
+  for (const auto change : {+[](nlohmann::json& t) {
+                              t["normalizer"] = {{"type", "NFC"}};
+                            },
                             +[](nlohmann::json& t) {
                               t["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}};
                             }}) {
@@ -327,7 +330,7 @@ TEST(HfBpeTokenizer, NfcNormalizerComposesAndRefusesTextThatIsNotUtf8) {
     const HfBpeTokenizer tokenizer = HfBpeTokenizer::load(path);
     EXPECT_EQ(tokenizer.encode("e\u0301ab"), tokenizer.encode("\u00e9ab"));
     EXPECT_EQ(tokenizer.decode(tokenizer.encode("e\u0301ab")), "\u00e9ab");
-    EXPECT_EQ(tokenizer.decode(tokenizer.encode("\u1100\u1161\u11a8")), "\uac01");  // Hangul jamo compose
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode("\u1100\u1161\u11a8")), "\uac01");    // Hangul jamo compose
     EXPECT_EQ(tokenizer.decode(tokenizer.encode("\ufb01 \u212b")), "\ufb01 \u00c5");  // NFC keeps U+FB01
     EXPECT_EQ(tokenizer.decode(tokenizer.encode(std::string("a\0b", 3))), std::string("a\0b", 3));
     for (const std::string bad : {"ab\xff", "\xc3", "a\xed\xa0\x80"}) {

@@ -129,7 +129,8 @@ def make_normalized(text_path, out_dir):
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                       special_tokens=[AddedToken("<|endoftext|>", special=True, normalized=False)])
         tok.train([text_path], trainer)
-        tok.add_tokens([AddedToken(NORMALIZED_ADDED[0], normalized=True), AddedToken(NORMALIZED_ADDED[2], normalized=False)])
+        tok.add_tokens([AddedToken(NORMALIZED_ADDED[0], normalized=True),
+                        AddedToken(NORMALIZED_ADDED[2], normalized=False)])
         os.makedirs(os.path.join(out_dir, name), exist_ok=True)
         tok.save(os.path.join(out_dir, name, "tokenizer.json"))
 
@@ -167,7 +168,8 @@ def normalization_texts(shakespeare, out):
         with open(shakespeare, encoding="utf-8") as f:
             result["shakespeare"] = f.read()
     fixed = [
-        "e\u0301", "cafe\u0301 cafe\u0301s caf\u00e9", "A\u030a! \u00c5! A\u030a \u212b!", "\u1100\u1161\u11a8 \u1112\u1161\u11ab",
+        "e\u0301", "cafe\u0301 cafe\u0301s caf\u00e9", "A\u030a! \u00c5! A\u030a \u212b!",
+        "\u1100\u1161\u11a8 \u1112\u1161\u11ab",
         "\ufb01 \ufb02 \u2460 \u00b3 \u00bc \u2167 \uff21 \u3000 \u2126 \u00c5 \u0344 \u0f73",
         "a\u0323\u0301 a\u0301\u0323 q\u0307\u0323 \u1e0b\u0323 \u0958 \u05e9\u05bc\u05c1 \uf900 \U0002f800",
         "e<|endoftext|>\u0301 <|endoftext|>\u0308a \u0301", "\u0301\u0301\u0301 leading marks",
