@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utf8proc.h>
 #include <utility>
 
 #include "common/file_io.h"
+#include "common/strprintf.h"
 #include "dataloader/byte_level_bpe.h"
 
 namespace mygpt {
@@ -87,6 +90,13 @@ bool flag(const json& node, const char* key, bool fallback) {
   return it != node.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
+// The Unicode normalization forms read from a tokenizer.json's normalizer (tokenizers' NFC and NFKC).
+enum class NormalForm { nfc, nfkc };
+
+bool is_ascii(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
 }  // namespace
 
 struct HfBpeTokenizer::Impl {
@@ -96,6 +106,7 @@ struct HfBpeTokenizer::Impl {
   bpe::StringMap<int32_t> id_of_spelling;               // vocabulary strings and added tokens' contents
   bpe::StringMap<int32_t> id_of_bytes;                  // vocabulary strings in the byte alphabet, by their bytes
   std::vector<AddedToken> raw_added, normalized_added;  // the two passes tokenizers makes over the text
+  std::vector<NormalForm> normalizer;                   // applied in order; empty: none
   bool ignore_merges = false;
 
   std::mutex encode_mutex;  // guards everything below: encode() reuses it between calls
@@ -104,13 +115,52 @@ struct HfBpeTokenizer::Impl {
   std::optional<bpe::WordEncoder> words;
 
   [[noreturn]] void refuse(const std::string& what) const { throw std::invalid_argument(where + what); }
+  void read_normalizer(const json& node);
+  std::string normalized(std::string_view text) const;
   void read_pretokenizer(const json& node, bool& byte_level_seen);
   void read_model(const json& model, const json& added);
   void encode_between_added(std::string_view text, std::size_t pass, bool specials_are_text, std::vector<int32_t>& out);
+  void split_on_added(std::string_view text, std::size_t pass, bool specials_are_text, std::vector<int32_t>& out);
   void encode_pretokenized(std::string_view text, std::vector<int32_t>& out);
   void split(PretokenStep& step, const std::string& piece, std::vector<std::string>& out);
   bool is_word_character(std::string_view text, std::size_t at);
 };
+
+void HfBpeTokenizer::Impl::read_normalizer(const json& node) {
+  const std::string type = type_of(node);
+  if (node.is_null()) return;
+  if (type == "Sequence") {
+    const json& inner = node.value("normalizers", json());
+    if (!inner.is_array()) refuse("normalizer Sequence without a \"normalizers\" list");
+    for (const json& each : inner) read_normalizer(each);
+    return;
+  }
+  if (type == "NFC") {
+    normalizer.push_back(NormalForm::nfc);
+  } else if (type == "NFKC") {
+    normalizer.push_back(NormalForm::nfkc);
+  } else {
+    refuse("normalizer " + type + " is not supported (NFC, NFKC and a Sequence of them are)");
+  }
+}
+
+// tokenizers' NormalizedString::nfc()/nfkc() through utf8proc (utf8proc_NFC's flags, with a length so
+// that a NUL character is text). The text is UTF-8: encode() checked it.
+std::string HfBpeTokenizer::Impl::normalized(std::string_view text) const {
+  std::string out(text);
+  if (is_ascii(out)) return out;  // ASCII is its own NFC and NFKC
+  for (const NormalForm form : normalizer) {
+    utf8proc_uint8_t* mapped = nullptr;
+    const auto options = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE |
+                                                        (form == NormalForm::nfkc ? UTF8PROC_COMPAT : 0));
+    const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(out.data()),
+                                                 static_cast<utf8proc_ssize_t>(out.size()), &mapped, options);
+    const std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
+    if (length < 0) refuse(std::string("the normalizer cannot normalize the text: ") + utf8proc_errmsg(length));
+    out.assign(reinterpret_cast<const char*>(mapped), static_cast<std::size_t>(length));
+  }
+  return out;
+}
 
 void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_seen) {
   const std::string type = type_of(node);
@@ -246,11 +296,16 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
         has_id[id]) {
       refuse("added token " + json(a.content).dump() + " takes id " + std::to_string(id) + ", which another token has");
     }
-    place(id, a.content, "added token");
+    // Specials are matched before the normalizer and the rest after it, as tokenizers does; those matched
+    // after it are matched by their normalized content, which is also what tokenizers (0.23) decodes them
+    // to (AddedVocabulary's normalized_cache).
+    const bool after_normalizer = flag(token, "normalized", !flag(token, "special", false));
+    const std::string matched = after_normalizer ? normalized(a.content) : a.content;
+    place(id, matched, "added token");
     a.id = static_cast<int32_t>(id);
     id_of_spelling.insert_or_assign(a.content, a.id);
-    // Specials are matched before the normalizer and the rest after it, as tokenizers does.
-    (flag(token, "normalized", !flag(token, "special", false)) ? normalized_added : raw_added).push_back(std::move(a));
+    a.content = matched;
+    (after_normalizer ? normalized_added : raw_added).push_back(std::move(a));
     if (token.value("single_word", false) && !word_character) {
       // Rust regex's Unicode \w.
       word_character.emplace(R"(\A[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])", where);
@@ -277,8 +332,16 @@ void HfBpeTokenizer::Impl::encode_between_added(std::string_view text, std::size
                                                 std::vector<int32_t>& out) {
   if (pass == 2) {
     encode_pretokenized(text, out);
-    return;
+  } else if (pass == 1 && !normalizer.empty()) {
+    // tokenizers normalizes each piece the raw added tokens left, on its own, before the second pass.
+    split_on_added(normalized(text), pass, specials_are_text, out);
+  } else {
+    split_on_added(text, pass, specials_are_text, out);
   }
+}
+
+void HfBpeTokenizer::Impl::split_on_added(std::string_view text, std::size_t pass, bool specials_are_text,
+                                          std::vector<int32_t>& out) {
   const std::vector<AddedToken>& tokens = pass == 0 ? raw_added : normalized_added;
   std::array<bool, 256> starts_a_token{};  // most bytes start none: skip them without comparing
   for (const AddedToken& token : tokens) starts_a_token[static_cast<unsigned char>(token.content[0])] = true;
@@ -433,10 +496,7 @@ HfBpeTokenizer HfBpeTokenizer::load(const std::filesystem::path& tokenizer_json)
   if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) impl->refuse("no \"model\" object");
   const std::string model_type = type_of(root["model"]);
   if (model_type != "BPE") impl->refuse("model type " + model_type + " is not supported (only byte-level BPE is)");
-  const json normalizer = root.value("normalizer", json());
-  const bool no_normalizer = normalizer.is_null() || (type_of(normalizer) == "Sequence" &&
-                                                      normalizer.value("normalizers", json::array()) == json::array());
-  if (!no_normalizer) impl->refuse("normalizer " + type_of(normalizer) + " is not supported");
+  impl->read_normalizer(root.value("normalizer", json()));
   bool byte_level = false;
   const json pretokenizer = root.value("pre_tokenizer", json());
   if (!pretokenizer.is_null()) impl->read_pretokenizer(pretokenizer, byte_level);
@@ -453,6 +513,14 @@ HfBpeTokenizer HfBpeTokenizer::load(const std::filesystem::path& tokenizer_json)
 std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text, SpecialTokens specials) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
+  if (!impl_->normalizer.empty()) {
+    if (const auto bad = first_invalid_utf8(text)) {
+      impl_->refuse(
+          strprintf("its normalizer needs UTF-8 text, and byte 0x%02X at byte offset %zu of the text does "
+                    "not begin a valid UTF-8 character",
+                    static_cast<unsigned char>(text[*bad]), *bad));
+    }
+  }
   const std::lock_guard lock(impl_->encode_mutex);
   impl_->encode_between_added(text, 0, specials == SpecialTokens::as_text, ids);
   return ids;

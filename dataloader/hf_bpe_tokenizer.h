@@ -3,16 +3,21 @@
 // tokenizers are of this kind.
 //
 // What it reads: the BPE model (vocab; merges as "a b" strings or [a, b] pairs; ignore_merges;
-// unk_token), the pre-tokenizer (ByteLevel, Split with a regex or a string in any of its behaviours,
-// Digits, and a Sequence of them with the ByteLevel last), the added tokens (matched in the raw text
-// before pre-tokenization, leftmost-longest, with their lstrip/rstrip/single_word), and a ByteLevel
-// decoder. Split regexes are compiled with PCRE2, which reads Oniguruma's and Python regex's syntax for
-// what GPT-4-style patterns use (\p{L}, possessive and atomic groups, (?i:...)).
+// unk_token), the normalizer NFC (Qwen2's and Qwen3's) or NFKC, alone or in a Sequence, applied with
+// utf8proc; the pre-tokenizer (ByteLevel, Split with a regex or a string in any of its behaviours,
+// Digits, and a Sequence of them with the ByteLevel last), the added tokens (matched leftmost-longest
+// before pre-tokenization, with their lstrip/rstrip/single_word: those with normalized false in the raw
+// text, then the normalizer on each piece between them, then those with normalized true, by their
+// normalized content, in the normalized pieces, as tokenizers does), and a ByteLevel decoder. Split
+// regexes are compiled with PCRE2, which reads Oniguruma's and Python regex's syntax for what
+// GPT-4-style patterns use (\p{L}, possessive and atomic groups, (?i:...)).
 //
 // What it refuses, in one line naming the file and the part: another model type (WordPiece, Unigram,
-// WordLevel), a normalizer, any other pre-tokenizer or decoder, and BPE options that change ids in ways
-// not reproduced here (dropout, subword prefixes or suffixes, byte fallback). The post-processor (which
-// adds BOS/EOS when asked for special tokens) is not applied: the trainer places its own delimiters.
+// WordLevel), any other normalizer (NFD, NFKD, Lowercase, Replace, Prepend, Strip, BertNormalizer, ...),
+// any other pre-tokenizer or decoder, and BPE options that change ids in ways not reproduced here
+// (dropout, subword prefixes or suffixes, byte fallback). With a normalizer, text that is not UTF-8
+// (which tokenizers cannot be given) is refused by encode() in one line. The post-processor (which adds
+// BOS/EOS when asked for special tokens) is not applied: the trainer places its own delimiters.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +40,8 @@ class HfBpeTokenizer {
   // std::invalid_argument with one line naming the file.
   static HfBpeTokenizer load(const std::filesystem::path& tokenizer_json);
 
+  // Throws std::invalid_argument naming the file where the tokenizer has a normalizer and the text is
+  // not UTF-8.
   // Added tokens (special or not) in the text are their own ids, as in tokenizers. With as_text, the
   // text of a special token is encoded as ordinary text (tokenizers' encode_special_tokens = True), so
   // that untrusted text (a chat message) cannot put a control token such as <|assistant_start|> into

@@ -3,8 +3,8 @@
 # network) starts testing within a minute instead of building: the CUDA build's binary and CUDA test
 # binary (stripped), the CTest definitions of the `cuda` tests, the scripts those tests run, and the
 # runtime libraries a node with only python3 + torch lacks (Open MPI with its plugins, help texts and
-# mpirun; PMIx; hwloc; libevent; Boost.Program_options; ...). The kit holds no torch, CUDA or NCCL: its
-# gpu_env.sh finds the node's torch (scripts/torch_python.sh) and puts that torch's libraries, and the
+# mpirun; PMIx; hwloc; libevent; Boost.Program_options; PCRE2; utf8proc; ...: whatever ldd lists that the
+# node does not provide). The kit holds no torch, CUDA or NCCL: its gpu_env.sh finds the node's torch (scripts/torch_python.sh) and puts that torch's libraries, and the
 # CUDA and NCCL libraries beside it (site-packages/nvidia/*/lib), on the library path, after checking
 # that the node's torch is the version the kit was built against and that every library resolves.
 #

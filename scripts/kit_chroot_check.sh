@@ -24,7 +24,7 @@ for m in proc sys dev dev/shm; do
   mount --bind "/$m" "$root/$m" && mounted=("$root/$m" "${mounted[@]}")
 done
 trap 'for m in "${mounted[@]}"; do umount "$m"; done' EXIT
-echo "Debian packages of ours in the chroot: $(chroot "$root" dpkg -l 2>/dev/null | awk '/^ii/ {print $2}' | grep -cE 'openmpi|boost|gtest|gmock|nlohmann|pcre2-dev|pkgconf')"
+echo "Debian packages of ours in the chroot: $(chroot "$root" dpkg -l 2>/dev/null | awk '/^ii/ {print $2}' | grep -cE 'openmpi|boost|gtest|gmock|nlohmann|pcre2-dev|utf8proc|pkgconf')"
 chroot "$root" env -i HOME=/root PATH="$venv_bin:/usr/sbin:/usr/bin:/sbin:/bin" bash -c '
 cd /repo
 rm -rf /tmp/gpu-kit && tar -xzf .carry/gpu-kit/gpu-kit.tar.gz -C /tmp || exit 1

@@ -6,7 +6,7 @@
 #   - the macOS arm64 torch wheel's own headers (torch==2.11.0, macosx_11_0_arm64: no CUDA, with MPS);
 #   - Boost as Homebrew has it (1.90, from the cmeel-boost wheel: Debian's 1.74 does not compile under
 #     libc++'s C++20, which dropped std::unary_function);
-#   - nlohmann-json, GoogleTest, PCRE2 and Open MPI's mpi.h from Debian (plain, portable headers).
+#   - nlohmann-json, GoogleTest, PCRE2, utf8proc and Open MPI's mpi.h from Debian (plain, portable headers).
 # The downloads (~210 MB, three PyPI wheels) and the precompiled torch/torch.h are kept in
 # $MYGPT_MAC_CHECK_CACHE (default ~/.cache/mygpt-ddp/mac-check); later runs reuse them.
 #
@@ -81,11 +81,11 @@ export ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" ZIG_LOCAL_CACHE_DIR="$cache/zig-c
 # Debian's portable headers, one folder each, so that nothing else of /usr/include (glibc) is seen.
 others="$cache/debian-headers"
 mkdir -p "$others"
-for h in /usr/include/nlohmann /usr/include/gtest /usr/include/gmock /usr/include/pcre2.h; do
+for h in /usr/include/nlohmann /usr/include/gtest /usr/include/gmock /usr/include/pcre2.h /usr/include/utf8proc.h; do
   [[ -e $h ]] && ln -sfn "$h" "$others/${h##*/}"
 done
 mpi_inc=$(ls -d /usr/lib/*/openmpi/include 2>/dev/null | head -n 1 || true)
-for h in nlohmann gtest pcre2.h; do
+for h in nlohmann gtest pcre2.h utf8proc.h; do
   [[ -e $others/$h ]] || { say "error: /usr/include/$h is missing (scripts/setup.sh installs it)"; exit 1; }
 done
 [[ -n $mpi_inc ]] || { say "error: Open MPI's headers are missing (scripts/setup.sh installs libopenmpi-dev)"; exit 1; }

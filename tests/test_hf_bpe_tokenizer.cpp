@@ -1,6 +1,7 @@
 // Our tokenizer.json reader judged by Hugging Face `tokenizers` itself: equal ids on Tiny Shakespeare,
-// HellaSwag text and random Unicode, for GPT-2's tokenizer.json and for a GPT-4-style split pattern
-// (nanochat's), with decoding back to the text; and the refusals of what it does not read.
+// HellaSwag text and random Unicode, for GPT-2's tokenizer.json, for a GPT-4-style split pattern
+// (nanochat's) and for Unicode normalizers (Qwen's NFC), with decoding back to the text; and the refusals
+// of what it does not read.
 #include <algorithm>
 #include <gtest/gtest.h>
 
@@ -98,7 +99,9 @@ class TokenizerJsonVersusTokenizers : public ::testing::Test {
       if (round_trip) {
         EXPECT_EQ(ours.decode(ids), text) << name;
       }
-      EXPECT_EQ(ours.decode(want.ids), want.decoded) << name;
+      // decode() gives the bytes; tokenizers repairs them into UTF-8 (a normalized added token's bytes, "caf\xe9"
+      // for NFC's "café" spelled in the byte alphabet, need it).
+      EXPECT_EQ(with_invalid_utf8_replaced(ours.decode(want.ids)), want.decoded) << name;
     }
     EXPECT_EQ(mismatches, 0);
   }
@@ -177,6 +180,44 @@ TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgno
     ++compared;
   }
   EXPECT_EQ(compared, 8);
+}
+
+// A Unicode normalizer (Qwen2/Qwen3's tokenizer.json has NFC), judged by tokenizers on tokenizers it trained
+// itself: NFC with Qwen2's Split pattern, NFKC, and Sequence([NFC]) with GPT-2's ByteLevel; on Shakespeare,
+// decomposed and compatibility characters, combining marks and Hangul jamo in random order, and random code
+// points (tokenizer_reference.py's normalization-texts: only those whose normalization tokenizers' Unicode 9
+// tables and utf8proc's Unicode 15 agree on). Each has added tokens matched on the raw text and on the
+// normalized text, with content that is not NFC.
+TEST_F(TokenizerJsonVersusTokenizers, UnicodeNormalizersAsQwensNfc) {
+  const fs::path made = dir_.path() / "normalized", texts = dir_.path() / "normalization_texts.json";
+  ASSERT_FALSE(run_python_json(kScript, {"make-normalized", (kData / "tinyshakespeare.txt").string(), made.string()},
+                               dir_.path())
+                   .is_null());
+  ASSERT_FALSE(run_python_json(kScript,
+                               {"normalization-texts", (kData / "tinyshakespeare.txt").string(), texts.string()},
+                               dir_.path())
+                   .is_null());
+  std::map<std::string, std::string> named;
+  const auto parsed = nlohmann::json::parse(read_whole_file(texts, "test"));
+  for (auto& [name, text] : parsed.items()) named[name] = text.get<std::string>();
+  ASSERT_GT(named.size(), 500u);
+  for (const std::string kind : {"nfc", "nfkc", "sequence_nfc"}) {
+    SCOPED_TRACE(kind);
+    const fs::path path = made / kind / "tokenizer.json";
+    const HfBpeTokenizer ours = HfBpeTokenizer::load(path);
+    // Decoding gives the normalized text, not the text: what tokenizers decodes is compared instead.
+    const auto answers = reference("encode", path, texts);
+    expect_same_as(ours, answers, named, /*round_trip=*/false);
+    expect_same_as(ours, reference("encode-specials-as-text", path, texts), named, /*round_trip=*/false,
+                   HfBpeTokenizer::SpecialTokens::as_text);
+    // The added token "cafe\u0301" is matched by its NFC form, and "A\u030a!" only as it is spelled.
+    const int32_t cafe = *ours.token_id("cafe\u0301"), angstrom = *ours.token_id("A\u030a!");
+    EXPECT_EQ(ours.encode("caf\u00e9"), std::vector<int32_t>{cafe});
+    EXPECT_EQ(ours.encode("A\u030a!"), std::vector<int32_t>{angstrom});
+    EXPECT_NE(ours.encode("\u00c5!"), std::vector<int32_t>{angstrom});
+    EXPECT_EQ(ours.decode(ours.encode("e\u0301")), "\u00e9");
+    EXPECT_EQ(ours.decode(ours.encode("\ufb01")), kind == "nfkc" ? "fi" : "\ufb01");  // a compatibility character
+  }
 }
 
 // What export writes for a GPT-2-tokenizer model, judged by tokenizers as the files it reads.
@@ -275,6 +316,31 @@ TEST(HfBpeTokenizer, AFolderIsTheHfKindAndItsConfigNamesTheDocumentDelimiter) {
   EXPECT_EQ(parse_tokenizer_kind("hf"), TokenizerKind::hf);
 }
 
+// Without the Python reference: NFC composes before the BPE sees the text, a Sequence of NFC is NFC, and text
+// that is not UTF-8 (which tokenizers cannot be given either) is one line naming the file.
+TEST(HfBpeTokenizer, NfcNormalizerComposesAndRefusesTextThatIsNotUtf8) {
+  ScratchDir dir;
+  for (const auto change : {+[](nlohmann::json& t) {
+                              t["normalizer"] = {{"type", "NFC"}};
+                            },
+                            +[](nlohmann::json& t) {
+                              t["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}};
+                            }}) {
+    const auto path = tiny_tokenizer_json(dir, "nfc", change);
+    const HfBpeTokenizer tokenizer = HfBpeTokenizer::load(path);
+    EXPECT_EQ(tokenizer.encode("e\u0301ab"), tokenizer.encode("\u00e9ab"));
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode("e\u0301ab")), "\u00e9ab");
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode("\u1100\u1161\u11a8")), "\uac01");    // Hangul jamo compose
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode("\ufb01 \u212b")), "\ufb01 \u00c5");  // NFC keeps U+FB01
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode(std::string("a\0b", 3))), std::string("a\0b", 3));
+    for (const std::string bad : {"ab\xff", "\xc3", "a\xed\xa0\x80"}) {
+      const std::string message = invalid_argument_message([&] { tokenizer.encode(bad); });
+      EXPECT_NE(message.find(path.string() + ": its normalizer needs UTF-8 text"), std::string::npos) << message;
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
   ScratchDir dir;
   const std::vector<std::pair<void (*)(nlohmann::json&), std::string>> cases = {
@@ -285,9 +351,21 @@ TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
        "model type Unigram is not supported"},
       {[](nlohmann::json& t) { t["model"]["type"] = "WordLevel"; }, "model type WordLevel is not supported"},
       {[](nlohmann::json& t) {
-         t["normalizer"] = {{"type", "NFC"}};
+         t["normalizer"] = {{"type", "NFD"}};
        },
-       "normalizer NFC is not supported"},
+       "normalizer NFD is not supported"},
+      {[](nlohmann::json& t) {
+         t["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
+       },
+       "normalizer Lowercase is not supported"},
+      {[](nlohmann::json& t) {
+         t["normalizer"] = {{"type", "BertNormalizer"}, {"lowercase", true}};
+       },
+       "normalizer BertNormalizer is not supported"},
+      {[](nlohmann::json& t) {
+         t["normalizer"] = {{"type", "Sequence"}};
+       },
+       "normalizer Sequence without a \"normalizers\" list"},
       {[](nlohmann::json& t) {
          t["pre_tokenizer"] = {{"type", "Metaspace"}};
        },

@@ -8,7 +8,15 @@
   variants GPT4_DIR OUT_DIR         that tokenizer with other pre-tokenizers (each Split behaviour, Digits,
                                     ByteLevel's prefix space and regex), added tokens with lstrip, rstrip and
                                     single_word, and ignore_merges: OUT_DIR/<name>/tokenizer.json
+  make-normalized TEXT OUT_DIR     small BPEs trained on TEXT with a Unicode normalizer, as Qwen2/Qwen3's
+                                    tokenizer.json has one: OUT_DIR/nfc (NFC, Qwen2's Split pattern and
+                                    ByteLevel(use_regex=False)), OUT_DIR/nfkc (the same with NFKC) and
+                                    OUT_DIR/sequence_nfc (Sequence([NFC]) with GPT-2's ByteLevel); each with
+                                    added tokens matched on the raw text and on the normalized text
   texts SHAKESPEARE HELLASWAG OUT  the texts the test compares on (real text and random Unicode), as JSON
+  normalization-texts SHAKESPEARE OUT  texts for the normalizers: Shakespeare, decomposed and compatibility
+                                    characters, random strings of combining marks, Hangul jamo, and random
+                                    code points whose normalization Unicode 9 and 15 agree on
   encode TOKENIZER_JSON TEXTS OUT  tokenizers' ids (add_special_tokens=False) and decoded text of each text
   encode-specials-as-text ...      the same with encode_special_tokens = True (special tokens' text is text)
   auto DIR TEXTS OUT               the same through transformers' AutoTokenizer.from_pretrained(DIR)
@@ -93,6 +101,107 @@ def variants(gpt4_dir, out_dir):
                 json.dump(data, f, ensure_ascii=False)
 
 
+# Qwen2's (and Qwen3's) pre-tokenizer pattern, from their tokenizer.json.
+QWEN2 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+# Added tokens of the normalized tokenizers: a special one matched on the raw text (as Qwen's), one matched on
+# the normalized text whose content is not NFC (tokenizers matches its NFC form), and one matched on the raw
+# text whose content is not NFC (only its decomposed spelling matches).
+NORMALIZED_ADDED = ["cafe\u0301", "<|endoftext|>", "A\u030a!"]
+
+
+def make_normalized(text_path, out_dir):
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    qwen_style = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(pattern=Regex(QWEN2), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    kinds = {
+        "nfc": (normalizers.NFC(), qwen_style),
+        "nfkc": (normalizers.NFKC(), qwen_style),
+        "sequence_nfc": (normalizers.Sequence([normalizers.NFC()]), pre_tokenizers.ByteLevel(add_prefix_space=False)),
+    }
+    for name, (normalizer, pre_tokenizer) in kinds.items():
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre_tokenizer
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=1024, show_progress=False, min_frequency=0,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      special_tokens=[AddedToken("<|endoftext|>", special=True, normalized=False)])
+        tok.train([text_path], trainer)
+        tok.add_tokens([AddedToken(NORMALIZED_ADDED[0], normalized=True),
+                        AddedToken(NORMALIZED_ADDED[2], normalized=False)])
+        os.makedirs(os.path.join(out_dir, name), exist_ok=True)
+        tok.save(os.path.join(out_dir, name, "tokenizer.json"))
+
+
+def stable_code_points():
+    """Code points whose NFC and NFKC are the same under Unicode 9.0 (the tables of tokenizers'
+    unicode-normalization-alignments crate) and Unicode 15.0 (utf8proc 2.8): those assigned by Unicode 3.2
+    (Python's unicodedata.ucd_3_2_0, the oldest database it has; a character's decomposition and combining
+    class never change once assigned), and later ones that take no part in normalization (no decomposition,
+    combining class 0, in no decomposition), judged by Python's own database. Characters Python's database
+    does not know are left out: utf8proc's newer Unicode may assign them a combining class or a composition
+    that the crate's Unicode 9 tables lack (U+1DFA, U+11938 differ so)."""
+    import unicodedata
+    old = unicodedata.ucd_3_2_0
+    in_decompositions = set()
+    for cp in range(0x110000):
+        d = unicodedata.decomposition(chr(cp))
+        if d:
+            in_decompositions.update(int(x, 16) for x in d.split() if not x.startswith("<"))
+    stable = []
+    for cp in range(0x110000):
+        c = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF or unicodedata.category(c) == "Cn":
+            continue
+        if old.category(c) != "Cn" or (unicodedata.combining(c) == 0 and not unicodedata.decomposition(c)
+                                          and cp not in in_decompositions):
+            stable.append(c)
+    return stable
+
+
+def normalization_texts(shakespeare, out):
+    rng = random.Random(37)
+    result = {}
+    if os.path.exists(shakespeare):
+        with open(shakespeare, encoding="utf-8") as f:
+            result["shakespeare"] = f.read()
+    fixed = [
+        "e\u0301", "cafe\u0301 cafe\u0301s caf\u00e9", "A\u030a! \u00c5! A\u030a \u212b!",
+        "\u1100\u1161\u11a8 \u1112\u1161\u11ab",
+        "\ufb01 \ufb02 \u2460 \u00b3 \u00bc \u2167 \uff21 \u3000 \u2126 \u00c5 \u0344 \u0f73",
+        "a\u0323\u0301 a\u0301\u0323 q\u0307\u0323 \u1e0b\u0323 \u0958 \u05e9\u05bc\u05c1 \uf900 \U0002f800",
+        "e<|endoftext|>\u0301 <|endoftext|>\u0308a \u0301", "\u0301\u0301\u0301 leading marks",
+        "Z\u0335\u0357\u0341\u0315\u0358\u035c\u0361\u0322\u0327\u0328 zalgo",
+    ]
+    for i, text in enumerate(fixed):
+        result[f"fixed {i}"] = text
+    marks = [chr(c) for c in range(0x0300, 0x0370)] + ["\u0591", "\u05b0", "\u05bc", "\u05c1", "\u093c", "\u094d",
+                                                       "\u3099", "\u309a", "\u0e38", "\u0f71", "\u0f72", "\u0f74"]
+    bases = list("aeiouAEIOUcnsyzwCNSYZ \u0915\u0926\u3046\u304b\u30cf\u05d0\u05e9\u0e01\u0f40\u03b1\u03c9\u0438")
+    jamo = [chr(c) for c in list(range(0x1100, 0x1113)) + list(range(0x1161, 0x1176)) + list(range(0x11a8, 0x11c3))]
+    for i in range(150):
+        out_chars = []
+        for _ in range(rng.randint(1, 40)):
+            r = rng.random()
+            pool = marks if r < 0.4 else jamo if r < 0.6 else bases
+            out_chars.append(rng.choice(pool))
+        result[f"marks {i}"] = "".join(out_chars)
+    for i in range(150):
+        result[f"pools {i}"] = random_unicode(rng, rng.randint(1, 60)) + rng.choice(NORMALIZED_ADDED)
+    # Most from below U+3400 (the alphabets, their combining marks, symbols; CJK and the private use planes
+    # would otherwise be nearly every draw).
+    stable = stable_code_points()
+    below_cjk = [c for c in stable if ord(c) < 0x3400]
+    for i in range(200):
+        result[f"code points {i}"] = "".join(
+            " " if r < 0.15 else rng.choice(below_cjk if r < 0.8 else stable)
+            for r in (rng.random() for _ in range(rng.randint(1, 40))))
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=False)
+
+
 def random_unicode(rng, length):
     pools = [
         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", " ", "  \t", "\n", "\r\n",
@@ -147,8 +256,12 @@ def main():
         make_gpt4(*args)
     elif mode == "variants":
         variants(*args)
+    elif mode == "make-normalized":
+        make_normalized(*args)
     elif mode == "texts":
         texts(*args)
+    elif mode == "normalization-texts":
+        normalization_texts(*args)
     elif mode in ("encode", "encode-specials-as-text"):
         from tokenizers import Tokenizer
         tok = Tokenizer.from_file(args[0])
