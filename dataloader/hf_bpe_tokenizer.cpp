@@ -219,6 +219,9 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
   const json& vocab = model.value("vocab", json());
   const json& merges = model.value("merges", json());
   if (!vocab.is_object() || !merges.is_array()) refuse("the BPE model needs a \"vocab\" object and a \"merges\" list");
+  // tokenizers loads an empty vocab and tokenizes every text to nothing; prepare then failed with "all 0 tokens
+  // went to validation", naming neither the file nor the cause.
+  if (vocab.empty()) refuse("the BPE model's vocab is empty (every text would tokenize to nothing)");
   const auto place = [&](int64_t id, const std::string& spelling, const std::string& what) {
     if (id < 0 || id >= (int64_t{1} << 31) - 1)
       refuse(what + " " + json(spelling).dump() + " has id " + std::to_string(id));

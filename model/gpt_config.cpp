@@ -1,6 +1,7 @@
 #include "model/gpt_config.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -144,6 +145,11 @@ std::optional<double> parse_logit_softcap(const std::string& text) {
   if (used != text.size() || text.empty() || !std::isfinite(cap) || cap <= 0.0) {
     throw std::invalid_argument("logit soft-cap must be a positive number or none, got '" + text + "'");
   }
+  // The cap is applied to fp32 (or 16-bit) logits: one beyond float's range becomes inf there and every
+  // loss NaN (issue 41's audit: --logit-softcap 1e40 trained with every step skipped).
+  if (cap > static_cast<double>(FLT_MAX)) {
+    throw std::invalid_argument("logit soft-cap must be at most 3.4e38 (float32's largest number), got '" + text + "'");
+  }
   return cap;
 }
 
@@ -205,8 +211,9 @@ void GptConfig::validate() const {
     throw std::invalid_argument("norm_eps must be in (0, 1), got " + number_text(norm_eps));
   }
   if (mlp_hidden < 0) throw std::invalid_argument("mlp_hidden must be positive, got " + std::to_string(mlp_hidden));
-  if (logit_softcap && !(*logit_softcap > 0.0 && std::isfinite(*logit_softcap))) {
-    throw std::invalid_argument("logit soft-cap must be positive, got " + number_text(*logit_softcap));
+  if (logit_softcap && !(*logit_softcap > 0.0 && *logit_softcap <= static_cast<double>(FLT_MAX))) {
+    throw std::invalid_argument("logit soft-cap must be positive and at most 3.4e38 (float32's largest number), got " +
+                                number_text(*logit_softcap));
   }
   if (!(dropout >= 0.0 && dropout < 1.0)) {
     throw std::invalid_argument("dropout must be in [0, 1), got " + std::to_string(dropout));

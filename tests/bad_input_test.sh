@@ -64,6 +64,13 @@ open("hs_bad.jsonl", "w").write('{"ctx": "a", "endings": ["b"]}\nnot json\n')
 open("hs_empty.jsonl", "w").write("")
 open("docs_notext.jsonl", "w").write('{"text": "fine"}\n{"body": "no text"}\n')
 open("docs_badjson.jsonl", "w").write('{"text": "fine"}\n{"text": \n')
+# A byte-level BPE tokenizer.json whose vocab is empty: tokenizers loads it and tokenizes any text to nothing.
+import os
+os.makedirs("tok_empty_vocab", exist_ok=True)
+json.dump({"version": "1.0", "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+           "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}, "merges": []}},
+          open("tok_empty_vocab/tokenizer.json", "w"))
 open("cfg_unknown.cfg", "w").write("bogus-option = 3\n")
 open("cfg_badvalue.cfg", "w").write("steps = many\n")
 open("cfg_negative.cfg", "w").write("lr = -1\n")
@@ -275,6 +282,11 @@ bad prep_notext "docs_notext.jsonl' line 2 has no \"text\" string" prepare --inp
 bad prep_badjson "docs_badjson.jsonl' line 2" prepare --input docs_badjson.jsonl --out out_prep_badjson --tokenizer char
 bad prep_gpt2_no_vocab "--tokenizer gpt2 needs --vocab" prepare --input text.txt --out out_prep_gpt2_no_vocab
 bad prep_hf_no_vocab "--tokenizer hf needs --vocab" prepare --input text.txt --out out_prep_hf_no_vocab --tokenizer hf
+# It failed as "all 0 tokens went to validation: lower --val-tokens" (train: "the training split is empty").
+bad prep_hf_empty_vocab "tok_empty_vocab/tokenizer.json: the BPE model's vocab is empty" prepare --input text.txt \
+  --out out_prep_hf_empty_vocab --vocab tok_empty_vocab
+bad train_hf_empty_vocab "tok_empty_vocab/tokenizer.json: the BPE model's vocab is empty" train text.txt \
+  --vocab tok_empty_vocab "${TINY[@]}" --out out_train_hf_empty_vocab
 bad prep_out_file "--out 'a_file'" prepare --input text.txt --out a_file --tokenizer char
 bad prep_shard_zero "--shard-tokens" prepare --input text.txt --out out_prep_shard_zero --tokenizer char --shard-tokens 0
 bad prep_no_input "--input" prepare --out out_prep_no_input --tokenizer char
@@ -287,6 +299,11 @@ bad plan_kv_heads "n_kv_head \(3\) does not divide n_head \(4\)" plan --preset l
 bad plan_rotary_odd "rotary positions need an even head size, got 15" plan --preset llama-small --n-embd 60
 bad plan_softcap_zero "--logit-softcap: logit soft-cap must be a positive number or none" plan --logit-softcap 0
 bad plan_softcap_negative "--logit-softcap: logit soft-cap must be a positive number or none" plan --logit-softcap=-3
+# Finite as a double, inf as the fp32 logits' float: every loss was NaN and every step skipped.
+bad plan_softcap_beyond_float "--logit-softcap: logit soft-cap must be at most 3.4e38 \(float32's largest number\), got '1e40'" \
+  plan --logit-softcap 1e40
+bad train_softcap_beyond_float "--logit-softcap: logit soft-cap must be at most 3.4e38" train text.txt "${TINY[@]}" \
+  --logit-softcap 1e40 --out out_train_softcap_beyond_float
 bad plan_mlp_unknown "--mlp: unknown mlp .geglu." plan --mlp geglu
 bad plan_nanochat_depth "unknown preset 'nanochat-d0'" plan --preset nanochat-d0
 bad plan_init_missing "checkpoint 'absent.safetensors' does not exist" plan --init-from absent.safetensors
