@@ -8,16 +8,19 @@
 // tokenizer: its vocabulary goes to char_vocab.txt, which our own commands read back.
 //
 // The folder appears whole or not at all: it is written under a temporary name beside --out and
-// renamed into place. Writing into a folder that already has files takes --overwrite, and then
+// renamed into place (an --out that is an empty folder already, perhaps a mount point, gets it inside,
+// and the files move up, config.json last). Writing into a folder that already has files takes --overwrite, and then
 // replaces only the files a model folder consists of (config.json first out, last in).
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <vector>
 
 #include "common/file_io.h"
 #include "common/folder_claim.h"
@@ -119,6 +122,17 @@ class TemporaryFolder {
   TemporaryFolder& operator=(const TemporaryFolder&) = delete;
   const fs::path& path() const { return path_; }
   void publish_as(const fs::path& target) {
+    if (path_.parent_path() == target) {
+      // Staged inside the (empty) target: its files move up, config.json last, as a loader looks for it.
+      std::vector<fs::path> files;
+      for (const auto& entry : fs::directory_iterator(path_)) files.push_back(entry.path());
+      std::stable_partition(files.begin(), files.end(), [](const fs::path& p) { return p.filename() != "config.json"; });
+      for (const fs::path& file : files) fs::rename(file, target / file.filename());
+      fs::remove(path_);
+      published_ = true;
+      sync_directory(target);
+      return;
+    }
     fs::rename(path_, target);  // replaces an empty folder
     published_ = true;
     sync_directory(fs::absolute(target).parent_path());
@@ -154,7 +168,12 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   fs::path folder = out, target = fs::absolute(out).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();  // "dir/"
   const std::string what = "--out '" + out.string() + "'";
-  if (fresh) {
+  if (fresh && fs::exists(out, ec)) {
+    // An empty folder that exists may be a mount point (a container's volume), which no rename can
+    // replace: the model is staged inside it, on its filesystem, and its files move up when whole.
+    staging.emplace(target / strprintf(".export.%d", static_cast<int>(::getpid())), what);
+    folder = staging->path();
+  } else if (fresh) {
     create_output_directory(target.parent_path(), "--out's parent folder");
     const std::string hidden = strprintf(".%s.export.%d", target.filename().c_str(), static_cast<int>(::getpid()));
     staging.emplace(target.parent_path() / hidden, what);

@@ -330,8 +330,8 @@ void load_hf_weights(const HfFolder& folder, Gpt& model) {
     const torch::Tensor embedding = model->wte->weight.narrow(0, 0, vocab_size);
     if (!torch::equal(stored_view(*head).to(embedding.device(), embedding.scalar_type()), embedding)) {
       throw std::invalid_argument(head->label() +
-                                  " differs from the token embedding, but config.json ties them (an untied output "
-                                  "head is not supported here)");
+                                  " differs from the token embedding, but config.json ties them "
+                                  "(tie_word_embeddings)");
     }
   }
 }

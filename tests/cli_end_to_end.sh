@@ -122,6 +122,14 @@ fi
 if expect_ok old_name_export export --checkpoint "$OLD_CKPT" --out "$WORK/old_name_hf"; then
   check "export --checkpoint ckpt_00000002.pt writes a model folder" test -s "$WORK/old_name_hf/model.safetensors"
 fi
+# An --out that exists and is empty (a container's volume is such a folder, and no rename can replace a
+# mount point): the model is staged inside it and its files move up.
+mkdir -p "$WORK/empty_hf"
+if expect_ok empty_out_export export --checkpoint "$OLD_CKPT" --out "$WORK/empty_hf"; then
+  check "export into an existing empty folder writes config.json and the weights there" \
+    test -s "$WORK/empty_hf/config.json" -a -s "$WORK/empty_hf/model.safetensors"
+  check "... and leaves no staging folder in it" test -z "$(find "$WORK/empty_hf" -name '.export*')"
+fi
 
 # ------------------------------------------------------------------------------------------------
 echo "== help"
