@@ -202,7 +202,8 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
   const auto behavior = behaviors.find(node.value("behavior", std::string("(none)")));
   if (behavior == behaviors.end())
     refuse("Split pre_tokenizer with an unknown behavior " + node.value("behavior", json()).dump());
-  steps.push_back(PretokenStep{bpe::PretokenPattern(regex, where), behavior->second, flag(node, "invert", false)});
+  steps.push_back(PretokenStep{bpe::PretokenPattern(regex, where + "pre_tokenizer Split"), behavior->second,
+                               flag(node, "invert", false)});
 }
 
 void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {

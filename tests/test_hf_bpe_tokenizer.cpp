@@ -383,7 +383,7 @@ TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
       {[](nlohmann::json& t) {
          t["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
        },
-       "split pattern does not compile"},
+       "tokenizer.json: pre_tokenizer Split: split pattern does not compile"},
       {[](nlohmann::json& t) {
          t["decoder"] = {{"type", "WordPiece"}};
        },
