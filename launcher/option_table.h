@@ -534,6 +534,16 @@ inline std::function<void(const std::string&, const double&)> in_range(double lo
     }
   };
 }
+// lo < v < hi, both ends open (NaN fails too).
+inline std::function<void(const std::string&, const double&)> in_open_range(double lo, double hi) {
+  return [=](const std::string& flag, const double& v) {
+    if (!(v > lo && v < hi)) {
+      throw std::invalid_argument("--" + flag + " must be above " + option_detail::number_text(lo) +
+                                  (std::isinf(hi) ? "" : " and below " + option_detail::number_text(hi)) + ", got " +
+                                  option_detail::number_text(v));
+    }
+  };
+}
 inline void not_empty(const std::string& flag, const std::string& v) {
   if (v.empty()) throw std::invalid_argument("--" + flag + " must not be empty");
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
@@ -123,6 +124,7 @@ OptionTable<TrainFlags> make_table() {
       .check(family_choice(parse_positions))
       .read_by(kPlanCommand);
   t.add("rope-theta", &F::model, &M::rope_theta, "rotary base (rotary positions; nanochat and Llama 2: 10000)")
+      .check(in_open_range(1, std::numeric_limits<double>::infinity()))
       .read_by(kPlanCommand);
   t.add("norm", &F::model, &M::norm, "normalization: layernorm (GPT-2) or rmsnorm")
       .check(family_choice(parse_norm))
@@ -130,6 +132,7 @@ OptionTable<TrainFlags> make_table() {
   t.add("norm-weight", &F::model, &M::norm_weight, "a learned gain in every norm (nanochat: false)")
       .read_by(kPlanCommand);
   t.add("norm-eps", &F::model, &M::norm_eps, "the norms' epsilon (GPT-2: 1e-5, nanochat: 1e-6)")
+      .check(in_open_range(0, 1))
       .read_by(kPlanCommand);
   t.add("embedding-norm", &F::model, &M::embedding_norm, "a norm right after the token embedding (nanochat)")
       .read_by(kPlanCommand);

@@ -304,6 +304,9 @@ bad plan_softcap_beyond_float "--logit-softcap: logit soft-cap must be at most 3
   plan --logit-softcap 1e40
 bad train_softcap_beyond_float "--logit-softcap: logit soft-cap must be at most 3.4e38" train text.txt "${TINY[@]}" \
   --logit-softcap 1e40 --out out_train_softcap_beyond_float
+# Named by the flag, not by the config field it sets.
+bad plan_rope_theta_zero "--rope-theta must be above 1, got 0" plan --preset llama-small --rope-theta 0
+bad plan_norm_eps_zero "--norm-eps must be above 0 and below 1, got 0" plan --norm-eps 0
 bad plan_mlp_unknown "--mlp: unknown mlp .geglu." plan --mlp geglu
 bad plan_nanochat_depth "unknown preset 'nanochat-d0'" plan --preset nanochat-d0
 bad plan_init_missing "checkpoint 'absent.safetensors' does not exist" plan --init-from absent.safetensors
