@@ -9,8 +9,8 @@
 //
 // The folder appears whole or not at all: it is written under a temporary name beside --out and
 // renamed into place (an --out that is an empty folder already, perhaps a mount point, gets it inside,
-// and the files move up, config.json last). Writing into a folder that already has files takes --overwrite, and then
-// replaces only the files a model folder consists of (config.json first out, last in).
+// and the files move up, config.json last). Writing into a folder that already has files takes
+// --overwrite, and then replaces only the files a model folder consists of (config.json first out, last in).
 #include <unistd.h>
 
 #include <algorithm>
@@ -148,10 +148,11 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   const fs::path out = *f.out;
   if (out.empty()) throw std::invalid_argument("--out is empty: give the folder to write the Hugging Face model to");
   std::error_code ec;
-  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+  const bool out_exists = fs::exists(out, ec);
+  if (out_exists && !fs::is_directory(out, ec)) {
     throw std::invalid_argument("--out '" + out.string() + "' is a file, not a folder");
   }
-  const bool fresh = !fs::exists(out, ec) || is_empty_folder(out);
+  const bool fresh = !out_exists || is_empty_folder(out);
   if (!fresh && !f.overwrite) {
     throw std::invalid_argument("--out '" + out.string() +
                                 "' is not empty: choose a new folder, or give --overwrite to replace the model "
@@ -168,7 +169,7 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   fs::path folder = out, target = fs::absolute(out).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();  // "dir/"
   const std::string what = "--out '" + out.string() + "'";
-  if (fresh && fs::exists(out, ec)) {
+  if (fresh && out_exists) {
     // An empty folder that exists may be a mount point (a container's volume), which no rename can
     // replace: the model is staged inside it, on its filesystem, and its files move up when whole.
     staging.emplace(target / strprintf(".export.%d", static_cast<int>(::getpid())), what);

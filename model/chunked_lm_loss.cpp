@@ -87,8 +87,8 @@ torch::Tensor chunk_losses_cpu(const torch::Tensor& logits_cast, const torch::Te
   return logits.to(logits_cast.scalar_type());
 }
 
-// The same by ATen ops, on other devices and in fp64: fp32 logits whose exp is computed once and reused as the softmax, then turned in place
-// into (softmax - onehot) / N.
+// The same by ATen ops, on other devices and in fp64: fp32 logits whose exp is computed once and reused
+// as the softmax, then turned in place into (softmax - onehot) / N.
 // With a soft-cap the logits are cap * tanh(z / cap) of the head's z, and the gradient with respect
 // to z is that with respect to the capped logits times 1 - tanh^2.
 torch::Tensor chunk_losses_aten(const torch::Tensor& logits_cast, const torch::Tensor& targets, torch::Tensor losses,
