@@ -19,6 +19,7 @@
 #include "launcher/memory_reuse.h"
 #include "launcher/run_course.h"
 #include "model/attention_backend.h"
+#include "model/layer_norm_cuda.h"
 #include "model/lm_loss_cuda.h"
 #include "model/new_token_rows.h"
 #include "model/sampling.h"
@@ -208,6 +209,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
     }
   }
   if (flags.gave("cuda-loss-kernel") && options.cuda_loss_kernel) cuda_only_flags.push_back("--cuda-loss-kernel");
+  if (flags.gave("cuda-norm-kernel") && options.cuda_norm_kernel) cuda_only_flags.push_back("--cuda-norm-kernel");
   refuse_cuda_only_flags(device, cuda_only_flags);
   if (options.peak_tflops == 0 && device.is_cuda()) options.peak_tflops = known_peak_tflops(device_name(device));
   require_memory_for_run(model_config, options, comm.world_size(), device,
@@ -273,6 +275,12 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   }
   parts.model->set_loss_options(
       {.chunk_rows = options.loss_chunk_rows, .cuda_kernel = options.cuda_loss_kernel && !kernel_missing});
+  const bool norm_kernel_missing = options.cuda_norm_kernel && device.is_cuda() && !layer_norm_cuda_kernel_built();
+  if (norm_kernel_missing && flags.gave("cuda-norm-kernel")) {
+    throw std::invalid_argument("--cuda-norm-kernel: this binary was built without nvcc, so it has no CUDA LayerNorm "
+                                "kernel");
+  }
+  parts.model->set_cuda_norm_kernel(options.cuda_norm_kernel && device.is_cuda() && !norm_kernel_missing);
   prefer_attention_backend(options.attention, device);
   parts.model->set_recompute(options.recompute);
   parts.model->to(device);

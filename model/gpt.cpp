@@ -1,5 +1,7 @@
 #include "model/gpt.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -7,6 +9,7 @@
 
 #include "model/decode_linear.h"
 #include "model/gelu_tanh_cpu.h"
+#include "model/layer_norm_cuda.h"
 
 namespace mygpt {
 namespace {
@@ -70,13 +73,32 @@ NormImpl::NormImpl(int64_t width, const GptConfig& config)
 }
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
-  if (kind_ == NormKind::layernorm) return torch::layer_norm(x, {width_}, weight, bias, eps_);
+  if (kind_ == NormKind::layernorm) {
+    // Under autocast ATen's LayerNorm runs in fp32 and the matmul after it casts the output to 16 bits;
+    // the kernel writes those 16 bits directly (the same values to fp32 rounding).
+    if (cuda_kernel && x.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA)) {
+      const at::ScalarType type = at::autocast::get_autocast_dtype(at::kCUDA);
+      if (layer_norm_cuda_applies(x, weight, bias, type)) return layer_norm_cuda_lowp(x, weight, bias, eps_, type);
+    }
+    return torch::layer_norm(x, {width_}, weight, bias, eps_);
+  }
   // x * rsqrt(mean(x^2) + eps) * weight, computed in fp32 and returned in x's dtype, as transformers'
   // LlamaRMSNorm / NanoChatRMSNorm compute it.
   const auto x32 = x.to(torch::kFloat);
   auto y = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
   if (weight.defined()) return weight * y.to(x.scalar_type());
   return y.to(x.scalar_type());
+}
+
+std::pair<torch::Tensor, torch::Tensor> NormImpl::add_then_forward(const torch::Tensor& x, const torch::Tensor& branch) {
+  if (kind_ == NormKind::layernorm && cuda_kernel && x.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA)) {
+    const at::ScalarType type = at::autocast::get_autocast_dtype(at::kCUDA);
+    if (branch.scalar_type() == type && branch.sizes() == x.sizes() && layer_norm_cuda_applies(x, weight, bias, type)) {
+      return add_layer_norm_cuda_lowp(x, branch, weight, bias, eps_, type);
+    }
+  }
+  auto sum = x + branch;
+  return {sum, forward(sum)};
 }
 
 RotaryAngles rotary_angles(const GptConfig& config, const torch::Tensor& positions) {
@@ -213,8 +235,8 @@ BlockImpl::BlockImpl(const GptConfig& config, WeightInit init) {
 
 torch::Tensor BlockImpl::forward(torch::Tensor x, const RotaryAngles& rope) {
   auto whole = [this, rope](const torch::Tensor& in) {
-    auto x = in + attn(ln_1(in), rope);
-    return x + mlp(ln_2(x));
+    auto [x, h] = ln_2->add_then_forward(in, attn(ln_1(in), rope));  // x = in + attn(...), h = ln_2(x)
+    return x + mlp(h);
   };
   switch (recompute) {
     case Recompute::block:
@@ -388,6 +410,12 @@ torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tenso
 
 void GptImpl::set_recompute(Recompute mode) {
   for (const auto& block : *h) block->as<BlockImpl>()->recompute = mode;
+}
+
+void GptImpl::set_cuda_norm_kernel(bool enabled) {
+  for (auto& module : modules()) {
+    if (auto* norm = module->as<NormImpl>()) norm->cuda_kernel = enabled;
+  }
 }
 
 int64_t GptImpl::num_parameters() const {

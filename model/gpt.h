@@ -30,8 +30,14 @@ class NormImpl : public torch::nn::Module {
  public:
   NormImpl(int64_t width, const GptConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
+  // (x + branch, forward(x + branch)): a residual add and the norm after it, fused on CUDA where
+  // cuda_kernel applies, the same two ops otherwise.
+  std::pair<torch::Tensor, torch::Tensor> add_then_forward(const torch::Tensor& x, const torch::Tensor& branch);
 
   torch::Tensor weight, bias;  // undefined when the config has none
+  // A LayerNorm with weight and bias, on CUDA under 16-bit autocast, runs our kernels
+  // (model/layer_norm_cuda.h) and returns the autocast dtype; set through GptImpl::set_cuda_norm_kernel.
+  bool cuda_kernel = false;
 
  private:
   int64_t width_;
@@ -148,6 +154,8 @@ class GptImpl : public torch::nn::Module {
   // What each block recomputes in backward instead of keeping (model/activation_recompute.h): less
   // memory for activations, one more forward of that part. Training only; a runtime setting too.
   void set_recompute(Recompute mode);
+  // Every LayerNorm's CUDA kernel under 16-bit autocast (NormImpl::cuda_kernel); a runtime setting.
+  void set_cuda_norm_kernel(bool enabled);
 
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const;

@@ -9,8 +9,8 @@
 #             path with one rank); 2+ GPUs: a stalled peer must end the job
 #   memcheck  compute-sanitizer memcheck on a few steps, judged by its ERROR SUMMARY
 #   bench     scripts/bench_gpt2_gpu.sh (GPT-2 124M against PyTorch eager and torch.compile; minutes)
-#   profile   a profiler trace of 3 GPT-2 steps of the C++ default and of torch.compile's twin (the bench's
-#             --batches' first), each summed by scripts/profile_summary.py (kernels by kind, idle gaps)
+#   profile   a profiler trace of 3 GPT-2 steps of the C++ default (or --profile-variants) and of
+#             torch.compile's twin (the bench's --batches' first), each summed by scripts/profile_summary.py (kernels by kind, idle gaps)
 # Default phases: tests run nccl memcheck. The raw material of the run (nvidia-smi, versions of driver,
 # CUDA, torch and NCCL, the rows, every log) goes to the evidence folder docs/gpu-runs/<date>-<gpu>/,
 # one subfolder per phase, with summary.txt gathering the rows of every phase there.
@@ -29,12 +29,14 @@
 #   --bench-steps N     steps of each bench row (bench_gpt2_gpu.sh's --steps; its default otherwise)
 #   --variants "L:FLAGS;..."  the bench's C++ rows (bench_gpt2_gpu.sh's --variants)
 #   --twins "eager compile"   the bench's PyTorch rows (bench_gpt2_gpu.sh's --twins; "none" for none)
+#   --profile-variants "L:FLAGS;..."  the C++ rows the profile phase traces (default "default:")
 #   --summarize DIR  rebuild DIR/summary.txt from its phases' rows (after unpacking several calls' packs)
 # Exit status: 0 when nothing failed, 1 when a step failed or timed out, 2 for bad usage or no GPU.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_phases=(tests run family nccl memcheck bench profile)
 kit="" out="" pack="" budget=0 device=cuda batches="32" bench_steps="" variants="" twins="" tests_budget=0
+profile_variants="default:"
 phases=()
 usage_error() { echo "gpu_check.sh: $*" >&2; exit 2; }
 need_value() { [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"; }
@@ -62,6 +64,7 @@ while (( $# )); do
     --tests-budget) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || usage_error "--tests-budget takes whole seconds, not '$2'"; tests_budget=$2; shift 2 ;;
     --bench-steps) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || usage_error "--bench-steps takes a whole number, not '$2'"; bench_steps=$2; shift 2 ;;
     --variants) need_value "$@"; variants=$2; shift 2 ;;
+    --profile-variants) need_value "$@"; profile_variants=$2; shift 2 ;;
     --twins) need_value "$@"; twins=$2; [[ $twins == none ]] && twins=" "; shift 2 ;;
     --summarize) need_value "$@"; [[ -d $2 ]] || usage_error "--summarize: $2 is not a folder"; summarize "$2"; cat "$2/summary.txt"; exit 0 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -326,13 +329,13 @@ sanitize_loss_tests() {
     # reported in a kernel of ours (lm_loss_*), none expected.
     summary=$(grep -o 'RACECHECK SUMMARY: .*' "$log" | tail -n 1)
     local ours
-    ours=$(grep 'Race reported' "$log" | grep -c 'lm_loss')
+    ours=$(grep 'Race reported' "$log" | grep -c 'lm_loss\|layer_norm')
     if [[ -z $summary ]]; then
       row memcheck FAIL "loss_kernel_racecheck.ours" "no RACECHECK SUMMARY: see memcheck/loss_kernel_racecheck.log"
     elif (( ours == 0 )); then
-      row memcheck PASS "loss_kernel_racecheck.ours" "no hazard in lm_loss_* ($summary, all in library kernels)"
+      row memcheck PASS "loss_kernel_racecheck.ours" "no hazard in lm_loss_* or layer_norm_* ($summary, all in library kernels)"
     else
-      row memcheck FAIL "loss_kernel_racecheck.ours" "$ours hazard report(s) in lm_loss_*: see memcheck/loss_kernel_racecheck.log"
+      row memcheck FAIL "loss_kernel_racecheck.ours" "$ours hazard report(s) in lm_loss_* or layer_norm_*: see memcheck/loss_kernel_racecheck.log"
     fi
     return
   fi
@@ -347,7 +350,7 @@ sanitize_loss_tests() {
 phase_profile() {
   local dir="$out/profile" trace name
   step profile traces "$repo/scripts/bench_gpt2_gpu.sh" --batches "${batches%% *}" --no-append --device "$device" \
-    --steps 13 --skip 10 --variants "default:" --twins compile --profile-dir "$dir"
+    --steps 13 --skip 10 --variants "$profile_variants" --twins compile --profile-dir "$dir"
   for trace in "$dir"/*.trace.json; do
     [[ -f $trace ]] || continue
     name=$(basename "$trace" .trace.json)

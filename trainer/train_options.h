@@ -37,6 +37,7 @@ struct TrainOptions {
   bool fused_loss{};        // chunked head + cross-entropy that never holds the whole logits
   int64_t loss_chunk_rows{};  // rows per chunk of the fused loss; 0: by device
   bool cuda_loss_kernel{};    // the fused loss's CUDA kernel (model/cuda/lm_loss_kernel.cu)
+  bool cuda_norm_kernel{};    // LayerNorm's CUDA kernels under 16-bit autocast (model/cuda/layer_norm_kernel.cu)
   AttentionBackend attention{};  // preferred scaled-dot-product attention kernel
   Recompute recompute{};    // activations each block recomputes in backward
   Precision precision{};    // resolved for the device before training (never automatic there)
