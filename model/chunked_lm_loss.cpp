@@ -20,13 +20,14 @@ using torch::autograd::variable_list;
 // act on each op of the forward (and, depending on where backward() is called, not on the backward),
 // so the Function switches autocast off and casts explicitly with the dtype decided here, once.
 // Autocast leaves fp64 alone, and so does this.
-at::ScalarType matmul_dtype(const torch::Tensor& hidden) {
+bool autocast_applies(const torch::Tensor& hidden) {
   const c10::DeviceType device = hidden.device().type();
-  if (hidden.scalar_type() != at::kDouble && at::autocast::is_autocast_available(device) &&
-      at::autocast::is_autocast_enabled(device)) {
-    return at::autocast::get_autocast_dtype(device);
-  }
-  return hidden.scalar_type();
+  return hidden.scalar_type() != at::kDouble && at::autocast::is_autocast_available(device) &&
+         at::autocast::is_autocast_enabled(device);
+}
+
+at::ScalarType matmul_dtype(const torch::Tensor& hidden) {
+  return autocast_applies(hidden) ? at::autocast::get_autocast_dtype(hidden.device().type()) : hidden.scalar_type();
 }
 
 void check_inputs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets) {
@@ -35,7 +36,9 @@ void check_inputs(const torch::Tensor& hidden, const torch::Tensor& weight, cons
               weight.sizes());
   TORCH_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0) && targets.scalar_type() == torch::kLong,
               "chunked LM loss: int64 targets (", hidden.size(0), ") expected, got ", targets.sizes());
-  TORCH_CHECK(matmul_dtype(hidden) != hidden.scalar_type() || weight.scalar_type() == hidden.scalar_type(),
+  // Under autocast the hidden states may already be 16-bit (the CUDA LayerNorm writes the autocast dtype)
+  // while the head's weight is fp32: both are cast to the matmul's dtype.
+  TORCH_CHECK(autocast_applies(hidden) || weight.scalar_type() == hidden.scalar_type(),
               "chunked LM loss: hidden and weight dtypes differ outside autocast");
 }
 

@@ -413,8 +413,12 @@ void GptImpl::set_recompute(Recompute mode) {
 }
 
 void GptImpl::set_cuda_norm_kernel(bool enabled) {
-  for (auto& module : modules()) {
-    if (auto* norm = module->as<NormImpl>()) norm->cuda_kernel = enabled;
+  // The blocks' norms only: their outputs feed 16-bit matmuls whose input gradients come back 16-bit
+  // anyway. The final norm's gradient comes from the loss in fp32, and under fp16 would lose range.
+  for (const auto& block : *h) {
+    for (auto& module : block->modules()) {
+      if (auto* norm = module->as<NormImpl>()) norm->cuda_kernel = enabled;
+    }
   }
 }
 

@@ -154,7 +154,7 @@ class GptImpl : public torch::nn::Module {
   // What each block recomputes in backward instead of keeping (model/activation_recompute.h): less
   // memory for activations, one more forward of that part. Training only; a runtime setting too.
   void set_recompute(Recompute mode);
-  // Every LayerNorm's CUDA kernel under 16-bit autocast (NormImpl::cuda_kernel); a runtime setting.
+  // The blocks' LayerNorms' CUDA kernel under 16-bit autocast (NormImpl::cuda_kernel); a runtime setting.
   void set_cuda_norm_kernel(bool enabled);
 
   const GptConfig& config() const { return config_; }
