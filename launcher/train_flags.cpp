@@ -261,7 +261,7 @@ OptionTable<TrainFlags> make_table() {
         "on CUDA under bf16/fp16, each LayerNorm writes its 16-bit output directly and its backward computes "
         "the input, weight and bias gradients in one pass (false: ATen's fp32 LayerNorm and the casts around "
         "it; CPUs always use ATen's)")
-      .init(false)
+      .init(true)
       .of_process();
   t.add("attention", &F::train, &T::attention,
         "preferred attention kernel (LibTorch's scaled_dot_product_attention); where it cannot run the next "
