@@ -1,0 +1,8 @@
+include("/work/main/docs/gpu-runs/2026-11-27-h100-3/tests/ctest/mygpt_cuda_tests[1]_include.cmake")
+include("/work/main/docs/gpu-runs/2026-11-27-h100-3/tests/ctest/mygpt_cuda_loss_tests[1]_include.cmake")
+add_test([=[cuda_stalled_peer]=] "bash" "/tmp/gpu-kit/src/tests/cuda/stalled_peer_test.sh" "/tmp/gpu-kit/build/mygpt-ddp" "/tmp/gpu-kit/bin/mpiexec")
+set_tests_properties([=[cuda_stalled_peer]=] PROPERTIES  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" LABELS "cuda" RESOURCE_LOCK "gpu_job" SKIP_RETURN_CODE "77" TIMEOUT "180" _BACKTRACE_TRIPLES "/tmp/gpu-kit/src/tests/CMakeLists.txt;88;add_test;/tmp/gpu-kit/src/tests/CMakeLists.txt;0;")
+add_test([=[cuda_nccl_one_rank]=] "bash" "/tmp/gpu-kit/src/tests/cuda/nccl_one_rank_test.sh" "/tmp/gpu-kit/build/mygpt-ddp" "/tmp/gpu-kit/bin/mpiexec" "/opt/torch/.venv/bin/python3" "cuda")
+set_tests_properties([=[cuda_nccl_one_rank]=] PROPERTIES  LABELS "cuda" RESOURCE_LOCK "gpu_job" SKIP_RETURN_CODE "77" TIMEOUT "300" _BACKTRACE_TRIPLES "/tmp/gpu-kit/src/tests/CMakeLists.txt;103;add_test;/tmp/gpu-kit/src/tests/CMakeLists.txt;110;mygpt_one_rank_tests;/tmp/gpu-kit/src/tests/CMakeLists.txt;0;")
+add_test([=[cuda_nccl_one_rank_torchrun]=] "bash" "/tmp/gpu-kit/src/tests/cuda/nccl_one_rank_test.sh" "/tmp/gpu-kit/build/mygpt-ddp" "/opt/torch/.venv/bin/torchrun" "/opt/torch/.venv/bin/python3" "cuda")
+set_tests_properties([=[cuda_nccl_one_rank_torchrun]=] PROPERTIES  LABELS "cuda" RESOURCE_LOCK "gpu_job" SKIP_RETURN_CODE "77" TIMEOUT "300" _BACKTRACE_TRIPLES "/tmp/gpu-kit/src/tests/CMakeLists.txt;103;add_test;/tmp/gpu-kit/src/tests/CMakeLists.txt;112;mygpt_one_rank_tests;/tmp/gpu-kit/src/tests/CMakeLists.txt;0;")
