@@ -8,6 +8,8 @@
       The folder loaded with AutoModelForCausalLM.from_pretrained (fp32, eager attention).
   greedy DIR --tokens "..." --max-new-tokens N
       generate() (greedy, with its KV cache) from the folder's model on each row of prompts.
+  greedy-text DIR --prompt TEXT --max-new-tokens N
+      The same from a text prompt, encoded by the folder's tokenizer.json with `tokenizers`.
 
 Prints one JSON line: {"loss", "token_losses", "class"} (labels = input ids, transformers shifts them) or
 {"ids": rows of prompt + new token ids}.
@@ -76,7 +78,13 @@ def loss(args):
 
 def greedy(args):
     model = load(args.dir)
-    prompts = parse_tokens(args.tokens)
+    if args.prompt is not None:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(os.path.join(args.dir, "tokenizer.json"))
+        prompts = torch.tensor([tokenizer.encode(args.prompt, add_special_tokens=False).ids])
+    else:
+        prompts = parse_tokens(args.tokens)
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     with torch.no_grad():
@@ -102,6 +110,11 @@ def main():
     p = sub.add_parser("greedy")
     p.add_argument("dir")
     p.add_argument("--tokens", required=True)
+    p.add_argument("--max-new-tokens", type=int, required=True)
+    p.set_defaults(run=greedy, prompt=None)
+    p = sub.add_parser("greedy-text")
+    p.add_argument("dir")
+    p.add_argument("--prompt", required=True)
     p.add_argument("--max-new-tokens", type=int, required=True)
     p.set_defaults(run=greedy)
     args = parser.parse_args()

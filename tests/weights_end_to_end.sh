@@ -209,6 +209,52 @@ else
   skip "tokenizer.json end to end (needs Python's tokenizers and $SHAKESPEARE)"
 fi
 
+# --- an imported Qwen3 folder with its own tokenizer.json (NFC normalizer, Qwen2's split) ---------------
+# transformers makes the model, tokenizers trains the tokenizer: our greedy ids from a text prompt (one
+# character decomposed, so the normalizer matters) equal transformers' generate() on tokenizers' ids; the
+# folder then trains on text with that tokenizer, evaluates, generates, and exports a folder that
+# transformers generates the same ids from.
+FAMREF=$TESTS_DIR/family_reference.py
+QWEN_PROMPT=$'Cafe\u0301 ROMEO: Juliet'
+if [[ -n $have_transformers && -f $SHAKESPEARE ]] && "$PY" -c "import tokenizers" >/dev/null 2>&1; then
+  head -c 100000 "$SHAKESPEARE" >"$WORK/qwen_text.txt"
+  run_cmd qwen_tok "$PY" "$TOKREF" make-normalized "$WORK/qwen_text.txt" "$WORK/qwen_tok"
+  run_cmd qwen_make "$PY" "$FAMREF" make qwen3 "$WORK/qwen" --vocab 1088 --seed 3 --tokens "1,2,3,4"
+  cp "$WORK/qwen_tok/nfc/tokenizer.json" "$WORK/qwen/" 2>/dev/null
+  # qwen_same NAME DIR: our greedy ids from DIR against transformers'; $WORK/NAME.same says "equal" or both.
+  qwen_same() {
+    echo "not compared" >"$WORK/$1.same"
+    run_cmd "$1_ref" "$PY" "$FAMREF" greedy-text "$2" --prompt "$QWEN_PROMPT" --max-new-tokens 8
+    expect_ok "$1_ours" generate --checkpoint "$2" --prompt "$QWEN_PROMPT" --max-new-tokens 8 --temperature 0 \
+      --print-ids "${CPU[@]}" || return 0
+    "$PY" -c "
+import json, sys
+want = json.load(open(sys.argv[1]))['ids'][0]
+got = [int(t) for t in open(sys.argv[2]).read().split('\\n')[-2].split()]
+print('equal' if got == want else f'ours {got} transformers {want}')" "$WORK/$1_ref.out" "$WORK/$1_ours.out" \
+      >"$WORK/$1.same" 2>&1
+  }
+  qwen_same qwen_gen "$WORK/qwen"
+  check "greedy ids of an imported Qwen3 with its tokenizer.json equal transformers' ($(cat "$WORK/qwen_gen.same"))" \
+    grep -qx equal "$WORK/qwen_gen.same"
+  if expect_ok qwen_train train "$WORK/qwen_text.txt" --init-from "$WORK/qwen" --steps 3 --batch-size 2 --seq-len 16 \
+       --eval-every 0 --threads 1 "${CPU[@]}" --out "$WORK/qwen_run"; then
+    check "text trains with the imported folder's tokenizer.json" grep -q "hf tokenizer" "$WORK/qwen_train.out"
+    if expect_ok qwen_eval eval --checkpoint "$WORK/qwen_run" --val "$WORK/qwen_text.txt" --eval-steps 1 --batch-size 2 \
+         --seq-len 16 "${CPU[@]}"; then
+      check "eval --val encodes text with it" grep -q "^val loss: " "$WORK/qwen_eval.out"
+    fi
+    if expect_ok qwen_export export --checkpoint "$WORK/qwen_run" --out "$WORK/qwen_hf"; then
+      check "export writes the folder's tokenizer.json" cmp -s "$WORK/qwen/tokenizer.json" "$WORK/qwen_hf/tokenizer.json"
+      qwen_same qwen_gen_hf "$WORK/qwen_hf"
+      check "the trained Qwen3's greedy ids equal transformers' on its export ($(cat "$WORK/qwen_gen_hf.same"))" \
+        grep -qx equal "$WORK/qwen_gen_hf.same"
+    fi
+  fi
+else
+  skip "an imported Qwen3 with its tokenizer.json (needs transformers, tokenizers and $SHAKESPEARE)"
+fi
+
 # --- an --out that holds a run ----------------------------------------------------------------------
 if [[ -f $WORK/char/metrics.jsonl ]]; then
   before=$(cksum <"$WORK/char/metrics.jsonl")
