@@ -53,9 +53,13 @@ GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Co
       sharded_(sharded),
       layout_(plan_bucket_layout(params_, bucket_bytes, kShardAlignment, sharded ? comm.world_size() : 1)) {
   bucket_of_param_.resize(params_.size());
+  index_in_bucket_.resize(params_.size());
   for (const BucketLayout& planned : layout_) {
     Bucket bucket;
-    for (size_t k : planned.params) bucket_of_param_[k] = buckets_.size();
+    for (size_t i = 0; i < planned.params.size(); ++i) {
+      bucket_of_param_[planned.params[i]] = buckets_.size();
+      index_in_bucket_[planned.params[i]] = i;
+    }
     bucket.flat = torch::zeros({planned.numel}, params_[planned.params.front()].options().requires_grad(false));
     bucket.params = planned.params;
     bucket.offsets = planned.offsets;
@@ -65,13 +69,14 @@ GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params, Co
     for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
   }
   stats_.buckets = static_cast<int64_t>(buckets_.size());
-  if (!overlap_ || !comm_.communicates()) return;  // no hooks to pay for
   for (size_t k = 0; k < params_.size(); ++k) {
-    // The accumulator's post hook runs once the new gradient has been added into param.grad.
+    // The accumulator's post hook runs once the new gradient is in param.grad: the fresh tensor backward
+    // made (first micro-step of a step, see zero_grad) or its own slot, added into in place.
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
     const uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          on_gradient_ready(k);
+          bind(buckets_[bucket_of_param_[k]], index_in_bucket_[k]);
+          if (overlap_ && comm_.communicates()) on_gradient_ready(k);
           return outputs;
         }));
     hooks_.emplace_back(std::move(accumulator), key);
@@ -87,21 +92,29 @@ torch::Tensor GradientSynchronizer::slot(const Bucket& bucket, size_t i) const {
   return bucket.flat.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
 }
 
-// Makes the parameter's gradient the view of its slot, keeping the values of a gradient it had.
+// Makes the parameter's gradient the view of its slot, keeping the values of a gradient it had (zero
+// where it has none).
 void GradientSynchronizer::bind(Bucket& bucket, size_t i) {
   torch::NoGradGuard no_grad;
   auto& p = params_[bucket.params[i]];
   const torch::Tensor view = slot(bucket, i);
   if (p.grad().defined() && p.grad().data_ptr() == view.data_ptr()) return;
-  if (p.grad().defined()) view.copy_(p.grad());
+  if (p.grad().defined()) {
+    view.copy_(p.grad());
+  } else {
+    view.zero_();
+  }
   p.mutable_grad() = view;
 }
 
+// Zeroing the buckets and letting backward add into them would write every gradient's memory three
+// times (the zeros, then a read and a write of the sum). Instead the gradients are dropped: backward's
+// first gradient of each parameter becomes param.grad as it is (autograd hands the tensor over), and the
+// accumulator's hook copies it into the slot and binds the view again. Later micro-steps add into the
+// slot in place; a parameter that got no gradient has its slot zeroed when its bucket is bound (launch,
+// finish).
 void GradientSynchronizer::zero_grad() {
-  for (auto& bucket : buckets_) {
-    for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
-    bucket.flat.zero_();
-  }
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
 }
 
 void GradientSynchronizer::begin_micro_step(bool last_micro_step) {
@@ -133,7 +146,12 @@ void GradientSynchronizer::launch(Bucket& bucket) {
 }
 
 void GradientSynchronizer::finish() {
-  if (!comm_.communicates()) return;
+  if (!comm_.communicates()) {
+    for (auto& bucket : buckets_) {  // the parameters that got no gradient
+      for (size_t i = 0; i < bucket.params.size(); ++i) bind(bucket, i);
+    }
+    return;
+  }
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   // Buckets whose hooks did not all fire (overlap off, or unused parameters) start now, still in order.

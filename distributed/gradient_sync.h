@@ -4,12 +4,12 @@
 // After the last micro-step of an optimizer step every rank holds the average of all ranks' gradients;
 // earlier micro-steps only accumulate locally, with no communication. Gradients live in buckets of
 // about bucket_bytes in reverse parameter order (the order backward produces them): each parameter's
-// .grad is a view into its bucket (DDP's gradient_as_bucket_view), so backward accumulates straight into
-// the buffers that are all-reduced and nothing is copied in or out. A bucket's all-reduce starts as soon
+// .grad is a view into its bucket (DDP's gradient_as_bucket_view): a step's first gradient of each
+// parameter is copied in as backward makes it (no zeroing), later micro-steps accumulate straight into
+// the buffers that are all-reduced, and nothing is copied out. A bucket's all-reduce starts as soon
 // as its last gradient is accumulated, from an autograd hook, so communication overlaps the rest of
 // backward. Buckets start strictly in order, so every rank issues the same collectives in the same
-// sequence. With one rank the buckets still hold the gradients (one memset zeroes them) and nothing is
-// communicated.
+// sequence. With one rank the buckets still hold the gradients and nothing is communicated.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -60,8 +60,10 @@ class GradientSynchronizer {
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
-  // Zeroes every gradient (the buckets) before a step; replaces optimizers' zero_grad, which would drop
-  // the gradients and with them the views. A gradient that someone replaced is bound to its slot again.
+  // Starts a step's gradients from zero; replaces optimizers' zero_grad. The gradients are dropped, and
+  // each parameter's first gradient of the step is copied into its slot as backward produces it (no
+  // zero-fill, no add); from finish() on every gradient is its slot's view again (zero where backward
+  // gave none). A gradient that someone replaced is bound to its slot again the same way.
   void zero_grad();
   // Call before each micro-step's backward; communication happens only on the last one.
   void begin_micro_step(bool last_micro_step);
@@ -93,6 +95,7 @@ class GradientSynchronizer {
   std::vector<BucketLayout> layout_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_param_;
+  std::vector<size_t> index_in_bucket_;
   size_t next_to_launch_ = 0;
   bool last_micro_step_ = true;
   GradientSyncStats stats_;

@@ -58,9 +58,9 @@ StepResult Trainer::train_step(int64_t step) {
   const double lr = schedule_.at(step);
   optimizer().set_lr(lr);
   if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / options_.lr);  // the same schedule, scaled
-  // The gradients are views into the synchronizer's buckets, allocated once before the first step and
-  // zeroed in place: backward accumulates into the same memory every step, nothing is allocated for them
-  // inside a step (what a graph capture needs).
+  // The gradients are views into the synchronizer's buckets, allocated once before the first step: each
+  // step's first gradient of a parameter is copied into its slot as backward makes it, and later
+  // micro-steps add into the slot (distributed/gradient_sync.h).
   grad_sync_.zero_grad();
 
   // Gradient accumulation: the step's loss is the mean over every target it trains on, of all A
