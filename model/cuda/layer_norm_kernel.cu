@@ -3,8 +3,11 @@
 // shared memory or block barrier. The backward's weight and bias gradients are column sums over all rows:
 // each warp sums its own run of rows into its own shared-memory partial (each lane owns fixed columns,
 // so no two threads ever add to the same place), writes that partial out, and the caller sums the
-// partials' columns, so the result is the same on every run (no atomics).
+// partials' columns, so the result is the same on every run (no atomics). The forward can take the
+// residual add before the norm with it (a block's x + attention output), the backward the residual
+// stream's own gradient and the branch's 16-bit one: each row's add then costs no pass of its own.
 #include "model/cuda/layer_norm_kernel.h"
+#include "model/cuda/device_codec.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,19 +23,6 @@ constexpr int kWarp = 32;
 constexpr int kForwardWarpsPerBlock = 8;
 // Enough warps for every SM of a large GPU to keep its memory pipes busy (132 SMs x 32 warps).
 constexpr int64_t kBackwardWarpsWanted = 4096;
-
-template <typename T>
-struct Codec;
-template <>
-struct Codec<__nv_bfloat16> {
-  __device__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16(v); }
-};
-template <>
-struct Codec<__half> {
-  __device__ static float to_float(__half v) { return __half2float(v); }
-  __device__ static __half from_float(float v) { return __float2half(v); }
-};
 
 __device__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -52,7 +42,7 @@ __global__ void layer_norm_forward_kernel(const float* __restrict__ x, const T* 
   const T* br = branch != nullptr ? branch + row * width : nullptr;
   // The row's value at column c: x, or x + branch with the residual add fused in. Later passes recompute
   // the sum from the cached inputs rather than read back x_sum, which the read-only cache may not see.
-  auto value = [xr, br](int c) { return br != nullptr ? xr[c] + Codec<T>::to_float(br[c]) : xr[c]; };
+  auto value = [xr, br](int c) { return br != nullptr ? xr[c] + DeviceCodec<T>::to_float(br[c]) : xr[c]; };
   float sum = 0.f;
   float* sr = br != nullptr ? x_sum + row * width : nullptr;
   for (int c = lane; c < width; c += kWarp) {
@@ -70,7 +60,7 @@ __global__ void layer_norm_forward_kernel(const float* __restrict__ x, const T* 
   }
   const float rstd = rsqrtf(warp_sum(squares) / static_cast<float>(width) + eps);
   T* yr = y + row * width;
-  for (int c = lane; c < width; c += kWarp) yr[c] = Codec<T>::from_float((value(c) - mean) * rstd * weight[c] + bias[c]);
+  for (int c = lane; c < width; c += kWarp) yr[c] = DeviceCodec<T>::from_float((value(c) - mean) * rstd * weight[c] + bias[c]);
   if (lane == 0) {
     mean_out[row] = mean;
     rstd_out[row] = rstd;
@@ -106,7 +96,7 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ dy, const float
     const float* xr = x + row * width;
     float sum_g = 0.f, sum_g_xhat = 0.f;
     for (int c = lane; c < width; c += kWarp) {
-      const float d = Codec<T>::to_float(dyr[c]);
+      const float d = DeviceCodec<T>::to_float(dyr[c]);
       const float xhat = (xr[c] - mean) * rstd;
       const float g = d * weight[c];
       sum_g += g;
@@ -121,11 +111,11 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ dy, const float
     T* dbr = dbranch != nullptr ? dbranch + row * width : nullptr;
     for (int c = lane; c < width; c += kWarp) {
       const float xhat = (xr[c] - mean) * rstd;
-      const float g = Codec<T>::to_float(dyr[c]) * weight[c];
+      const float g = DeviceCodec<T>::to_float(dyr[c]) * weight[c];
       float v = rstd * (g - mean_g - xhat * mean_g_xhat);
       if (drr != nullptr) v += drr[c];
       dxr[c] = v;
-      if (dbr != nullptr) dbr[c] = Codec<T>::from_float(v);
+      if (dbr != nullptr) dbr[c] = DeviceCodec<T>::from_float(v);
     }
   }
   float* out = partials + warp * 2 * width;

@@ -3,6 +3,7 @@
 // replaces (upcast copy, max, subtract, exp, sum, divide, scatter, scale, downcast) makes about ten fp32
 // passes over every chunk of logits, which on a GPU costs more than the head's matmuls themselves.
 #include "model/cuda/lm_loss_kernel.h"
+#include "model/cuda/device_codec.h"
 #include "model/cuda/lm_loss_row_math.h"
 
 #include <cuda_bf16.h>
@@ -18,24 +19,6 @@ using row_math::MaxSum;
 
 constexpr int kMaxThreads = 512;
 constexpr int kWarp = 32;
-
-template <typename T>
-struct DeviceCodec;
-template <>
-struct DeviceCodec<float> {
-  __host__ __device__ static float to_float(float v) { return v; }
-  __host__ __device__ static float from_float(float v) { return v; }
-};
-template <>
-struct DeviceCodec<__nv_bfloat16> {
-  __host__ __device__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __host__ __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16(v); }
-};
-template <>
-struct DeviceCodec<__half> {
-  __host__ __device__ static float to_float(__half v) { return __half2float(v); }
-  __host__ __device__ static __half from_float(float v) { return __float2half(v); }
-};
 
 // The block's combined pair, returned to every thread (the one part of the row's work that the CPU
 // tests cannot run: warp shuffles and shared memory).
