@@ -159,7 +159,7 @@ fi
 
 # --- which files: every .cpp of the rooms, tests and benchmarks, less those only CUDA, NCCL or Gloo
 # builds compile (a Mac has none of them: CMakeLists.txt compiles their *_unavailable.cpp instead).
-cuda_only='^(model/lm_loss_cuda\.cpp|distributed/(nccl_communicator|nccl_watchdog|gloo_communicator)\.cpp|launcher/cuda_probe\.cpp|tests/cuda/.*)$'
+cuda_only='^(model/(lm_loss|layer_norm)_cuda\.cpp|distributed/(nccl_communicator|nccl_watchdog|gloo_communicator)\.cpp|launcher/cuda_probe\.cpp|tests/cuda/.*)$'
 no_pch='^(model/(gelu_tanh_cpu|lm_loss_cpu)_kernels\.cpp)$'  # SKIP_PRECOMPILE_HEADERS in model/CMakeLists.txt
 files=()
 if (( $# )); then
