@@ -72,14 +72,21 @@ NormImpl::NormImpl(int64_t width, const GptConfig& config)
   if (config.bias && kind_ == NormKind::layernorm) bias = register_parameter("bias", torch::zeros({width}));
 }
 
+// Under autocast ATen's LayerNorm runs in fp32 and the matmul after it casts the output to 16 bits; the
+// kernel writes those 16 bits directly (the same values to fp32 rounding). The dtype it writes, where it
+// applies to x.
+std::optional<at::ScalarType> NormImpl::kernel_type(const torch::Tensor& x) const {
+  if (kind_ != NormKind::layernorm || !cuda_kernel || !x.is_cuda() || !at::autocast::is_autocast_enabled(at::kCUDA)) {
+    return std::nullopt;
+  }
+  const at::ScalarType type = at::autocast::get_autocast_dtype(at::kCUDA);
+  if (!layer_norm_cuda_applies(x, weight, bias, type)) return std::nullopt;
+  return type;
+}
+
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   if (kind_ == NormKind::layernorm) {
-    // Under autocast ATen's LayerNorm runs in fp32 and the matmul after it casts the output to 16 bits;
-    // the kernel writes those 16 bits directly (the same values to fp32 rounding).
-    if (cuda_kernel && x.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA)) {
-      const at::ScalarType type = at::autocast::get_autocast_dtype(at::kCUDA);
-      if (layer_norm_cuda_applies(x, weight, bias, type)) return layer_norm_cuda_lowp(x, weight, bias, eps_, type);
-    }
+    if (const auto type = kernel_type(x)) return layer_norm_cuda_lowp(x, weight, bias, eps_, *type);
     return torch::layer_norm(x, {width_}, weight, bias, eps_);
   }
   // x * rsqrt(mean(x^2) + eps) * weight, computed in fp32 and returned in x's dtype, as transformers'
@@ -91,11 +98,9 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> NormImpl::add_then_forward(const torch::Tensor& x, const torch::Tensor& branch) {
-  if (kind_ == NormKind::layernorm && cuda_kernel && x.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA)) {
-    const at::ScalarType type = at::autocast::get_autocast_dtype(at::kCUDA);
-    if (branch.scalar_type() == type && branch.sizes() == x.sizes() && layer_norm_cuda_applies(x, weight, bias, type)) {
-      return add_layer_norm_cuda_lowp(x, branch, weight, bias, eps_, type);
-    }
+  const auto type = kernel_type(x);
+  if (type && branch.scalar_type() == *type && branch.sizes() == x.sizes()) {
+    return add_layer_norm_cuda_lowp(x, branch, weight, bias, eps_, *type);
   }
   auto sum = x + branch;
   return {sum, forward(sum)};

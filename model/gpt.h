@@ -7,6 +7,7 @@
 // every choice at its default; its arithmetic is what it was before the family existed.
 #include <torch/torch.h>
 
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -40,6 +41,8 @@ class NormImpl : public torch::nn::Module {
   bool cuda_kernel = false;
 
  private:
+  std::optional<at::ScalarType> kernel_type(const torch::Tensor& x) const;
+
   int64_t width_;
   NormKind kind_;
   double eps_;

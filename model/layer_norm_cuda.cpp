@@ -48,27 +48,42 @@ Gradients backward_pass(const torch::autograd::variable_list& saved, const torch
   return {dx, sums[0], sums[1]};
 }
 
+struct Normalized {
+  torch::Tensor sum, y, mean, rstd;  // sum: x + branch, undefined without a branch
+};
+
+// The forward of both Functions: y = LayerNorm(x [+ branch]) in `type`, with the row statistics.
+Normalized forward_pass(const torch::Tensor& x_in, const torch::Tensor& branch_in, const torch::Tensor& weight,
+                        const torch::Tensor& bias, double eps, at::ScalarType type) {
+  const torch::Tensor x = x_in.contiguous();
+  const torch::Tensor branch = branch_in.defined() ? branch_in.contiguous() : torch::Tensor();
+  const int64_t width = x.size(-1);
+  const int64_t rows = x.numel() / width;
+  Normalized out;
+  if (branch.defined()) out.sum = torch::empty_like(x);
+  out.y = torch::empty(x.sizes(), x.options().dtype(type));
+  out.mean = torch::empty({rows}, x.options());
+  out.rstd = torch::empty({rows}, x.options());
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  check_launch(cuda_kernels::launch_layer_norm_forward(
+                   x.data_ptr<float>(), branch.defined() ? branch.data_ptr() : nullptr,
+                   branch.defined() ? out.sum.data_ptr<float>() : nullptr, weight.contiguous().data_ptr<float>(),
+                   bias.contiguous().data_ptr<float>(), out.y.data_ptr(), lowp_type(type), out.mean.data_ptr<float>(),
+                   out.rstd.data_ptr<float>(), rows, width, static_cast<float>(eps),
+                   c10::cuda::getCurrentCUDAStream().stream()),
+               branch.defined() ? "forward (with the residual add)" : "forward");
+  return out;
+}
+
 class LayerNormLowp : public torch::autograd::Function<LayerNormLowp> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& weight,
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias, double eps, int64_t out_type) {
-    const auto type = static_cast<at::ScalarType>(out_type);
-    const torch::Tensor x = x_in.contiguous();
-    const int64_t width = x.size(-1);
-    const int64_t rows = x.numel() / width;
-    auto y = torch::empty(x.sizes(), x.options().dtype(type));
-    auto mean = torch::empty({rows}, x.options());
-    auto rstd = torch::empty({rows}, x.options());
-    const c10::cuda::CUDAGuard device_guard(x.device());
-    check_launch(cuda_kernels::launch_layer_norm_forward(
-                     x.data_ptr<float>(), nullptr, nullptr, weight.contiguous().data_ptr<float>(),
-                     bias.contiguous().data_ptr<float>(), y.data_ptr(), lowp_type(type), mean.data_ptr<float>(),
-                     rstd.data_ptr<float>(), rows, width, static_cast<float>(eps),
-                     c10::cuda::getCurrentCUDAStream().stream()),
-                 "forward");
-    ctx->save_for_backward({x, weight, mean, rstd});
+    const torch::Tensor xc = x.contiguous();  // what backward reads, saved as the kernel read it
+    Normalized n = forward_pass(xc, torch::Tensor(), weight, bias, eps, static_cast<at::ScalarType>(out_type));
+    ctx->save_for_backward({xc, weight, n.mean, n.rstd});
     ctx->saved_data["out_type"] = out_type;
-    return y;
+    return n.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -82,28 +97,14 @@ class LayerNormLowp : public torch::autograd::Function<LayerNormLowp> {
 // x + branch and its LayerNorm, the residual add fused into the norm: outputs (x + branch, y).
 class AddLayerNormLowp : public torch::autograd::Function<AddLayerNormLowp> {
  public:
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& branch_in,
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& branch,
                                const torch::Tensor& weight, const torch::Tensor& bias, double eps, int64_t out_type) {
-    const auto type = static_cast<at::ScalarType>(out_type);
-    const torch::Tensor x = x_in.contiguous(), branch = branch_in.contiguous();
-    const int64_t width = x.size(-1);
-    const int64_t rows = x.numel() / width;
-    auto sum = torch::empty_like(x);
-    auto y = torch::empty(x.sizes(), x.options().dtype(type));
-    auto mean = torch::empty({rows}, x.options());
-    auto rstd = torch::empty({rows}, x.options());
-    const c10::cuda::CUDAGuard device_guard(x.device());
-    check_launch(cuda_kernels::launch_layer_norm_forward(
-                     x.data_ptr<float>(), branch.data_ptr(), sum.data_ptr<float>(),
-                     weight.contiguous().data_ptr<float>(), bias.contiguous().data_ptr<float>(), y.data_ptr(),
-                     lowp_type(type), mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, width,
-                     static_cast<float>(eps), c10::cuda::getCurrentCUDAStream().stream()),
-                 "forward (with the residual add)");
-    ctx->save_for_backward({sum, weight, mean, rstd});
+    Normalized n = forward_pass(x, branch, weight, bias, eps, static_cast<at::ScalarType>(out_type));
+    ctx->save_for_backward({n.sum, weight, n.mean, n.rstd});
     ctx->saved_data["out_type"] = out_type;
     // An output nobody differentiates arrives as an undefined gradient, not a tensor of zeros.
     ctx->set_materialize_grads(false);
-    return {sum, y};
+    return {n.sum, n.y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
