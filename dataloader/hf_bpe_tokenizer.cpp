@@ -3,17 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <utf8proc.h>
 #include <utility>
 
 #include "common/file_io.h"
 #include "common/strprintf.h"
 #include "dataloader/byte_level_bpe.h"
+#include "dataloader/unicode_normalization.h"
 
 namespace mygpt {
 namespace {
@@ -90,9 +89,6 @@ bool flag(const json& node, const char* key, bool fallback) {
   return it != node.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
-// The Unicode normalization forms read from a tokenizer.json's normalizer (tokenizers' NFC and NFKC).
-enum class NormalForm { nfc, nfkc };
-
 bool is_ascii(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
@@ -144,20 +140,14 @@ void HfBpeTokenizer::Impl::read_normalizer(const json& node) {
   }
 }
 
-// tokenizers' NormalizedString::nfc()/nfkc() through utf8proc (utf8proc_NFC's flags, with a length so
-// that a NUL character is text). The text is UTF-8: encode() checked it.
+// tokenizers' NormalizedString::nfc()/nfkc(). The text is UTF-8: encode() checked it.
 std::string HfBpeTokenizer::Impl::normalized(std::string_view text) const {
   std::string out(text);
   if (is_ascii(out)) return out;  // ASCII is its own NFC and NFKC
-  for (const NormalForm form : normalizer) {
-    utf8proc_uint8_t* mapped = nullptr;
-    const auto options = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE |
-                                                        (form == NormalForm::nfkc ? UTF8PROC_COMPAT : 0));
-    const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(out.data()),
-                                                 static_cast<utf8proc_ssize_t>(out.size()), &mapped, options);
-    const std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
-    if (length < 0) refuse(std::string("the normalizer cannot normalize the text: ") + utf8proc_errmsg(length));
-    out.assign(reinterpret_cast<const char*>(mapped), static_cast<std::size_t>(length));
+  try {
+    for (const NormalForm form : normalizer) out = normalized_as_tokenizers(out, form);
+  } catch (const std::invalid_argument& e) {
+    refuse(std::string("the normalizer cannot normalize the text: ") + e.what());
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/hf_bpe_tokenizer.h"
 #include "dataloader/text_codec.h"
+#include "dataloader/unicode_normalization.h"
 #include "tests/reference_python.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
@@ -184,10 +185,10 @@ TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgno
 
 // A Unicode normalizer (Qwen2/Qwen3's tokenizer.json has NFC), judged by tokenizers on tokenizers it trained
 // itself: NFC with Qwen2's Split pattern, NFKC, and Sequence([NFC]) with GPT-2's ByteLevel; on Shakespeare,
-// decomposed and compatibility characters, combining marks and Hangul jamo in random order, and random code
-// points (tokenizer_reference.py's normalization-texts: only those whose normalization tokenizers' Unicode 9
-// tables and utf8proc's Unicode 15 agree on). Each has added tokens matched on the raw text and on the
-// normalized text, with content that is not NFC.
+// decomposed and compatibility characters, combining marks and Hangul jamo in random order, combining marks
+// of every Unicode version (tokenizers' tables are 9.0's, utf8proc's newer: a later mark must block) and
+// random code points (tokenizer_reference.py's normalization-texts). Each has added tokens matched on the raw
+// text and on the normalized text, with content that is not NFC.
 TEST_F(TokenizerJsonVersusTokenizers, UnicodeNormalizersAsQwensNfc) {
   const fs::path made = dir_.path() / "normalized", texts = dir_.path() / "normalization_texts.json";
   ASSERT_FALSE(run_python_json(kScript, {"make-normalized", (kData / "tinyshakespeare.txt").string(), made.string()},
@@ -339,6 +340,27 @@ TEST(HfBpeTokenizer, NfcNormalizerComposesAndRefusesTextThatIsNotUtf8) {
       EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     }
   }
+}
+
+// Without the Python reference: tokenizers' Unicode 9.0 tables, which know nothing of U+1DF6 (10.0, class
+// 232) or of U+11935 U+11930 composing to U+11938 (13.0), while utf8proc does. The expected strings are
+// tokenizers 0.23's NFC and NFKC; the reference comparison above draws from every Unicode version.
+TEST(HfBpeTokenizer, NormalizesWithUnicode9TablesAsTokenizersDoes) {
+  EXPECT_TRUE(assigned_in_unicode_9(U'a'));
+  EXPECT_TRUE(assigned_in_unicode_9(U'\u1df5'));  // 7.0
+  EXPECT_FALSE(assigned_in_unicode_9(U'\u1df6'));
+  EXPECT_FALSE(assigned_in_unicode_9(U'\u0378'));  // never assigned
+  EXPECT_TRUE(assigned_in_unicode_9(U'\U0010fffd'));  // private use
+  EXPECT_FALSE(assigned_in_unicode_9(U'\U00011938'));
+  for (const NormalForm form : {NormalForm::nfc, NormalForm::nfkc}) {
+    EXPECT_EQ(normalized_as_tokenizers("a\u1df6\u0316", form), "a\u1df6\u0316");  // utf8proc alone reorders
+    EXPECT_EQ(normalized_as_tokenizers("e\u1df6\u0301", form), "e\u1df6\u0301");  // and composes across it
+    EXPECT_EQ(normalized_as_tokenizers("e\u0301\u1df6 a\u0301\u0316", form), "\u00e9\u1df6 \u00e1\u0316");
+    EXPECT_EQ(normalized_as_tokenizers("\U00011935\U00011930", form), "\U00011935\U00011930");
+    EXPECT_EQ(normalized_as_tokenizers(std::string("\u1df6e\0\u0301", 7), form), std::string("\u1df6e\0\u0301", 7));
+  }
+  EXPECT_EQ(normalized_as_tokenizers("\ufb01\u1df6\ufb01", NormalForm::nfkc), "fi\u1df6fi");
+  EXPECT_THROW(normalized_as_tokenizers("a\u1df6\xff", NormalForm::nfc), std::invalid_argument);
 }
 
 TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {

@@ -15,8 +15,8 @@
                                     added tokens matched on the raw text and on the normalized text
   texts SHAKESPEARE HELLASWAG OUT  the texts the test compares on (real text and random Unicode), as JSON
   normalization-texts SHAKESPEARE OUT  texts for the normalizers: Shakespeare, decomposed and compatibility
-                                    characters, random strings of combining marks, Hangul jamo, and random
-                                    code points whose normalization Unicode 9 and 15 agree on
+                                    characters, random strings of combining marks, Hangul jamo, the marks of
+                                    every Unicode version (tokenizers' tables are 9.0's) and random code points
   encode TOKENIZER_JSON TEXTS OUT  tokenizers' ids (add_special_tokens=False) and decoded text of each text
   encode-specials-as-text ...      the same with encode_special_tokens = True (special tokens' text is text)
   auto DIR TEXTS OUT               the same through transformers' AutoTokenizer.from_pretrained(DIR)
@@ -135,30 +135,25 @@ def make_normalized(text_path, out_dir):
         tok.save(os.path.join(out_dir, name, "tokenizer.json"))
 
 
-def stable_code_points():
-    """Code points whose NFC and NFKC are the same under Unicode 9.0 (the tables of tokenizers'
-    unicode-normalization-alignments crate) and Unicode 15.0 (utf8proc 2.8): those assigned by Unicode 3.2
-    (Python's unicodedata.ucd_3_2_0, the oldest database it has; a character's decomposition and combining
-    class never change once assigned), and later ones that take no part in normalization (no decomposition,
-    combining class 0, in no decomposition), judged by Python's own database. Characters Python's database
-    does not know are left out: utf8proc's newer Unicode may assign them a combining class or a composition
-    that the crate's Unicode 9 tables lack (U+1DFA, U+11938 differ so)."""
+def combining_marks():
+    """Every character Python's Unicode database gives a combining class, with those it adds to a decomposition,
+    assigned by Unicode 9.0 or later: tokenizers' tables are 9.0's, so the later ones (U+1DF6, U+1DFA,
+    U+11938's parts) must be left as they are while the older ones around them are reordered and composed."""
     import unicodedata
-    old = unicodedata.ucd_3_2_0
-    in_decompositions = set()
-    for cp in range(0x110000):
-        d = unicodedata.decomposition(chr(cp))
-        if d:
-            in_decompositions.update(int(x, 16) for x in d.split() if not x.startswith("<"))
-    stable = []
+    marks = set()
     for cp in range(0x110000):
         c = chr(cp)
-        if 0xD800 <= cp <= 0xDFFF or unicodedata.category(c) == "Cn":
+        if 0xD800 <= cp <= 0xDFFF:
             continue
-        if old.category(c) != "Cn" or (unicodedata.combining(c) == 0 and not unicodedata.decomposition(c)
-                                          and cp not in in_decompositions):
-            stable.append(c)
-    return stable
+        if unicodedata.combining(c):
+            marks.add(c)
+        d = unicodedata.decomposition(c)
+        if d and not d.startswith("<"):
+            marks.update(chr(int(x, 16)) for x in d.split())
+    # Unicode 15's marks, which Python 3.11's database (14.0) lacks but utf8proc 2.8 knows: Arabic, Kawi,
+    # Cyrillic, Kaktovik-era additions with combining classes 220, 9 and 230.
+    marks.update("\U00010efd\U00010efe\U00010eff\U00011f41\U00011f42\U0001e08f")
+    return sorted(marks)
 
 
 def normalization_texts(shakespeare, out):
@@ -174,6 +169,8 @@ def normalization_texts(shakespeare, out):
         "a\u0323\u0301 a\u0301\u0323 q\u0307\u0323 \u1e0b\u0323 \u0958 \u05e9\u05bc\u05c1 \uf900 \U0002f800",
         "e<|endoftext|>\u0301 <|endoftext|>\u0308a \u0301", "\u0301\u0301\u0301 leading marks",
         "Z\u0335\u0357\u0341\u0315\u0358\u035c\u0361\u0322\u0327\u0328 zalgo",
+        # Assigned after Unicode 9.0: to tokenizers they are starters that block reordering and composition.
+        "a\u1df6\u0316 e\u1df6\u0301 a\u1dfa\u0301 o\u0301\u1dfa\u0316 \U00011935\U00011930 \U00011938 x\u0301\U00010efd\u0316",
     ]
     for i, text in enumerate(fixed):
         result[f"fixed {i}"] = text
@@ -190,14 +187,23 @@ def normalization_texts(shakespeare, out):
         result[f"marks {i}"] = "".join(out_chars)
     for i in range(150):
         result[f"pools {i}"] = random_unicode(rng, rng.randint(1, 60)) + rng.choice(NORMALIZED_ADDED)
-    # Most from below U+3400 (the alphabets, their combining marks, symbols; CJK and the private use planes
-    # would otherwise be nearly every draw).
-    stable = stable_code_points()
-    below_cjk = [c for c in stable if ord(c) < 0x3400]
+    # Combining marks of every Unicode version between bases, so that marks tokenizers knows (9.0) and marks
+    # it does not are reordered and composed together.
+    every_mark = combining_marks()
+    for i in range(150):
+        result[f"every mark {i}"] = "".join(
+            rng.choice(bases) if r < 0.3 else rng.choice(every_mark) for r in (rng.random() for _ in range(rng.randint(1, 40))))
+    # Any code point but a surrogate, most from below U+3400 (the alphabets, their combining marks, symbols;
+    # CJK and the private use planes would otherwise be nearly every draw): assigned by Unicode 9.0, later,
+    # or not at all.
     for i in range(200):
-        result[f"code points {i}"] = "".join(
-            " " if r < 0.15 else rng.choice(below_cjk if r < 0.8 else stable)
-            for r in (rng.random() for _ in range(rng.randint(1, 40))))
+        chars = []
+        for r in (rng.random() for _ in range(rng.randint(1, 40))):
+            cp = 0xD800
+            while 0xD800 <= cp <= 0xDFFF:
+                cp = rng.randrange(0x3400) if r < 0.8 else rng.randrange(0x110000)
+            chars.append(" " if r < 0.15 else chr(cp))
+        result[f"code points {i}"] = "".join(chars)
     with open(out, "w", encoding="utf-8") as f:
         json.dump(result, f, ensure_ascii=False)
 
