@@ -35,14 +35,14 @@ bench_options preset=gpt2 new-tokens=200 reps=3 threads=1 uncached-tokens=50 mod
 [[ $uncached_tokens =~ ^[0-9]+$ ]] || bench_usage_error "--uncached-tokens must be a whole number, got '$uncached_tokens'"
 
 twin="$repo/scripts/bench/hf_generate.py"
-bench_need_built "$repo/build/mygpt-ddp" "$python"
+bench_need_built "$mygpt_bin" "$python"
 bench_need_transformers "$python"
 bench_need_vocab "$vocab"
 vocab="$(bench_abs_path "$vocab")"
 export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
 
 bench_work_dir
-binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
+binary="$(bench_private_copy "$mygpt_bin")"
 bench_machine_facts
 
 # shellcheck disable=SC2206  # model flags are words on purpose

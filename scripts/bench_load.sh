@@ -9,17 +9,20 @@
 # a markdown table and appends it to docs/BENCHMARKS.md.
 #
 # usage: scripts/bench_load.sh [--reps 3] [--threads 1] [--baseline BINARY] [--model-flags "--n-layer 2"]
-#          [--vocab DIR] [--no-append]
+#          [--vocab DIR] [--text FILE] [--no-append]
 #
 # --baseline BINARY also times another build of mygpt-ddp (e.g. one of the main branch) on the same
 # files, between the same runs: a before/after comparison on one machine in one run. Times are the
 # median over --reps fresh processes of each side (the order rotated each rep), wall clock and process
 # CPU (user + sys); on a machine other jobs share, CPU time is the steadier measure.
+# --vocab (GPT-2's encoder.json and vocab.bpe) and --text (what the one training step of the checkpoint
+# reads) default to ../shared/data's.
 set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-bench_options reps=3 threads=1 baseline="" model-flags="" vocab="$repo/../shared/data/gpt2" -- "$@"
+bench_options reps=3 threads=1 baseline="" model-flags="" vocab="$repo/../shared/data/gpt2" \
+  text="$repo/../shared/data/tinyshakespeare.txt" -- "$@"
 [[ $reps =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--reps must be a positive whole number, got '$reps'"
 [[ $threads =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--threads must be a positive whole number, got '$threads'"
 [[ -z $baseline || -x $baseline ]] || bench_usage_error "--baseline '$baseline' is not an executable"
@@ -28,6 +31,7 @@ bench_need_built "$mygpt_bin" "$python"
 bench_need_transformers "$python"
 bench_need_vocab "$vocab"
 vocab="$(bench_abs_path "$vocab")"
+text="$(bench_abs_path "$text")"
 export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
 
 bench_work_dir
@@ -42,7 +46,7 @@ model_flags_words=($model_flags)
 echo "== making the Hugging Face folder (transformers) and our checkpoint of it"
 "$python" "$repo/scripts/bench/hf_generate.py" make "$work/hf" "${model_flags_words[@]}"
 bench_run "$work/train.log" "checkpoint (train --init-from)" "$binary" train --init-from "$work/hf" \
-  --data "$repo/../shared/data/tinyshakespeare.txt" --vocab "$vocab" --steps 1 --batch-size 1 --seq-len 16 \
+  --data "$text" --vocab "$vocab" --steps 1 --batch-size 1 --seq-len 16 \
   --eval-steps 1 --out "$work/run" --device cpu --threads "$threads"
 prompt="The history of the city begins"
 prompt_ids="$("$binary" generate --checkpoint "$work/hf" --vocab "$vocab" --prompt "$prompt" --max-new-tokens 1 \

@@ -11,6 +11,10 @@
 #   bench     scripts/bench_gpt2_gpu.sh (GPT-2 124M against PyTorch eager and torch.compile; minutes)
 #   profile   a profiler trace of 3 GPT-2 steps of the C++ default (or --profile-variants) and of
 #             torch.compile's twin (the bench's --batches' first), each summed by scripts/profile_summary.py (kernels by kind, idle gaps)
+#   cpu       the host CPU, no GPU, one thread (a lent node's host is an Intel Xeon): time to the first
+#             token (scripts/bench_load.sh) and greedy generation of GPT-2 124M and nanochat-d4
+#             (scripts/bench_generate.sh), each against transformers; needs transformers for the node's
+#             Python: --cpu-bench DIR brings it (scripts/cpu_bench_kit.sh)
 # Default phases: tests run nccl memcheck. The raw material of the run (nvidia-smi, versions of driver,
 # CUDA, torch and NCCL, the rows, every log) goes to the evidence folder docs/gpu-runs/<date>-<gpu>/,
 # one subfolder per phase, with summary.txt gathering the rows of every phase there.
@@ -30,13 +34,15 @@
 #   --variants "L:FLAGS;..."  the bench's C++ rows (bench_gpt2_gpu.sh's --variants)
 #   --twins "eager compile"   the bench's PyTorch rows (bench_gpt2_gpu.sh's --twins; "none" for none)
 #   --profile-variants "L:FLAGS;..."  the C++ rows the profile phase traces (default "default:")
+#   --cpu-bench DIR  the cpu phase's Python packages (DIR/pydeps, put first on PYTHONPATH) and data
+#                    (DIR/data: GPT-2's vocabulary, Tiny Shakespeare); the unpacked cpu-bench tarball
 #   --summarize DIR  rebuild DIR/summary.txt from its phases' rows (after unpacking several calls' packs)
 # Exit status: 0 when nothing failed, 1 when a step failed or timed out, 2 for bad usage or no GPU.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-all_phases=(tests run family nccl memcheck bench profile)
+all_phases=(tests run family nccl memcheck bench profile cpu)
 kit="" out="" pack="" budget=0 device=cuda batches="32" bench_steps="" variants="" twins="" tests_budget=0
-profile_variants="default:"
+profile_variants="default:" cpu_bench=""
 phases=()
 usage_error() { echo "gpu_check.sh: $*" >&2; exit 2; }
 need_value() { [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"; }
@@ -65,6 +71,7 @@ while (( $# )); do
     --bench-steps) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || usage_error "--bench-steps takes a whole number, not '$2'"; bench_steps=$2; shift 2 ;;
     --variants) need_value "$@"; variants=$2; shift 2 ;;
     --profile-variants) need_value "$@"; profile_variants=$2; shift 2 ;;
+    --cpu-bench) need_value "$@"; [[ -d $2/pydeps && -d $2/data ]] || usage_error "--cpu-bench: $2 holds no pydeps/ and data/ (unpack the tarball of scripts/cpu_bench_kit.sh)"; cpu_bench=$(cd "$2" && pwd); shift 2 ;;
     --twins) need_value "$@"; twins=$2; [[ $twins == none ]] && twins=" "; shift 2 ;;
     --summarize) need_value "$@"; [[ -d $2 ]] || usage_error "--summarize: $2 is not a folder"; summarize "$2"; cat "$2/summary.txt"; exit 0 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -369,6 +376,32 @@ phase_bench() {
   step bench gpt2 "$repo/scripts/bench_gpt2_gpu.sh" --batches "$batches" --no-append --device "$device" \
     --keep "$out/bench/rows" ${bench_steps:+--steps "$bench_steps"} ${variants:+--variants "$variants"} ${twins:+--twins "$twins"}
   [[ -f $out/bench/rows/table.md ]] && { echo; cat "$out/bench/rows/table.md"; }
+  pack_up
+}
+
+phase_cpu() {
+  local data="$repo/../shared/data" ok
+  local -a small=()
+  if [[ -n $cpu_bench ]]; then
+    data=$cpu_bench/data
+    export PYTHONPATH="$cpu_bench/pydeps${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+  ok=$("$PYTHON" -c 'import transformers; print(transformers.__version__)' 2>&1 | tail -n 1)
+  if [[ ! $ok =~ ^[0-9] ]]; then
+    skip cpu first_token "no transformers for $PYTHON ($ok): give --cpu-bench"
+    return
+  fi
+  # --device cpu checks this script on a machine without a GPU: a tiny model then, the flow not the figures.
+  [[ $device == cpu ]] && small=(--reps 1 --model-flags "--n-layer 1 --n-head 2 --n-embd 32")
+  step cpu first_token env CUDA_VISIBLE_DEVICES= "$repo/scripts/bench_load.sh" --no-append --vocab "$data/gpt2" \
+    --text "$data/tinyshakespeare.txt" "${small[@]}"
+  pack_up
+  [[ $device == cpu ]] && small+=(--new-tokens 8)
+  step cpu generate_gpt2 env CUDA_VISIBLE_DEVICES= "$repo/scripts/bench_generate.sh" --no-append --uncached-tokens 0 \
+    --vocab "$data/gpt2" --text "$data/tinyshakespeare.txt" "${small[@]}"
+  pack_up
+  step cpu generate_nanochat_d4 env CUDA_VISIBLE_DEVICES= "$repo/scripts/bench_generate.sh" --no-append \
+    --uncached-tokens 0 --preset nanochat-d4 --vocab "$data/gpt2" --text "$data/tinyshakespeare.txt" "${small[@]}"
   pack_up
 }
 

@@ -4,7 +4,8 @@
 #   (1) scripts/torch_python.sh: PYTHON, .venv, CMake's Python, python3, in that order; one line naming
 #       what was tried when none has torch; the benchmarks' common.sh finds it with no .venv
 #   (2) gpu_check.sh: no GPU -> exit 2 with one line; phases run nccl memcheck on CPU write their rows,
-#       facts, summary and pack; the memcheck verdict comes from the ERROR SUMMARY; tests rows from CTest
+#       facts, summary and pack; the memcheck verdict comes from the ERROR SUMMARY; tests rows from CTest;
+#       the cpu phase's benchmarks against transformers (a tiny model) with --cpu-bench's data
 #   (3) gpu_check.sh --budget: a step that runs too long is cut, its row says TIMEOUT, the pack is there
 #   (4) the kit's environment (scripts/gpu_kit_env.sh): finds the node's torch and the CUDA/NCCL
 #       folders beside it, refuses another torch version, names a library that resolves nowhere
@@ -162,6 +163,36 @@ rows="$WORK/tests/tests/rows.txt"
 check "(2) tests phase: a row per CTest test, and the failure counted (exit $RC)" \
   bash -c "[[ $RC -eq 1 ]] && grep -qE '^FAIL +tests.ctest_cuda ' '$rows' && grep -qE '^PASS +tests.Cuda.Fp32LossesEqualTheCpuRun \(2.31 s\)' '$rows' && grep -qE '^SKIP +tests.cuda_nccl_one_rank ' '$rows' && grep -qE '^FAIL +tests.Cuda.Bf16Training ' '$rows'"
 rm "$fakes/ctest"
+
+# The cpu phase (the host CPU's figures against transformers) with --cpu-bench: its pydeps/ goes first on
+# PYTHONPATH (empty here: this Python's own transformers) and its data/ stands in for ../shared/data.
+run_cmd cpu_bench_bad env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --cpu-bench "$WORK" cpu
+check "(2) --cpu-bench without pydeps/ and data/: exit 2 naming it (exit $RC): $(cat "$WORK/cpu_bench_bad.err")" \
+  bash -c "[[ $RC -eq 2 && \$(wc -l <'$WORK/cpu_bench_bad.err') -eq 1 ]] && grep -q -- '--cpu-bench: .* holds no pydeps/' '$WORK/cpu_bench_bad.err'"
+shared="$REPO_DIR/../shared/data"
+cpu_bench="$WORK/cpu-bench"
+mkdir -p "$cpu_bench/pydeps" "$cpu_bench/data"
+ln -s "$shared/gpt2" "$cpu_bench/data/gpt2"
+ln -s "$shared/tinyshakespeare.txt" "$cpu_bench/data/tinyshakespeare.txt"
+if [[ ! -f $shared/gpt2/encoder.json || ! -f $shared/tinyshakespeare.txt ]]; then
+  echo "SKIP (2) the cpu phase: $shared lacks gpt2/encoder.json or tinyshakespeare.txt"
+elif "$real_python" -c 'import transformers' 2>/dev/null; then
+  run_cmd cpu_phase env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --out "$WORK/cpu_phase" \
+    --cpu-bench "$cpu_bench" cpu
+  check "(2) the cpu phase on a tiny model: exit 0 (exit $RC): $(tail -n 2 "$WORK/cpu_phase.err")" test "$RC" -eq 0
+  for name in first_token generate_gpt2 generate_nanochat_d4; do
+    check "(2) ... row PASS cpu.$name" grep -qE "^PASS +cpu.$name " "$WORK/cpu_phase/cpu/rows.txt"
+  done
+  check "(2) ... the logs hold the tables, the generated ids equal to transformers'" bash -c "
+    grep -q '^| transformers from_pretrained + generate |' '$WORK/cpu_phase/cpu/first_token.log' &&
+    grep -q 'equal to transformers' '$WORK/cpu_phase/cpu/generate_gpt2.log' &&
+    grep -q 'equal to transformers' '$WORK/cpu_phase/cpu/generate_nanochat_d4.log'"
+else
+  run_cmd cpu_phase env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --out "$WORK/cpu_phase" \
+    --cpu-bench "$cpu_bench" cpu
+  check "(2) the cpu phase without transformers: a SKIP row saying so" \
+    grep -qE "^SKIP +cpu.first_token .*no transformers" "$WORK/cpu_phase/cpu/rows.txt"
+fi
 
 # --- (3) a step cut at the budget ----------------------------------------------------------------------
 slow="$WORK/slow_kit"
