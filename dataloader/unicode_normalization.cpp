@@ -31,6 +31,7 @@ void append_normalized(std::string_view piece, NormalForm form, std::string& out
 }  // namespace
 
 bool assigned_in_unicode_9(char32_t code_point) {
+  if (code_point < kAssignedInUnicode9[1]) return true;  // U+0000..U+0377, the common case, without a search
   // The number of list entries <= code_point is odd exactly inside an assigned range.
   const auto after = std::upper_bound(std::begin(kAssignedInUnicode9), std::end(kAssignedInUnicode9), code_point);
   return (after - std::begin(kAssignedInUnicode9)) % 2 == 1;
