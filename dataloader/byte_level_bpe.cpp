@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -44,6 +45,34 @@ struct Pcre2Deleter {
 // U+180E; spelling the class out keeps splits identical.
 constexpr std::string_view kWhiteSpace =
     R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
+// Code points tokenizers' regex engine (Oniguruma) puts in a general category while Unicode 14.0, the
+// oldest PCRE2's (10.42, Debian 12), leaves them unassigned: letters of CJK Extension H, Kawi, Garay, ...
+// (scripts/gen_unicode_property_additions.py reads them off tokenizers). A newer PCRE2 has most of them
+// already; adding them again changes nothing.
+struct PropertyAddition {
+  std::string_view category;
+  char32_t first, last;
+};
+constexpr PropertyAddition kPropertyAdditions[] = {
+#include "dataloader/unicode_property_additions.inc"
+};
+
+// The members to add after \p{category} inside a class (empty when the category has none).
+std::string added_members(std::string_view category) {
+  std::string out;
+  char buffer[32];
+  for (const auto& a : kPropertyAdditions) {
+    if (a.category != category) continue;
+    std::snprintf(buffer, sizeof buffer, "\\x{%X}", static_cast<unsigned>(a.first));
+    out += buffer;
+    if (a.last != a.first) {
+      std::snprintf(buffer, sizeof buffer, "-\\x{%X}", static_cast<unsigned>(a.last));
+      out += buffer;
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -211,12 +240,10 @@ std::optional<std::pair<std::size_t, std::size_t>> PretokenPattern::next(std::st
 
 // Possessive repeats are equivalent here (nothing follows them) and spare the matcher backtracking.
 std::string gpt2_split_pattern() {
-  const std::string ws(kWhiteSpace);
-  return R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}++| ?\p{N}++| ?[^)" + ws + R"(\p{L}\p{N}]++|[)" + ws + "]+(?![^" + ws +
-         "])|[" + ws + "]+";
+  return pcre2_pattern_of(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s+(?!\S)|\s+)");
 }
 
-std::string with_white_space_spelled_out(std::string_view pattern) {
+std::string pcre2_pattern_of(std::string_view pattern) {
   const std::string ws(kWhiteSpace);
   std::string out;
   bool in_class = false;
@@ -228,6 +255,30 @@ std::string with_white_space_spelled_out(std::string_view pattern) {
         out += in_class ? ws : "[" + ws + "]";
       } else if (escaped == 'S' && !in_class) {
         out += "[^" + ws + "]";
+      } else if ((escaped == 'p' || escaped == 'P') && i + 1 < pattern.size()) {
+        // \p{X} or \pX: X as tokenizers' Unicode has it. \P{X} inside a class has no such form (a class
+        // cannot subtract), and \p{^X} is left as written too: PCRE2's own, as before.
+        std::string_view name;
+        std::size_t end = i + 1;
+        if (pattern[i + 1] == '{') {
+          const std::size_t close = pattern.find('}', i + 2);
+          if (close != std::string_view::npos) {
+            name = pattern.substr(i + 2, close - i - 2);
+            end = close;
+          }
+        } else {
+          name = pattern.substr(i + 1, 1);
+        }
+        const std::string extra = name.empty() ? std::string() : added_members(name);
+        const std::string written(pattern.substr(i - 1, end + 1 - (i - 1)));
+        if (extra.empty() || (escaped == 'P' && in_class)) {
+          out += written;
+        } else if (in_class) {
+          out += written + extra;
+        } else {
+          out += (escaped == 'P' ? "[^\\p{" : "[\\p{") + std::string(name) + "}" + extra + "]";
+        }
+        i = end;
       } else {
         // \S inside a class has no spelled-out form; PCRE2's own differs from White_Space only at U+180E.
         out += c;

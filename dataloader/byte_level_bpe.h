@@ -236,8 +236,9 @@ class PretokenPattern {
 
 // GPT-2's split pattern (also tokenizers' ByteLevel pre-tokenizer with use_regex), for PCRE2.
 std::string gpt2_split_pattern();
-// A pattern written for Oniguruma or Python's regex (as tokenizer.json's Split holds) with \s and \S
-// spelled out as Unicode White_Space, which PCRE2's \s is not exactly.
-std::string with_white_space_spelled_out(std::string_view pattern);
+// A pattern written for Oniguruma or Python's regex (as tokenizer.json's Split holds), made to split in
+// PCRE2 as it does there: \s and \S spelled out as Unicode White_Space, which PCRE2's \s is not exactly,
+// and each general category (\p{L}, \p{N}, ...) with the code points tokenizers' newer Unicode adds to it.
+std::string pcre2_pattern_of(std::string_view pattern);
 
 }  // namespace mygpt::bpe

@@ -169,7 +169,7 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
   }
   if (type == "Digits") {
     const bool individual = flag(node, "individual_digits", false);
-    steps.push_back(PretokenStep{bpe::PretokenPattern(R"(\p{N})", where),
+    steps.push_back(PretokenStep{bpe::PretokenPattern(bpe::pcre2_pattern_of(R"(\p{N})"), where),
                                  individual ? SplitBehavior::isolated : SplitBehavior::contiguous});
     return;
   }
@@ -177,7 +177,7 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
   const json& pattern = node.value("pattern", json());
   std::string regex;
   if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
-    regex = bpe::with_white_space_spelled_out(pattern["Regex"].get<std::string>());
+    regex = bpe::pcre2_pattern_of(pattern["Regex"].get<std::string>());
   } else if (pattern.is_object() && pattern.contains("String") && pattern["String"].is_string()) {
     regex = escaped_literal(pattern["String"].get<std::string>());
   } else {
@@ -301,8 +301,10 @@ void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
     a.content = matched;
     (after_normalizer ? normalized_added : raw_added).push_back(std::move(a));
     if (token.value("single_word", false) && !word_character) {
-      // Rust regex's Unicode \w.
-      word_character.emplace(R"(\A[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])", where);
+      // Rust regex's Unicode \w (Unicode 16). Alphabetic is the letters, Nl and marks (mostly): naming
+      // \p{L} and \p{Nl} too changes nothing in PCRE2 but brings in the letters its older Unicode lacks.
+      word_character.emplace(
+          bpe::pcre2_pattern_of(R"(\A[\p{Alphabetic}\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])"), where);
     }
   }
   // Leftmost-longest: at each position the longest token wins, so try them longest first.

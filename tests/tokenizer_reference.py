@@ -214,7 +214,11 @@ def random_unicode(rng, length):
         "'s", "'LL", "'Ve", "'d", ".,;:!?-()[]{}\"'/\\@#$%^&*_+=<>|~`",
         "\u00a0\u2000\u2028\u3000\u200b\u180e\u0085", "éàüßñçøåæœ", "αβγδεζηθΩΣ", "абвгдеёжзийЖЩЯ",
         "中文字符测试你好世界汉字", "ひらがなカタカナ", "한국어텍스트", "عربيةنص", "हिन्दीपाठ", "ไทย",
-        "\u0301\u0308\u0327\u0323\u036f", "😀😂🥲🤖👍🏽👨‍👩‍👧‍👦🇫🇷❤️✨", "①②³¼Ⅷ٣६", "<|endoftext|>", "<|bos|>", "hello", " <mask> ",
+        "\u0301\u0308\u0327\u0323\u036f",
+        # Letters, digits and marks of Unicode 15 and 16 (CJK Extension H, Kawi, Nag Mundari, Garay, Kirat
+        # Rai): \p{L}, \p{N} and \p{M} for tokenizers' regex, unassigned for the PCRE2 of Debian 12.
+        "\U00031350\U000323af\U00011f04\U00011f12\U0001e4d0\U0001e030\U00010d4a\U00016d40\U0001e4f1\U00011f51\u0897",
+        "😀😂🥲🤖👍🏽👨‍👩‍👧‍👦🇫🇷❤️✨", "①②³¼Ⅷ٣६", "<|endoftext|>", "<|bos|>", "hello", " <mask> ",
     ]
     out = []
     for _ in range(length):
