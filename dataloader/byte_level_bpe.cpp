@@ -255,30 +255,34 @@ std::string pcre2_pattern_of(std::string_view pattern) {
         out += in_class ? ws : "[" + ws + "]";
       } else if (escaped == 'S' && !in_class) {
         out += "[^" + ws + "]";
-      } else if ((escaped == 'p' || escaped == 'P') && i + 1 < pattern.size()) {
-        // \p{X} or \pX: X as tokenizers' Unicode has it. \P{X} inside a class has no such form (a class
-        // cannot subtract), and \p{^X} is left as written too: PCRE2's own, as before.
-        std::string_view name;
-        std::size_t end = i + 1;
-        if (pattern[i + 1] == '{') {
-          const std::size_t close = pattern.find('}', i + 2);
-          if (close != std::string_view::npos) {
-            name = pattern.substr(i + 2, close - i - 2);
-            end = close;
-          }
-        } else {
-          name = pattern.substr(i + 1, 1);
+      } else if (escaped == 'p' || escaped == 'P') {
+        // \p{X} (or \p{^X}, its negation): X as tokenizers' Unicode has it. A \p without a brace is, to
+        // Oniguruma, the letter p (PCRE2 would read \pL as a property). A negated property inside a class
+        // has no such form (a class cannot subtract): PCRE2's own, as before.
+        if (i + 1 >= pattern.size() || pattern[i + 1] != '{') {
+          out += escaped;
+          continue;
         }
-        const std::string extra = name.empty() ? std::string() : added_members(name);
-        const std::string written(pattern.substr(i - 1, end + 1 - (i - 1)));
-        if (extra.empty() || (escaped == 'P' && in_class)) {
-          out += written;
+        const std::size_t close = pattern.find('}', i + 2);
+        if (close == std::string_view::npos) {  // PCRE2 refuses it as Oniguruma does
+          out += pattern.substr(i - 1);
+          break;
+        }
+        std::string_view name = pattern.substr(i + 2, close - i - 2);
+        bool negated = escaped == 'P';
+        if (!name.empty() && name.front() == '^') {
+          negated = !negated;
+          name.remove_prefix(1);
+        }
+        const std::string extra = added_members(name);
+        if (extra.empty() || (negated && in_class)) {
+          out += pattern.substr(i - 1, close + 2 - i);
         } else if (in_class) {
-          out += written + extra;
+          out += "\\p{" + std::string(name) + "}" + extra;
         } else {
-          out += (escaped == 'P' ? "[^\\p{" : "[\\p{") + std::string(name) + "}" + extra + "]";
+          out += (negated ? "[^\\p{" : "[\\p{") + std::string(name) + "}" + extra + "]";
         }
-        i = end;
+        i = close;
       } else {
         // \S inside a class has no spelled-out form; PCRE2's own differs from White_Space only at U+180E.
         out += c;

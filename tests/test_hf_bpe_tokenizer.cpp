@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/file_io.h"
+#include "dataloader/byte_level_bpe.h"
 #include "dataloader/chat_format.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/hf_bpe_tokenizer.h"
@@ -153,8 +154,8 @@ TEST_F(TokenizerJsonVersusTokenizers, Gpt4StyleSplitPatternAsNanochats) {
 
 // The rest of what the reader follows, each judged by tokenizers on the random strings and a page of
 // Shakespeare: every Split behaviour (and invert, and a String pattern), Digits, ByteLevel's prefix space
-// and its own regex, added tokens with single_word, lstrip and rstrip (and one already in the vocab), and
-// ignore_merges.
+// and its own regex, a GPT-4o-style pattern (letters by case, marks) and a negated property, added tokens
+// with single_word, lstrip and rstrip (and one already in the vocab), and ignore_merges.
 TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgnoreMerges) {
   const fs::path gpt4 = dir_.path() / "gpt4", variants = dir_.path() / "variants";
   ASSERT_FALSE(
@@ -180,7 +181,7 @@ TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgno
                    HfBpeTokenizer::SpecialTokens::as_text);
     ++compared;
   }
-  EXPECT_EQ(compared, 8);
+  EXPECT_EQ(compared, 10);
 }
 
 // A Unicode normalizer (Qwen2/Qwen3's tokenizer.json has NFC), judged by tokenizers on tokenizers it trained
@@ -361,6 +362,32 @@ TEST(HfBpeTokenizer, NormalizesWithUnicode9TablesAsTokenizersDoes) {
   }
   EXPECT_EQ(normalized_as_tokenizers("\ufb01\u1df6\ufb01", NormalForm::nfkc), "fi\u1df6fi");
   EXPECT_THROW(normalized_as_tokenizers("a\u1df6\xff", NormalForm::nfc), std::invalid_argument);
+}
+
+// A split pattern as Oniguruma (tokenizers' engine, Unicode 16) reads it, whatever the Unicode of the PCRE2
+// linked: a CJK Extension H, Kawi or Nag Mundari letter (Unicode 15) is \p{L}, a Nag Mundari digit \p{N};
+// \p{^L} is \P{L}; and \p without a brace is the letter p. (The reference comparisons above judge the
+// same on random text; this needs no Python.)
+TEST(HfBpeTokenizer, SplitPatternsHaveTokenizersUnicode) {
+  const auto matches = [](const std::string& pattern, const std::string& text) {
+    bpe::PretokenPattern compiled(bpe::pcre2_pattern_of(pattern), "test");
+    std::vector<std::string> out;
+    for (std::size_t at = 0; at < text.size();) {
+      const auto found = compiled.next(text, at);
+      if (!found || found->second == found->first) break;
+      out.push_back(text.substr(found->first, found->second - found->first));
+      at = found->second;
+    }
+    return out;
+  };
+  const std::string word = "ab\U00031350cd\U00011f04\U0001e4d0x";
+  EXPECT_EQ(matches(R"(\p{L}+)", word + " " + word), (std::vector<std::string>{word, word}));
+  EXPECT_EQ(matches(R"([\p{L}\p{N}]+)", "a\U0001e4f1b 7"), (std::vector<std::string>{"a\U0001e4f1b", "7"}));
+  EXPECT_EQ(matches(R"(\P{L}+)", word + " ,"), (std::vector<std::string>{" ,"}));
+  EXPECT_EQ(matches(R"(\p{^L}+)", word + " ,"), (std::vector<std::string>{" ,"}));
+  EXPECT_EQ(matches(R"([^\s\p{L}]+)", word + "!?"), (std::vector<std::string>{"!?"}));
+  EXPECT_EQ(matches(R"(\pL+)", "LL pLLL"), (std::vector<std::string>{"pLLL"}));
+  EXPECT_EQ(matches(R"(\s+)", "a\u180e\u3000b"), (std::vector<std::string>{"\u3000"}));  // White_Space
 }
 
 TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {

@@ -82,6 +82,13 @@ def variants(gpt4_dir, out_dir):
         "string_split": [pre_tokenizers.Split(" ", "isolated"), byte_level],
         "digits_prefix_space": [pre_tokenizers.Digits(individual_digits=True),
                                 pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)],
+        # GPT-4o's style: letters by case (\p{Lu}, \p{Ll}, \p{Lt}, \p{Lm}, \p{Lo}) and marks (\p{M}), and
+        # a negated property (\P{N}) outside a class.
+        "cased_letters": [pre_tokenizers.Split(Regex(
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+            r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"), "isolated"), byte_level],
+        "negated_property": [pre_tokenizers.Split(Regex(r"\P{N}+"), "isolated"), byte_level],
     }
     for name, steps in list(changes.items()) + [("added_tokens", None), ("ignore_merges", None)]:
         tok = Tokenizer.from_file(os.path.join(gpt4_dir, "tokenizer.json"))
