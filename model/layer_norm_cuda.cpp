@@ -35,7 +35,7 @@ Gradients backward_pass(const torch::autograd::variable_list& saved, const torch
   const int64_t width = x.size(-1);
   const int64_t rows = x.numel() / width;
   auto dx = torch::empty_like(x);
-  auto partials = torch::empty({cuda_kernels::layer_norm_backward_partial_rows(rows), 2, width}, x.options());
+  auto partials = torch::empty({cuda_kernels::layer_norm_backward_partial_rows(rows, width), 2, width}, x.options());
   const c10::cuda::CUDAGuard device_guard(x.device());
   check_launch(cuda_kernels::launch_layer_norm_backward(
                    dy.data_ptr(), lowp_type(type), x.data_ptr<float>(), weight.data_ptr<float>(),

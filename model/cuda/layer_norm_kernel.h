@@ -25,12 +25,12 @@ int launch_layer_norm_forward(const float* x, const void* branch, float* x_sum, 
                               const float* bias, void* y, LowpType type, float* mean, float* rstd, int64_t rows,
                               int64_t width, float eps, void* stream);
 
-// How many rows of partial weight and bias gradients the backward writes for `rows` rows (each row of
-// partials is 2 x width fp32: the weight's, then the bias's); their column sums are the gradients.
-int64_t layer_norm_backward_partial_rows(int64_t rows);
+// How many rows of partial weight and bias gradients the backward writes for `rows` rows of `width` (each
+// row of partials is 2 x width fp32: the weight's, then the bias's); their column sums are the gradients.
+int64_t layer_norm_backward_partial_rows(int64_t rows, int64_t width);
 
 // dy (rows, width) in `type`; x (the normalized input: x_sum when the add was fused), mean, rstd, weight
-// as in the forward. Writes dx (rows, width) fp32 and partials (layer_norm_backward_partial_rows(rows), 2,
+// as in the forward. Writes dx (rows, width) fp32 and partials (layer_norm_backward_partial_rows(rows, width), 2,
 // width) fp32. With dresidual (rows, width) fp32, the gradient x receives from its other uses, dx is the
 // sum of both; with dbranch, dx is also written there in `type` (the residual branch's gradient).
 int launch_layer_norm_backward(const void* dy, LowpType type, const float* x, const float* weight, const float* mean,

@@ -39,12 +39,13 @@ void expect_within(const torch::Tensor& got, const torch::Tensor& want, const to
 struct Case {
   std::vector<int64_t> shape;  // the last size is the width
   at::ScalarType type;
+  bool misaligned = false;  // x starts 4 bytes into its allocation: the kernels' one-element accesses
 };
 
 std::string name(const Case& c) {
   std::string s = c.type == at::kBFloat16 ? "bf16" : "fp16";
   for (auto n : c.shape) s += " " + std::to_string(n);
-  return s;
+  return c.misaligned ? s + " misaligned" : s;
 }
 
 // fused: the residual add fused in (add_layer_norm_cuda_lowp), with a gradient for the sum too.
@@ -62,7 +63,10 @@ void check(const Case& c, bool fused) {
   // What the norm normalizes: the fp32 sum is one IEEE addition, the same on the CPU and the GPU.
   const auto normalized = fused ? x0 + branch0.to(torch::kFloat) : x0;
 
-  auto x = x0.to(kCuda).requires_grad_();
+  auto x = c.misaligned ? torch::empty({x0.numel() + 1}, x0.options().device(kCuda)).narrow(0, 1, x0.numel()).view(c.shape)
+                        : x0.to(kCuda);
+  if (c.misaligned) x.copy_(x0);
+  x.requires_grad_();
   auto w = w0.to(kCuda).requires_grad_();
   auto b = b0.to(kCuda).requires_grad_();
   auto branch = branch0.to(kCuda).requires_grad_();
@@ -133,11 +137,14 @@ void check(const Case& c, bool fused) {
   expect_within(b.grad().cpu(), b64.grad(), sum_error * dyd.abs().sum(rows_dims), "bias gradient");
 }
 
+// Widths of whole fours with aligned arrays take the kernels' four-wide accesses; width 1, width 770 and
+// the misaligned x take the one-element ones.
 TEST(CudaLayerNormKernel, MatchesDoublePrecisionForwardAndBackward) {
   REQUIRE_CUDA_NORM_KERNEL();
   for (const Case& c : {Case{{4100, 768}, at::kBFloat16}, Case{{4100, 768}, at::kHalf}, Case{{4, 7, 96}, at::kBFloat16},
                         Case{{33, 100}, at::kBFloat16}, Case{{5, 1}, at::kBFloat16}, Case{{1500, 2048}, at::kBFloat16},
-                        Case{{3, 6144}, at::kHalf}, Case{{40000, 64}, at::kBFloat16}}) {
+                        Case{{3, 6144}, at::kHalf}, Case{{40000, 64}, at::kBFloat16}, Case{{65, 770}, at::kBFloat16},
+                        Case{{300, 768}, at::kHalf, /*misaligned=*/true}}) {
     check(c, /*fused=*/false);
     check(c, /*fused=*/true);
   }
