@@ -238,10 +238,18 @@ BlockImpl::BlockImpl(const GptConfig& config, WeightInit init) {
   mlp = register_module("mlp", Mlp(config, init));
 }
 
+std::pair<torch::Tensor, torch::Tensor> BlockImpl::forward_deferred(const torch::Tensor& x, const torch::Tensor& pending,
+                                                                     const RotaryAngles& rope) {
+  // in = x + pending, h = ln_1(in); then mid = in + attn(h), h2 = ln_2(mid).
+  auto [in, h] = pending.defined() ? ln_1->add_then_forward(x, pending) : std::pair{x, ln_1(x)};
+  auto [mid, h2] = ln_2->add_then_forward(in, attn(h, rope));
+  return {mid, mlp(h2)};
+}
+
 torch::Tensor BlockImpl::forward(torch::Tensor x, const RotaryAngles& rope) {
   auto whole = [this, rope](const torch::Tensor& in) {
-    auto [x, h] = ln_2->add_then_forward(in, attn(ln_1(in), rope));  // x = in + attn(...), h = ln_2(x)
-    return x + mlp(h);
+    auto [mid, mlp_out] = forward_deferred(in, {}, rope);
+    return mid + mlp_out;
   };
   switch (recompute) {
     case Recompute::block:
@@ -342,7 +350,19 @@ torch::Tensor GptImpl::hidden_states(const torch::Tensor& idx) {
   const int64_t T = idx.size(1);
   TORCH_CHECK(T <= config_.block_size, "sequence length ", T, " exceeds block size ", config_.block_size);
   auto [x, rope] = embed(idx, 0);
-  for (const auto& block : *h) x = block->as<BlockImpl>()->forward(x, rope);
+  // Each block's MLP output is added to the residual stream by the next block's ln_1, in its kernel; a
+  // block that recomputes in backward takes and returns the whole stream (its inputs are what it keeps).
+  torch::Tensor pending;
+  for (const auto& module : *h) {
+    auto* block = module->as<BlockImpl>();
+    if (block->recompute == Recompute::none) {
+      std::tie(x, pending) = block->forward_deferred(x, pending, rope);
+    } else {
+      if (pending.defined()) x = x + std::exchange(pending, {});
+      x = block->forward(x, rope);
+    }
+  }
+  if (pending.defined()) x = x + pending;
   return ln_f(x);
 }
 

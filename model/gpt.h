@@ -102,6 +102,12 @@ class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const GptConfig& config, WeightInit init = WeightInit::random);
   torch::Tensor forward(torch::Tensor x, const RotaryAngles& rope = {});
+  // The block with the MLP's residual add left to the norm after it: `pending` (undefined for the first
+  // block) is the previous block's MLP output, added to x inside ln_1 (NormImpl::add_then_forward: one
+  // kernel on CUDA, as ln_2 adds the attention's); returns the residual stream without this block's MLP
+  // output, and that output, which the next block's ln_1 (or the model, before ln_f) adds.
+  std::pair<torch::Tensor, torch::Tensor> forward_deferred(const torch::Tensor& x, const torch::Tensor& pending,
+                                                           const RotaryAngles& rope = {});
   torch::Tensor forward_cached(torch::Tensor x, KvCache& cache, int64_t layer, const RotaryAngles& rope = {});
 
   Norm ln_1{nullptr};
