@@ -380,27 +380,28 @@ phase_bench() {
 }
 
 phase_cpu() {
-  local data="$repo/../shared/data" ok
+  local data="$repo/../shared/data" pythonpath=${PYTHONPATH:-} ok
   local -a small=()
   if [[ -n $cpu_bench ]]; then
     data=$cpu_bench/data
-    export PYTHONPATH="$cpu_bench/pydeps${PYTHONPATH:+:$PYTHONPATH}"
+    pythonpath="$cpu_bench/pydeps${pythonpath:+:$pythonpath}"  # for this phase's steps only
   fi
-  ok=$("$PYTHON" -c 'import transformers; print(transformers.__version__)' 2>&1 | tail -n 1)
+  local -a cpu_env=(env CUDA_VISIBLE_DEVICES= PYTHONPATH="$pythonpath")
+  ok=$("${cpu_env[@]}" "$PYTHON" -c 'import transformers; print(transformers.__version__)' 2>&1 | tail -n 1)
   if [[ ! $ok =~ ^[0-9] ]]; then
     skip cpu first_token "no transformers for $PYTHON ($ok): give --cpu-bench"
     return
   fi
   # --device cpu checks this script on a machine without a GPU: a tiny model then, the flow not the figures.
   [[ $device == cpu ]] && small=(--reps 1 --model-flags "--n-layer 1 --n-head 2 --n-embd 32")
-  step cpu first_token env CUDA_VISIBLE_DEVICES= "$repo/scripts/bench_load.sh" --no-append --vocab "$data/gpt2" \
+  step cpu first_token "${cpu_env[@]}" "$repo/scripts/bench_load.sh" --no-append --vocab "$data/gpt2" \
     --text "$data/tinyshakespeare.txt" "${small[@]}"
   pack_up
   [[ $device == cpu ]] && small+=(--new-tokens 8)
-  step cpu generate_gpt2 env CUDA_VISIBLE_DEVICES= "$repo/scripts/bench_generate.sh" --no-append --uncached-tokens 0 \
+  step cpu generate_gpt2 "${cpu_env[@]}" "$repo/scripts/bench_generate.sh" --no-append --uncached-tokens 0 \
     --vocab "$data/gpt2" --text "$data/tinyshakespeare.txt" "${small[@]}"
   pack_up
-  step cpu generate_nanochat_d4 env CUDA_VISIBLE_DEVICES= "$repo/scripts/bench_generate.sh" --no-append \
+  step cpu generate_nanochat_d4 "${cpu_env[@]}" "$repo/scripts/bench_generate.sh" --no-append \
     --uncached-tokens 0 --preset nanochat-d4 --vocab "$data/gpt2" --text "$data/tinyshakespeare.txt" "${small[@]}"
   pack_up
 }
