@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -243,8 +244,24 @@ std::string gpt2_split_pattern() {
   return pcre2_pattern_of(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s+(?!\S)|\s+)");
 }
 
+// The members to add after each of `categories` inside a class (tokenizers' Unicode beyond PCRE2's).
+std::string added_members(std::initializer_list<std::string_view> categories) {
+  std::string out;
+  for (const std::string_view category : categories) out += added_members(category);
+  return out;
+}
+
+// Oniguruma's Unicode \w, read off tokenizers code point by code point: Alphabetic, marks, decimal digits
+// and connector punctuation (PCRE2 10.42's is letters, numbers and '_'), and, from its Latin-1 table, the
+// superscripts 2, 3, 1 and the fractions 1/4, 1/2, 3/4.
+std::string word_members() {
+  return R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})" +
+         added_members({"L", "Nl", "M", "Nd", "Pc"});
+}
+
 std::string pcre2_pattern_of(std::string_view pattern) {
   const std::string ws(kWhiteSpace);
+  const std::string word = word_members(), digit = "\\p{Nd}" + added_members("Nd");
   std::string out;
   bool in_class = false;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -255,6 +272,16 @@ std::string pcre2_pattern_of(std::string_view pattern) {
         out += in_class ? ws : "[" + ws + "]";
       } else if (escaped == 'S' && !in_class) {
         out += "[^" + ws + "]";
+      } else if (escaped == 'w' || escaped == 'd') {
+        const std::string& members = escaped == 'w' ? word : digit;
+        out += in_class ? members : "[" + members + "]";
+      } else if ((escaped == 'W' || escaped == 'D') && !in_class) {
+        out += "[^" + (escaped == 'W' ? word : digit) + "]";
+      } else if ((escaped == 'b' || escaped == 'B') && !in_class) {
+        // A word boundary by Oniguruma's \w: a word character on exactly one side (\B: on both or neither).
+        const std::string w = "[" + word + "]";
+        out += escaped == 'b' ? "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))"
+                              : "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
       } else if (escaped == 'p' || escaped == 'P') {
         // \p{X} (or \p{^X}, its negation): X as tokenizers' Unicode has it. A \p without a brace is, to
         // Oniguruma, the letter p (PCRE2 would read \pL as a property). A negated property inside a class
@@ -284,7 +311,8 @@ std::string pcre2_pattern_of(std::string_view pattern) {
         }
         i = close;
       } else {
-        // \S inside a class has no spelled-out form; PCRE2's own differs from White_Space only at U+180E.
+        // \S, \W and \D inside a class have no spelled-out form (a class cannot subtract): PCRE2's own; its
+        // \S differs from White_Space only at U+180E.
         out += c;
         out += escaped;
       }

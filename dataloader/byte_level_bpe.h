@@ -238,7 +238,8 @@ class PretokenPattern {
 std::string gpt2_split_pattern();
 // A pattern written for Oniguruma or Python's regex (as tokenizer.json's Split holds), made to split in
 // PCRE2 as it does there: \s and \S spelled out as Unicode White_Space, which PCRE2's \s is not exactly,
-// and each general category (\p{L}, \p{N}, ...) with the code points tokenizers' newer Unicode adds to it.
+// \w, \d and \b by Oniguruma's definitions (its \w takes marks and all connector punctuation), and each
+// general category (\p{L}, \p{N}, ...) with the code points tokenizers' newer Unicode adds to it.
 std::string pcre2_pattern_of(std::string_view pattern);
 
 }  // namespace mygpt::bpe

@@ -154,7 +154,8 @@ TEST_F(TokenizerJsonVersusTokenizers, Gpt4StyleSplitPatternAsNanochats) {
 
 // The rest of what the reader follows, each judged by tokenizers on the random strings and a page of
 // Shakespeare: every Split behaviour (and invert, and a String pattern), Digits, ByteLevel's prefix space
-// and its own regex, a GPT-4o-style pattern (letters by case, marks) and a negated property, added tokens
+// and its own regex, a GPT-4o-style pattern (letters by case, marks), a negated property, \w, \d, \W and
+// \b as Oniguruma defines them, added tokens
 // with single_word, lstrip and rstrip (and one already in the vocab), and ignore_merges.
 TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgnoreMerges) {
   const fs::path gpt4 = dir_.path() / "gpt4", variants = dir_.path() / "variants";
@@ -181,7 +182,7 @@ TEST_F(TokenizerJsonVersusTokenizers, OtherPreTokenizersAddedTokenOptionsAndIgno
                    HfBpeTokenizer::SpecialTokens::as_text);
     ++compared;
   }
-  EXPECT_EQ(compared, 10);
+  EXPECT_EQ(compared, 12);
 }
 
 // A Unicode normalizer (Qwen2/Qwen3's tokenizer.json has NFC), judged by tokenizers on tokenizers it trained
@@ -219,6 +220,51 @@ TEST_F(TokenizerJsonVersusTokenizers, UnicodeNormalizersAsQwensNfc) {
     EXPECT_NE(ours.encode("\u00c5!"), std::vector<int32_t>{angstrom});
     EXPECT_EQ(ours.decode(ours.encode("e\u0301")), "\u00e9");
     EXPECT_EQ(ours.decode(ours.encode("\ufb01")), kind == "nfkc" ? "fi" : "\ufb01");  // a compatibility character
+  }
+}
+
+// The classes a split pattern names, code point by code point over all of Unicode: what our PCRE2 pattern
+// (bpe::pcre2_pattern_of) matches equals what tokenizers' Oniguruma matches, for \w, \d, \s and the general
+// categories the common patterns use, whatever the Unicode of the PCRE2 linked.
+TEST_F(TokenizerJsonVersusTokenizers, PatternClassesEqualOnigurumasOnEveryCodePoint) {
+  const fs::path out = dir_.path() / "classes.json";
+  ASSERT_FALSE(run_python_json(kScript, {"classes", out.string()}, dir_.path()).is_null());
+  const auto classes = nlohmann::json::parse(read_whole_file(out, "test"));
+  ASSERT_EQ(classes.size(), 9u);
+  const auto utf8 = [](char32_t c) {
+    std::string s;
+    if (c < 0x80) {
+      s += static_cast<char>(c);
+    } else if (c < 0x800) {
+      s += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+    } else if (c < 0x10000) {
+      s += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
+            static_cast<char>(0x80 | (c & 0x3F))};
+    } else {
+      s += {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
+            static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
+    }
+    return s;
+  };
+  for (const auto& [pattern, ranges] : classes.items()) {
+    SCOPED_TRACE(pattern);
+    std::vector<bool> theirs(0x110000, false);
+    for (const auto& range : ranges) {
+      for (auto c = range[0].get<int64_t>(); c <= range[1].get<int64_t>(); ++c) theirs[static_cast<std::size_t>(c)] = true;
+    }
+    bpe::PretokenPattern ours(bpe::pcre2_pattern_of(R"(\A)" + pattern), "test");
+    int differ = 0;
+    for (char32_t c = 0; c < 0x110000; ++c) {
+      if (c >= 0xD800 && c <= 0xDFFF) continue;
+      const std::string text = utf8(c);
+      const auto found = ours.next(text, 0);
+      const bool matched = found && found->first == 0 && found->second == text.size();
+      if (matched != theirs[c] && ++differ <= 5) {
+        ADD_FAILURE() << "U+" << std::hex << static_cast<uint32_t>(c) << ": ours " << matched << ", tokenizers' "
+                      << theirs[c];
+      }
+    }
+    EXPECT_EQ(differ, 0);
   }
 }
 

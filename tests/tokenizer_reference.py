@@ -14,6 +14,8 @@
                                     OUT_DIR/sequence_nfc (Sequence([NFC]) with GPT-2's ByteLevel); each with
                                     added tokens matched on the raw text and on the normalized text
   texts SHAKESPEARE HELLASWAG OUT  the texts the test compares on (real text and random Unicode), as JSON
+  classes OUT                      the code points Oniguruma's \\w, \\d, \\s and \\p{L}, \\p{N}, ... match, as
+                                    tokenizers runs them, as ranges (JSON)
   normalization-texts SHAKESPEARE OUT  texts for the normalizers: Shakespeare, decomposed and compatibility
                                     characters, random strings of combining marks, Hangul jamo, the marks of
                                     every Unicode version (tokenizers' tables are 9.0's) and random code points
@@ -89,6 +91,10 @@ def variants(gpt4_dir, out_dir):
             r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
             r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"), "isolated"), byte_level],
         "negated_property": [pre_tokenizers.Split(Regex(r"\P{N}+"), "isolated"), byte_level],
+        # Oniguruma's \w (with marks and connector punctuation), \d, \W and \b: the Whitespace pre-tokenizer's
+        # own pattern, and word boundaries.
+        "word_classes": [pre_tokenizers.Split(Regex(r"\w+|[^\w\s]+"), "isolated"), byte_level],
+        "boundaries": [pre_tokenizers.Split(Regex(r"\b\w|\d+|\W+\B"), "isolated"), byte_level],
     }
     for name, steps in list(changes.items()) + [("added_tokens", None), ("ignore_merges", None)]:
         tok = Tokenizer.from_file(os.path.join(gpt4_dir, "tokenizer.json"))
@@ -265,6 +271,30 @@ def encode_with(encode, decode, texts_path, out):
         json.dump(result, f, ensure_ascii=False)
 
 
+def classes(out):
+    """For each pattern class below, the code points tokenizers' regex engine (Oniguruma) matches, as
+    [first, last] ranges, read off it over every code point but the surrogates."""
+    from tokenizers import Regex, pre_tokenizers
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+    text = "".join(chr(cp) for cp in cps)  # offsets are in characters: offset i is cps[i]
+    result = {}
+    for pattern in [r"\w", r"\d", r"\s", r"\p{L}", r"\p{N}", r"\p{M}", r"\p{Lu}", r"\p{P}", r"\p{S}"]:
+        unmatched = set()
+        for _, (start, end) in pre_tokenizers.Split(Regex(pattern), "removed").pre_tokenize_str(text):
+            unmatched.update(cps[start:end])
+        ranges = []
+        for cp in cps:
+            if cp in unmatched:
+                continue
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1][1] = cp
+            else:
+                ranges.append([cp, cp])
+        result[pattern] = ranges
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+
+
 def main():
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "make-gpt2":
@@ -279,6 +309,8 @@ def main():
         texts(*args)
     elif mode == "normalization-texts":
         normalization_texts(*args)
+    elif mode == "classes":
+        classes(*args)
     elif mode in ("encode", "encode-specials-as-text"):
         from tokenizers import Tokenizer
         tok = Tokenizer.from_file(args[0])
