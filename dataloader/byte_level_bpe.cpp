@@ -75,6 +75,21 @@ std::string added_members(std::string_view category) {
   return out;
 }
 
+// The members to add after each of `categories` inside a class (tokenizers' Unicode beyond PCRE2's).
+std::string added_members(std::initializer_list<std::string_view> categories) {
+  std::string out;
+  for (const std::string_view category : categories) out += added_members(category);
+  return out;
+}
+
+// Oniguruma's Unicode \w, read off tokenizers code point by code point: Alphabetic, marks, decimal digits
+// and connector punctuation (PCRE2 10.42's is letters, numbers and '_'), and, from its Latin-1 table, the
+// superscripts 2, 3, 1 and the fractions 1/4, 1/2, 3/4.
+std::string word_members() {
+  return R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})" +
+         added_members({"L", "Nl", "M", "Nd", "Pc"});
+}
+
 }  // namespace
 
 std::string alphabet_spelling_of_byte(unsigned char byte) {
@@ -242,21 +257,6 @@ std::optional<std::pair<std::size_t, std::size_t>> PretokenPattern::next(std::st
 // Possessive repeats are equivalent here (nothing follows them) and spare the matcher backtracking.
 std::string gpt2_split_pattern() {
   return pcre2_pattern_of(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s+(?!\S)|\s+)");
-}
-
-// The members to add after each of `categories` inside a class (tokenizers' Unicode beyond PCRE2's).
-std::string added_members(std::initializer_list<std::string_view> categories) {
-  std::string out;
-  for (const std::string_view category : categories) out += added_members(category);
-  return out;
-}
-
-// Oniguruma's Unicode \w, read off tokenizers code point by code point: Alphabetic, marks, decimal digits
-// and connector punctuation (PCRE2 10.42's is letters, numbers and '_'), and, from its Latin-1 table, the
-// superscripts 2, 3, 1 and the fractions 1/4, 1/2, 3/4.
-std::string word_members() {
-  return R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})" +
-         added_members({"L", "Nl", "M", "Nd", "Pc"});
 }
 
 std::string pcre2_pattern_of(std::string_view pattern) {

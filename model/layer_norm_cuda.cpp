@@ -49,6 +49,7 @@ Gradients backward_pass(const torch::autograd::variable_list& saved, const torch
 }
 
 struct Normalized {
+  torch::Tensor input;  // what the kernel normalized, which backward reads: x (contiguous), or x + branch
   torch::Tensor sum, y, mean, rstd;  // sum: x + branch, undefined without a branch
 };
 
@@ -61,6 +62,7 @@ Normalized forward_pass(const torch::Tensor& x_in, const torch::Tensor& branch_i
   const int64_t rows = x.numel() / width;
   Normalized out;
   if (branch.defined()) out.sum = torch::empty_like(x);
+  out.input = branch.defined() ? out.sum : x;
   out.y = torch::empty(x.sizes(), x.options().dtype(type));
   out.mean = torch::empty({rows}, x.options());
   out.rstd = torch::empty({rows}, x.options());
@@ -79,9 +81,8 @@ class LayerNormLowp : public torch::autograd::Function<LayerNormLowp> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias, double eps, int64_t out_type) {
-    const torch::Tensor xc = x.contiguous();  // what backward reads, saved as the kernel read it
-    Normalized n = forward_pass(xc, torch::Tensor(), weight, bias, eps, static_cast<at::ScalarType>(out_type));
-    ctx->save_for_backward({xc, weight, n.mean, n.rstd});
+    Normalized n = forward_pass(x, torch::Tensor(), weight, bias, eps, static_cast<at::ScalarType>(out_type));
+    ctx->save_for_backward({n.input, weight, n.mean, n.rstd});
     ctx->saved_data["out_type"] = out_type;
     return n.y;
   }
@@ -100,7 +101,7 @@ class AddLayerNormLowp : public torch::autograd::Function<AddLayerNormLowp> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& branch,
                                const torch::Tensor& weight, const torch::Tensor& bias, double eps, int64_t out_type) {
     Normalized n = forward_pass(x, branch, weight, bias, eps, static_cast<at::ScalarType>(out_type));
-    ctx->save_for_backward({n.sum, weight, n.mean, n.rstd});
+    ctx->save_for_backward({n.input, weight, n.mean, n.rstd});
     ctx->saved_data["out_type"] = out_type;
     // An output nobody differentiates arrives as an undefined gradient, not a tensor of zeros.
     ctx->set_materialize_grads(false);

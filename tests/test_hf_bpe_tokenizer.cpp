@@ -13,6 +13,7 @@
 
 #include "common/file_io.h"
 #include "dataloader/byte_level_bpe.h"
+#include "dataloader/char_tokenizer.h"
 #include "dataloader/chat_format.h"
 #include "dataloader/gpt2_bpe_tokenizer.h"
 #include "dataloader/hf_bpe_tokenizer.h"
@@ -231,21 +232,6 @@ TEST_F(TokenizerJsonVersusTokenizers, PatternClassesEqualOnigurumasOnEveryCodePo
   ASSERT_FALSE(run_python_json(kScript, {"classes", out.string()}, dir_.path()).is_null());
   const auto classes = nlohmann::json::parse(read_whole_file(out, "test"));
   ASSERT_EQ(classes.size(), 9u);
-  const auto utf8 = [](char32_t c) {
-    std::string s;
-    if (c < 0x80) {
-      s += static_cast<char>(c);
-    } else if (c < 0x800) {
-      s += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
-    } else if (c < 0x10000) {
-      s += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
-            static_cast<char>(0x80 | (c & 0x3F))};
-    } else {
-      s += {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
-            static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
-    }
-    return s;
-  };
   for (const auto& [pattern, ranges] : classes.items()) {
     SCOPED_TRACE(pattern);
     std::vector<bool> theirs(0x110000, false);
@@ -256,7 +242,8 @@ TEST_F(TokenizerJsonVersusTokenizers, PatternClassesEqualOnigurumasOnEveryCodePo
     int differ = 0;
     for (char32_t c = 0; c < 0x110000; ++c) {
       if (c >= 0xD800 && c <= 0xDFFF) continue;
-      const std::string text = utf8(c);
+      std::string text;
+      utf8_append(text, c);
       const auto found = ours.next(text, 0);
       const bool matched = found && found->first == 0 && found->second == text.size();
       if (matched != theirs[c] && ++differ <= 5) {
