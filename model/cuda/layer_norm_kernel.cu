@@ -215,8 +215,15 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ dy, const float
 
 int64_t rows_per_warp(int64_t rows) { return std::max<int64_t>(1, (rows + kBackwardWarpsWanted - 1) / kBackwardWarpsWanted); }
 
+// The backward's dynamic shared memory: a block may have 48 KiB without opting in. The kernel has no
+// static __shared__ of its own; adding some would make the widest launches (6144 columns: one warp's
+// partials are exactly 48 KiB) fail.
+constexpr int64_t kBackwardSharedBytes = 48 * 1024;
+static_assert(2 * kLayerNormMaxWidth * static_cast<int64_t>(sizeof(float)) <= kBackwardSharedBytes,
+              "one warp's weight and bias partials of the widest row must fit a block's shared memory");
+
 int backward_warps_per_block(int64_t width) {
-  const int64_t fit = (48 * 1024) / (2 * width * static_cast<int64_t>(sizeof(float)));
+  const int64_t fit = kBackwardSharedBytes / (2 * width * static_cast<int64_t>(sizeof(float)));
   return static_cast<int>(std::clamp<int64_t>(fit, 1, 4));
 }
 

@@ -40,12 +40,24 @@ struct Case {
   std::vector<int64_t> shape;  // the last size is the width
   at::ScalarType type;
   bool misaligned = false;  // x starts 4 bytes into its allocation: the kernels' one-element accesses
+  // The branch and both incoming gradients (dy, and the sum's) start one element into theirs, x aligned:
+  // the kernels' alignment checks on arrays other than x (the plain backward sees only dy misaligned).
+  bool misaligned_others = false;
 };
+
+// A copy of t on the GPU that starts one element into its allocation (a view with a storage offset).
+torch::Tensor offset_copy(const torch::Tensor& t) {
+  auto storage = torch::empty({t.numel() + 1}, t.options().device(kCuda));
+  auto view = storage.narrow(0, 1, t.numel()).view(t.sizes());
+  view.copy_(t);
+  return view;
+}
 
 std::string name(const Case& c) {
   std::string s = c.type == at::kBFloat16 ? "bf16" : "fp16";
   for (auto n : c.shape) s += " " + std::to_string(n);
-  return c.misaligned ? s + " misaligned" : s;
+  if (c.misaligned) s += " misaligned";
+  return c.misaligned_others ? s + " misaligned branch and gradients" : s;
 }
 
 // fused: the residual add fused in (add_layer_norm_cuda_lowp), with a gradient for the sum too.
@@ -63,13 +75,14 @@ void check(const Case& c, bool fused) {
   // What the norm normalizes: the fp32 sum is one IEEE addition, the same on the CPU and the GPU.
   const auto normalized = fused ? x0 + branch0.to(torch::kFloat) : x0;
 
-  auto x = c.misaligned ? torch::empty({x0.numel() + 1}, x0.options().device(kCuda)).narrow(0, 1, x0.numel()).view(c.shape)
-                        : x0.to(kCuda);
-  if (c.misaligned) x.copy_(x0);
+  auto x = c.misaligned ? offset_copy(x0) : x0.to(kCuda);
   x.requires_grad_();
   auto w = w0.to(kCuda).requires_grad_();
   auto b = b0.to(kCuda).requires_grad_();
-  auto branch = branch0.to(kCuda).requires_grad_();
+  auto branch = c.misaligned_others ? offset_copy(branch0) : branch0.to(kCuda);
+  branch.requires_grad_();
+  const auto gpu_dy = c.misaligned_others ? offset_copy(dy) : dy.to(kCuda);
+  const auto gpu_dsum = c.misaligned_others ? offset_copy(dsum) : dsum.to(kCuda);
   ASSERT_TRUE(layer_norm_cuda_applies(x, w, b, c.type));
   torch::Tensor y;
   if (fused) {
@@ -77,10 +90,10 @@ void check(const Case& c, bool fused) {
     std::tie(sum, y) = add_layer_norm_cuda_lowp(x, branch, w, b, 1e-5, c.type);
     ASSERT_EQ(sum.scalar_type(), torch::kFloat);
     EXPECT_TRUE(torch::equal(sum.detach().cpu(), normalized)) << "x + branch";
-    torch::autograd::backward({sum, y}, {dsum.to(kCuda), dy.to(kCuda)});
+    torch::autograd::backward({sum, y}, {gpu_dsum, gpu_dy});
   } else {
     y = layer_norm_cuda_lowp(x, w, b, 1e-5, c.type);
-    y.backward(dy.to(kCuda));
+    y.backward(gpu_dy);
   }
   ASSERT_EQ(y.scalar_type(), c.type);
   ASSERT_EQ(y.sizes(), x.sizes());
@@ -137,14 +150,16 @@ void check(const Case& c, bool fused) {
   expect_within(b.grad().cpu(), b64.grad(), sum_error * dyd.abs().sum(rows_dims), "bias gradient");
 }
 
-// Widths of whole fours with aligned arrays take the kernels' four-wide accesses; width 1, width 770 and
-// the misaligned x take the one-element ones.
+// Widths of whole fours with aligned arrays take the kernels' four-wide accesses (33 x 100 included);
+// width 1, width 770 (also with several rows per warp: 5000 rows) and the misaligned arrays take the
+// one-element ones.
 TEST(CudaLayerNormKernel, MatchesDoublePrecisionForwardAndBackward) {
   REQUIRE_CUDA_NORM_KERNEL();
   for (const Case& c : {Case{{4100, 768}, at::kBFloat16}, Case{{4100, 768}, at::kHalf}, Case{{4, 7, 96}, at::kBFloat16},
                         Case{{33, 100}, at::kBFloat16}, Case{{5, 1}, at::kBFloat16}, Case{{1500, 2048}, at::kBFloat16},
                         Case{{3, 6144}, at::kHalf}, Case{{40000, 64}, at::kBFloat16}, Case{{65, 770}, at::kBFloat16},
-                        Case{{300, 768}, at::kHalf, /*misaligned=*/true}}) {
+                        Case{{5000, 770}, at::kHalf}, Case{{300, 768}, at::kHalf, /*misaligned=*/true},
+                        Case{{300, 768}, at::kBFloat16, /*misaligned=*/false, /*misaligned_others=*/true}}) {
     check(c, /*fused=*/false);
     check(c, /*fused=*/true);
   }
@@ -164,18 +179,40 @@ TEST(CudaLayerNormKernel, IsTakenOnlyWhereItApplies) {
                                        at::kBFloat16));
 }
 
-// A GPT-2 block stack with the kernel against the same model on ATen's LayerNorm, under bf16 autocast:
-// the LayerNorm outputs are the same 16-bit values except where fp32 rounding sits on a bf16 boundary
-// (there they differ by one unit, 2^-8 relative), so the loss and every gradient's norm agree to a few
-// bf16 units (8 x 2^-8 allowed: two layers, each adding its flips), and every gradient is finite.
-TEST(CudaLayerNormKernel, TrainsTheModelAsAtensLayerNormDoes) {
-  REQUIRE_CUDA_NORM_KERNEL();
+GptConfig small_gpt2(int64_t n_embd, int64_t n_head, double dropout) {
   GptConfig config;
   config.n_layer = 2;
-  config.n_head = 4;
-  config.n_embd = 128;
+  config.n_head = n_head;
+  config.n_embd = n_embd;
   config.block_size = 64;
   config.vocab_size = 512;
+  config.dropout = dropout;
+  return config;
+}
+
+// One forward and backward under 16-bit autocast; returns the loss.
+double autocast_loss_backward(Gpt& m, at::ScalarType type, const torch::Tensor& idx, const torch::Tensor& targets) {
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::set_autocast_dtype(at::kCUDA, type);
+  auto loss = m->loss(idx, targets);
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
+  loss.backward();
+  return loss.item<double>();
+}
+
+// A GPT-2 block stack with the kernel against the same model on ATen's LayerNorm, under 16-bit autocast:
+// the LayerNorm outputs are the same 16-bit values except where fp32 rounding sits on a 16-bit boundary
+// (there they differ by one unit: 2^-8 relative in bf16, 2^-11 in fp16), so the loss and every
+// gradient's norm agree to a few such units (8 allowed: two layers, each adding its flips), and every
+// gradient is finite. Width 128 takes the four-wide accesses, width 38 the one-element ones; the model
+// has two blocks, so one ln_1 takes the deferred MLP add (add_then_forward) and ln_f the last one's.
+class CudaLayerNormModel : public ::testing::TestWithParam<std::tuple<int64_t, at::ScalarType>> {};
+
+TEST_P(CudaLayerNormModel, TrainsAsAtensLayerNormDoes) {
+  REQUIRE_CUDA_NORM_KERNEL();
+  const auto [width, type] = GetParam();
+  const GptConfig config = small_gpt2(width, 2, 0.0);
   torch::manual_seed(3);
   Gpt a(config), b(config);
   {
@@ -188,24 +225,61 @@ TEST(CudaLayerNormKernel, TrainsTheModelAsAtensLayerNormDoes) {
   b->set_cuda_norm_kernel(true);
   const auto idx = torch::randint(0, config.vocab_size, {4, 64}, torch::TensorOptions(kCuda).dtype(torch::kLong));
   const auto targets = torch::randint(0, config.vocab_size, {4, 64}, idx.options());
-  auto run = [&](Gpt& m) {
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-    auto loss = m->loss(idx, targets);
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-    at::autocast::clear_cache();
-    loss.backward();
-    return loss.item<double>();
-  };
-  const double la = run(a), lb = run(b);
-  EXPECT_NEAR(la, lb, 8.0 / 256 * std::abs(la)) << "losses with ATen's LayerNorm and with the kernel";
+  const double unit = type == at::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
+  const double la = autocast_loss_backward(a, type, idx, targets), lb = autocast_loss_backward(b, type, idx, targets);
+  EXPECT_NEAR(la, lb, 8.0 * unit * std::abs(la)) << "losses with ATen's LayerNorm and with the kernel";
   auto pa = a->named_parameters(), pb = b->named_parameters();
   for (const auto& item : pa) {
     const auto ga = item.value().grad(), gb = pb[item.key()].grad();
     ASSERT_TRUE(gb.defined()) << item.key();
     EXPECT_TRUE(torch::isfinite(gb).all().item<bool>()) << item.key();
     const double na = ga.norm().item<double>(), nb = gb.norm().item<double>();
-    EXPECT_NEAR(na, nb, 8.0 / 256 * na + 1e-6) << item.key() << ": gradient norms";
+    EXPECT_NEAR(na, nb, 8.0 * unit * na + 1e-6) << item.key() << ": gradient norms";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WidthsAndTypes, CudaLayerNormModel,
+                         ::testing::Values(std::make_tuple(int64_t{128}, at::kBFloat16),
+                                           std::make_tuple(int64_t{128}, at::kHalf),
+                                           std::make_tuple(int64_t{38}, at::kBFloat16),
+                                           std::make_tuple(int64_t{38}, at::kHalf)),
+                         [](const auto& info) {
+                           return "Width" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) == at::kBFloat16 ? "Bf16" : "Fp16");
+                         });
+
+// --recompute with the kernel: backward reruns a block (or its MLP) on autograd's thread under the
+// first run's autocast and random state, and a recomputed block gets the whole stream (x + the previous
+// block's MLP output) where the plain path fuses that add into ln_1. The fused sum is one IEEE addition
+// either way and each kernel's arithmetic is fixed, so loss and gradients are the plain path's bit for
+// bit, dropout included, as on the CPU (tests/test_recompute.cpp).
+TEST(CudaLayerNormKernel, RecomputeGivesThePlainPathsGradientsBitForBit) {
+  REQUIRE_CUDA_NORM_KERNEL();
+  const GptConfig config = small_gpt2(128, 4, 0.1);
+  auto run = [&](Recompute mode, std::vector<torch::Tensor>& grads) {
+    torch::manual_seed(5);
+    Gpt m(config);
+    m->to(kCuda);
+    m->set_cuda_norm_kernel(true);
+    m->set_recompute(mode);
+    m->train();
+    const auto idx = torch::randint(0, config.vocab_size, {4, 64}, torch::TensorOptions(kCuda).dtype(torch::kLong));
+    const auto targets = torch::randint(0, config.vocab_size, {4, 64}, idx.options());
+    const double loss = autocast_loss_backward(m, at::kBFloat16, idx, targets);
+    for (const auto& p : m->parameters()) grads.push_back(p.grad().cpu());
+    return loss;
+  };
+  std::vector<torch::Tensor> plain;
+  const double plain_loss = run(Recompute::none, plain);
+  for (Recompute mode : {Recompute::mlp, Recompute::block}) {
+    SCOPED_TRACE(mode == Recompute::mlp ? "--recompute mlp" : "--recompute block");
+    std::vector<torch::Tensor> recomputed;
+    EXPECT_EQ(plain_loss, run(mode, recomputed));
+    ASSERT_EQ(plain.size(), recomputed.size());
+    for (size_t k = 0; k < plain.size(); ++k) {
+      EXPECT_TRUE(torch::equal(plain[k], recomputed[k])) << "parameter " << k;
+      EXPECT_GT(plain[k].abs().max().item<double>(), 0) << "parameter " << k;
+    }
   }
 }
 
