@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <system_error>
 
 #include "common/strprintf.h"
@@ -239,6 +241,20 @@ std::optional<uint64_t> free_disk_bytes(const fs::path& path) {
 
 FileDescriptor::~FileDescriptor() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+void check_standard_output() {
+  std::cout.flush();
+  if (std::cout.good()) return;
+  // The write that failed may be long past (an std::endl's flush), its errno gone with it; the lost text is
+  // gone too, so one more byte is written to learn why.
+  std::cout.clear();
+  std::clearerr(stdout);
+  errno = 0;
+  const bool failed_again = std::fputc('\n', stdout) == EOF || std::fflush(stdout) != 0;
+  const int error = errno;
+  throw std::invalid_argument(std::string("cannot write standard output: ") +
+                              (failed_again && error != 0 ? std::strerror(error) : "a write failed"));
 }
 
 }  // namespace mygpt

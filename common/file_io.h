@@ -104,4 +104,9 @@ void create_output_directory(const std::filesystem::path& directory, std::string
 // nullopt where the system does not say.
 std::optional<uint64_t> free_disk_bytes(const std::filesystem::path& path);
 
+// Flushes std::cout; output that could not be written (stdout on a full disk, /dev/full) is
+// std::invalid_argument naming standard output and the reason, instead of a run that ends with exit 0
+// and lost text.
+void check_standard_output();
+
 }  // namespace mygpt

@@ -58,8 +58,10 @@ HellaSwagExample parse_json_line(std::string_view line, const fs::path& path, st
   example.context = ctx->get<std::string>();
 
   const auto endings = task.find("endings");
-  if (endings == task.end() || !endings->is_array() || endings->size() != example.endings.size()) {
-    fail("missing field 'endings' (an array of 4 strings)");
+  if (endings == task.end()) fail("missing field 'endings' (an array of 4 strings)");
+  if (!endings->is_array() || endings->size() != example.endings.size()) {
+    fail("field 'endings' must be an array of 4 strings" +
+         (endings->is_array() ? ", not " + std::to_string(endings->size()) : std::string()));
   }
   for (std::size_t i = 0; i < example.endings.size(); ++i) {
     if (!(*endings)[i].is_string()) fail("field 'endings' must hold 4 strings");

@@ -109,7 +109,8 @@ int run_lines(ChatSession& session) {
     } catch (const ConversationFull& e) {
       throw std::invalid_argument(strprintf("stdin line %lld: %s", static_cast<long long>(number), e.what()));
     }
-    std::cout << one_line(reply.text) << std::endl;
+    std::cout << one_line(reply.text) << '\n';
+    check_standard_output();
     if (reply.outgrew) {
       std::cerr << strprintf("note: stdin line %lld: %s; the reply is cut there", static_cast<long long>(number),
                              context_note(session).c_str())

@@ -10,7 +10,9 @@
 // The folder appears whole or not at all: it is written under a temporary name beside --out and
 // renamed into place (an --out that is an empty folder already, perhaps a mount point, gets it inside,
 // and the files move up, config.json last). Writing into a folder that already has files takes
-// --overwrite, and then replaces only the files a model folder consists of (config.json first out, last in).
+// --overwrite: the new files are staged inside it too, and only once all are written do the old model
+// files go (config.json first out, last in) and the new ones move up, so a failed export (a full disk)
+// leaves the old model as it was, and a folder can be exported onto itself.
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,7 +125,13 @@ class TemporaryFolder {
   const fs::path& path() const { return path_; }
   void publish_as(const fs::path& target) {
     if (path_.parent_path() == target) {
-      // Staged inside the (empty) target: its files move up, config.json last, as a loader looks for it.
+      // Staged inside the target: the model files it has (an --overwrite) go, config.json first, so that
+      // until the new one is in it is no model folder; then the staged files move up, config.json last, as
+      // a loader looks for it. Renames within one filesystem: nothing here needs space.
+      fs::remove(target / "config.json");
+      for (const auto& entry : fs::directory_iterator(target)) {
+        if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());
+      }
       std::vector<fs::path> files;
       for (const auto& entry : fs::directory_iterator(path_)) files.push_back(entry.path());
       std::stable_partition(files.begin(), files.end(), [](const fs::path& p) { return p.filename() != "config.json"; });
@@ -169,12 +177,13 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   fs::path folder = out, target = fs::absolute(out).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();  // "dir/"
   const std::string what = "--out '" + out.string() + "'";
-  if (fresh && out_exists) {
-    // An empty folder that exists may be a mount point (a container's volume), which no rename can
-    // replace: the model is staged inside it, on its filesystem, and its files move up when whole.
+  if (out_exists) {
+    // A folder with files (--overwrite) keeps them until the new model is whole; an empty one may be a
+    // mount point (a container's volume), which no rename can replace. Either way the model is staged
+    // inside it, on its filesystem, and its files move up when whole.
     staging.emplace(target / strprintf(".export.%d", static_cast<int>(::getpid())), what);
     folder = staging->path();
-  } else if (fresh) {
+  } else {
     create_output_directory(target.parent_path(), "--out's parent folder");
     const std::string hidden = strprintf(".%s.export.%d", target.filename().c_str(), static_cast<int>(::getpid()));
     staging.emplace(target.parent_path() / hidden, what);
@@ -215,12 +224,6 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   }
   const Gpt model = load_stored_weights(stored);
 
-  if (!fresh) {
-    fs::remove(out / "config.json");  // until the new one is written last, this is no model folder
-    for (const auto& entry : fs::directory_iterator(out)) {
-      if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());
-    }
-  }
   if (bpe) {
     write_hf_gpt2_tokenizer(folder, *bpe, stored.config.block_size, chat ? &*chat : nullptr);
     // A chat model's five tokens are added tokens of tokenizer_config.json (apply_chat_template is tested
@@ -233,9 +236,12 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
   if (model->config().is_gpt2_architecture()) {
     export_hf_gpt2(model, vocab_size, folder);  // config.json last
   } else {
-    export_hf_family(model, vocab_size, folder);
+    // A tokenizer.json came from a model folder (the imported one, or the one a run was initialized from):
+    // its bos, eos and pad ids come along.
+    export_hf_family(model, vocab_size, folder,
+                     tokenizer_json ? hf_special_token_ids(*tokenizer_json, vocab_size) : HfSpecialTokenIds{});
   }
-  if (staging) staging->publish_as(target);
+  staging->publish_as(target);
 
   std::cout << "exported to " << out.string() << ": config.json, model.safetensors (" << vocab_size << " tokens)"
             << (bpe ? ", vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json" : "")

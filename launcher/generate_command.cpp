@@ -114,7 +114,8 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
       header(first);
       std::cout << stream.push(m.codec->decode(prompt_ids)) << std::flush;
       show = [&](const torch::Tensor& next) {
-        std::cout << stream.push(m.codec->decode({next[0][0].item<int64_t>()})) << std::flush;
+        std::cout << stream.push(m.codec->decode({next[0][0].item<int64_t>()}));
+        check_standard_output();  // a full disk stops the run at once
       };
     }
     const auto start = std::chrono::steady_clock::now();

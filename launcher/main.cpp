@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_io.h"
 #include "distributed/job_session.h"
 #include "launcher/commands.h"
 
@@ -79,7 +80,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<mygpt::JobSession> job;
   try {
     job = std::make_unique<mygpt::JobSession>();
-    return dispatch(argc, argv, *job);
+    const int code = dispatch(argc, argv, *job);
+    mygpt::check_standard_output();  // what exit would flush, with its failure named
+    return code;
   } catch (const std::bad_alloc&) {
     return fail(job.get(), kExitFailure, "out of memory (a smaller --batch-size or model needs less)");
   } catch (const boost::program_options::error& e) {

@@ -2,6 +2,8 @@
 // or one line of a JSON-lines file) is preceded by <|endoftext|>, as llm.c does; the last
 // --val-tokens tokens go to val shards, the rest to train shards: validation is the end of a text, as
 // for `train` on a text (--val-fraction) and `eval --val` on one.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -64,9 +66,9 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
           "for BPE tokens, / 1 for characters), at most 1048576")
         .check(non_negative);
     t.add("overwrite", &P::overwrite,
-          "write into an --out that holds shards of an earlier prepare, deleting its train*/val* .bin files and "
-          "tokenizer files (char_vocab.txt, encoder.json, vocab.bpe, tokenizer.json, tokenizer_config.json) first, nothing "
-          "else")
+          "write into an --out that holds shards of an earlier prepare, replacing its train*/val* .bin files and "
+          "tokenizer files (char_vocab.txt, encoder.json, vocab.bpe, tokenizer.json, tokenizer_config.json) once the "
+          "new ones are whole (they are written beside them: a failed prepare leaves the old ones), nothing else")
         .init(false);
     t.add("threads", &P::threads,
           "tokenizer threads; 0: one per core. The shards are the same, byte for byte, whatever the number")
@@ -175,10 +177,20 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   // One process writes shards into a folder at a time (common/folder_claim.h); the claim creates it.
   const FolderClaim claim(out_dir, "--out");
   if (!claim.takeover_note().empty()) std::cout << claim.takeover_note() << std::endl;
-  for (const auto& path : earlier) std::filesystem::remove(path);
+  // Shards and tokenizer are written into a staging folder inside --out (its filesystem: the moves are
+  // renames) and move up when all are whole; an earlier prepare's files stay until then. Staging folders
+  // left by a prepare that was killed are removed: the claim says none is running.
+  const std::filesystem::path out_path(out_dir);
+  for (const auto& entry : std::filesystem::directory_iterator(out_path)) {
+    if (entry.is_directory() && entry.path().filename().string().rfind(".prepare.", 0) == 0) {
+      std::filesystem::remove_all(entry.path());
+    }
+  }
+  const std::filesystem::path staging = out_path / strprintf(".prepare.%d", static_cast<int>(::getpid()));
+  create_output_directory(staging, "--out");
   std::optional<TokenShardWriter> val;
-  if (val_tokens > 0) val.emplace(out_dir, "val", shard_tokens);
-  TokenShardWriter train(out_dir, "train", shard_tokens);
+  if (val_tokens > 0) val.emplace(staging, "val", shard_tokens);
+  TokenShardWriter train(staging, "train", shard_tokens);
   uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0;
   Progress progress("prepare", static_cast<double>(corpus_bytes) / 1e6, "MB", f.quiet, std::cout);
   // The newest val_tokens tokens wait here; what falls out of that window is training data.
@@ -242,30 +254,34 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     // Training on these shards finds the tokenizer here (the ids mean nothing without it), and records it
     // in its checkpoints, so generate, eval and export need no --vocab later.
     if (kind == TokenizerKind::character) {
-      write_file_atomically(std::filesystem::path(out_dir) / "char_vocab.txt", codec->data());
+      write_file_atomically(staging / "char_vocab.txt", codec->data());
     } else if (kind == TokenizerKind::hf) {
       // The tokenizer and, where there is one, its config (which names the documents' delimiter).
       for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
         const std::filesystem::path from = std::filesystem::path(*f.vocab) / name;
         std::error_code ec;
         if (std::filesystem::exists(from, ec)) {
-          write_file_atomically(std::filesystem::path(out_dir) / name, read_whole_file(from, "tokenizer file"));
+          write_file_atomically(staging / name, read_whole_file(from, "tokenizer file"));
         }
       }
     } else if (const auto files = Gpt2BpeTokenizer::find_files(*f.vocab)) {
       const Gpt2TokenizerTexts tokenizer_texts = read_gpt2_tokenizer_texts(*files);
-      write_file_atomically(std::filesystem::path(out_dir) / "encoder.json", tokenizer_texts.vocabulary);
-      write_file_atomically(std::filesystem::path(out_dir) / "vocab.bpe", tokenizer_texts.merges);
+      write_file_atomically(staging / "encoder.json", tokenizer_texts.vocabulary);
+      write_file_atomically(staging / "vocab.bpe", tokenizer_texts.merges);
     }
   } catch (...) {
     // A failed run publishes no shards: a training job must not take part of a corpus for all of it.
     std::error_code ignored;
-    if (val) {
-      for (const auto& path : val->shard_paths()) std::filesystem::remove(path, ignored);
-    }
-    for (const auto& path : train.shard_paths()) std::filesystem::remove(path, ignored);
+    std::filesystem::remove_all(staging, ignored);
     throw;
   }
+  // Published: the earlier files go, the new ones move up (renames: nothing here needs space).
+  for (const auto& path : earlier) std::filesystem::remove(path);
+  for (const auto& entry : std::filesystem::directory_iterator(staging)) {
+    std::filesystem::rename(entry.path(), out_path / entry.path().filename());
+  }
+  std::filesystem::remove(staging);
+  sync_directory(out_path);
   std::cout << strprintf("wrote %llu val and %llu train tokens in %zu shard(s) to %s",
                          static_cast<unsigned long long>(to_val), static_cast<unsigned long long>(to_train),
                          (val ? val->shard_paths().size() : 0) + train.shard_paths().size(), out_dir.c_str())

@@ -173,7 +173,7 @@ bool GptConfig::is_gpt2_architecture() const {
 std::string GptConfig::architecture_text() const {
   std::string text = std::string(positions_name(positions));
   if (positions == Positions::rotary) text += "(" + number_text(rope_theta) + ")";
-  text += std::string(", ") + norm_name(norm) + (norm_weight ? "" : "(no weight)");
+  text += std::string(", ") + norm_name(norm) + "(eps " + number_text(norm_eps) + (norm_weight ? "" : ", no weight") + ")";
   if (embedding_norm) text += ", embedding norm";
   if (qk_norm) text += ", qk-norm";
   text += std::string(", ") + mlp_name(mlp) + " " + std::to_string(mlp_width());
@@ -182,7 +182,7 @@ std::string GptConfig::architecture_text() const {
   text += tie_head ? ", tied head" : ", untied head";
   if (logit_softcap) text += ", soft-cap " + number_text(*logit_softcap);
   text += bias ? ", biases" : ", no biases";
-  return text;
+  return text + ", " + init_name(init) + " init";
 }
 
 void GptConfig::validate() const {

@@ -68,7 +68,8 @@ struct GptConfig {
   // divide the width, kv-heads that do not divide the heads, rotary with an odd head size, a soft-cap
   // <= 0, dropout outside [0, 1)).
   void validate() const;
-  // One line naming the architecture's choices ("rotary(10000), rmsnorm(no weight), relu2 3072, ...").
+  // One line naming the architecture's choices ("rotary(10000), rmsnorm(eps 1e-05, no weight), relu2 3072, ...,
+  // nanochat init"): every field the family options set, so two configs that differ there read differently.
   std::string architecture_text() const;
 
   // One "key=value" per line; from_text accepts exactly what to_text writes.

@@ -1,9 +1,11 @@
 #include "model/hf_family.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/file_io.h"
@@ -70,6 +72,34 @@ std::vector<HfTensorMap> tensor_maps(HfFamily family, const GptConfig& c) {
   return maps;
 }
 
+// Qwen3's sliding-window attention, as its config resolves it: the window applies when use_sliding_window
+// is true, to the layers layer_types names "sliding_attention" (absent: those from max_window_layers on).
+// A window as long as the context masks nothing, so only a layer that really slides is refused.
+void refuse_sliding_layers(const HfConfigFields& f, const GptConfig& c) {
+  if (!f.flag("use_sliding_window", false)) return;
+  const int64_t window = f.integer("sliding_window", 4096, int64_t{1} << 40);
+  std::vector<std::string> types;
+  if (const auto* listed = f.find("layer_types")) {
+    if (!listed->is_array() || static_cast<int64_t>(listed->size()) != c.n_layer) {
+      f.fail("layer_types", "is not a list of num_hidden_layers names");
+    }
+    for (const auto& t : *listed) {
+      if (!t.is_string() || (t != "full_attention" && t != "sliding_attention")) {
+        f.fail("layer_types", "holds a name other than full_attention and sliding_attention");
+      }
+      types.push_back(t.get<std::string>());
+    }
+  } else {
+    const int64_t first = f.integer("max_window_layers", 28, int64_t{1} << 40);
+    for (int64_t i = 0; i < c.n_layer; ++i) types.push_back(i >= first ? "sliding_attention" : "full_attention");
+  }
+  const bool slides = std::count(types.begin(), types.end(), "sliding_attention") > 0 && window < c.block_size;
+  if (slides) {
+    f.fail("use_sliding_window", "is true and layers attend through a window of " + std::to_string(window) +
+                                     " tokens, shorter than the context (no sliding-window attention here)");
+  }
+}
+
 }  // namespace
 
 HfMapping family_mapping(const HfConfigFields& f, int64_t vocab_multiple) {
@@ -79,7 +109,9 @@ HfMapping family_mapping(const HfConfigFields& f, int64_t vocab_multiple) {
   for (const auto& t : kFamilies) {
     if (model_type == t.model_type) family = t.family;
   }
-  if (!family) f.fail("model_type", "'" + printable_name(model_type) + "' is not nanochat, llama or qwen3");
+  if (!family) {
+    f.fail("model_type", "'" + printable_name(model_type) + "' is not one read here (gpt2, nanochat, llama, qwen3)");
+  }
   GptConfig c;
   constexpr int64_t kMax = int64_t{1} << 24;
   c.n_embd = f.integer("hidden_size", std::nullopt, kMax);
@@ -97,16 +129,22 @@ HfMapping family_mapping(const HfConfigFields& f, int64_t vocab_multiple) {
   c.positions = Positions::rotary;
   // transformers 5 keeps the base in rope_parameters; older configs at the top level.
   double theta = f.number("rope_theta", 10000.0);
+  // A scaling is named by rope_type, or by type in configs written before transformers 4.45 (CodeLlama's
+  // "linear", Llama 3.1's "llama3"): transformers reads either, so a model scaled by either is refused.
+  auto unscaled = [](const HfConfigFields& r) {
+    for (const char* key : {"rope_type", "type"}) {
+      if (r.text(key, "default") != "default") r.fail(key, "is '" + printable_name(r.text(key, "")) + "', not default (no scaled RoPE here)");
+    }
+  };
   if (const auto* rope = f.find("rope_parameters")) {
     if (!rope->is_object()) f.fail("rope_parameters", "is not an object");
     const HfConfigFields r(*rope, f.source() + " rope_parameters");
-    if (r.text("rope_type", "default") != "default") r.fail("rope_type", "is not default (no scaled RoPE here)");
+    unscaled(r);
     theta = r.number("rope_theta", theta);
   }
   if (const auto* scaling = f.find("rope_scaling")) {
-    if (!scaling->is_object() || scaling->value("rope_type", "default") != "default") {
-      f.fail("rope_scaling", "is set (no scaled RoPE here)");
-    }
+    if (!scaling->is_object()) f.fail("rope_scaling", "is not an object");
+    unscaled(HfConfigFields(*scaling, f.source() + " rope_scaling"));
   }
   c.rope_theta = theta;
   c.norm = NormKind::rmsnorm;
@@ -124,7 +162,8 @@ HfMapping family_mapping(const HfConfigFields& f, int64_t vocab_multiple) {
       c.bias = f.flag("attention_bias", false);
       if (c.bias) f.fail("attention_bias", "is true (NanoChat's MLP has none; not one model here)");
       if (const auto* cap = f.find("final_logit_softcapping")) {
-        if (!cap->is_number() || !(cap->get<double>() > 0)) f.fail("final_logit_softcapping", "is not positive");
+        if (!cap->is_number()) f.fail("final_logit_softcapping", "is not a number");
+        if (!(cap->get<double>() > 0)) f.fail("final_logit_softcapping", "is not positive");
         c.logit_softcap = cap->get<double>();
       }
       c.init = InitKind::nanochat;
@@ -135,9 +174,14 @@ HfMapping family_mapping(const HfConfigFields& f, int64_t vocab_multiple) {
       c.mlp = MlpKind::swiglu;
       c.qk_norm = *family == HfFamily::qwen3;
       c.bias = f.flag("attention_bias", false);
-      if (f.flag("mlp_bias", false) != c.bias) f.fail("mlp_bias", "differs from attention_bias (one bias setting here)");
-      if (*family == HfFamily::llama && f.integer("pretraining_tp", 1, kMax) != 1) f.fail("pretraining_tp", "is not 1");
-      if (*family == HfFamily::qwen3 && f.flag("use_sliding_window", false)) f.fail("use_sliding_window", "is true");
+      if (*family == HfFamily::qwen3) {
+        // Qwen3's MLP has no bias setting (none); its attention's biases alone are no model here.
+        if (c.bias) f.fail("attention_bias", "is true (Qwen3's MLP has no biases; biases here are all or none)");
+        refuse_sliding_layers(f, c);
+      } else {
+        if (f.flag("mlp_bias", false) != c.bias) f.fail("mlp_bias", "differs from attention_bias (one bias setting here)");
+        if (f.integer("pretraining_tp", 1, kMax) != 1) f.fail("pretraining_tp", "is not 1");
+      }
       break;
   }
   try {
@@ -191,7 +235,28 @@ std::optional<HfFamily> hf_family_of(const GptConfig& c, std::string* why) {
   return HfFamily::llama;
 }
 
-void export_hf_family(const Gpt& model, int64_t vocab_size, const fs::path& folder) {
+HfSpecialTokenIds hf_special_token_ids(const fs::path& folder, int64_t vocab_size) {
+  HfSpecialTokenIds ids;
+  std::error_code ec;
+  if (!fs::is_regular_file(folder / "config.json", ec)) return ids;
+  const nlohmann::json config = read_hf_json_object(folder / "config.json", "HF config");
+  const auto is_id = [&](const nlohmann::json& v) {
+    return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < vocab_size;
+  };
+  const auto valid = [&](const char* key) {
+    const auto it = config.find(key);
+    if (it == config.end()) return nlohmann::json(nullptr);
+    if (is_id(*it)) return *it;
+    if (it->is_array() && !it->empty() && std::all_of(it->begin(), it->end(), is_id)) return *it;
+    return nlohmann::json(nullptr);
+  };
+  ids.bos = valid("bos_token_id");
+  ids.eos = valid("eos_token_id");
+  ids.pad = valid("pad_token_id");
+  return ids;
+}
+
+void export_hf_family(const Gpt& model, int64_t vocab_size, const fs::path& folder, const HfSpecialTokenIds& special) {
   const GptConfig& c = model->config();
   std::string why;
   const auto family = hf_family_of(c, &why);
@@ -229,9 +294,9 @@ void export_hf_family(const Gpt& model, int64_t vocab_size, const fs::path& fold
       {"attention_dropout", 0.0},
       {"tie_word_embeddings", c.tie_head},
       {"use_cache", true},
-      {"bos_token_id", nullptr},
-      {"eos_token_id", nullptr},
-      {"pad_token_id", nullptr},
+      {"bos_token_id", special.bos},
+      {"eos_token_id", special.eos},
+      {"pad_token_id", special.pad},
       {"dtype", "float32"},
   };
   if (*family == HfFamily::nanochat) {

@@ -273,7 +273,14 @@ HfFolder open_hf_folder(const fs::path& folder, int64_t vocab_multiple) {
   out.mapping = is_family_model_type(fields.text("model_type", "gpt2")) ? family_mapping(fields, vocab_multiple)
                                                                         : gpt2_mapping(fields, vocab_multiple);
   auto weights = std::make_shared<const HfWeights>(folder, out.mapping);
-  check_weights(folder, out.mapping, *weights);
+  try {
+    check_weights(folder, out.mapping, *weights);
+  } catch (const std::invalid_argument& e) {
+    // transformers' GPT2Config is what an absent model_type means here; say so where the weights disagree.
+    if (fields.find("model_type") != nullptr) throw;
+    throw std::invalid_argument(std::string(e.what()) + " (" + path.string() +
+                                " names no model_type, so it was read as GPT-2's)");
+  }
   out.weights = std::move(weights);
   return out;
 }

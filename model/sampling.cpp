@@ -27,7 +27,14 @@ torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit) {
 
 torch::Tensor sample_next(torch::Tensor logits, const SamplingOptions& options, std::optional<at::Generator> generator) {
   if (options.temperature == 0.0) return logits.argmax(-1, /*keepdim=*/true);
-  logits = logits / options.temperature;
+  auto scaled = logits / options.temperature;
+  if (!torch::isfinite(scaled.amax(-1)).all().item<bool>()) {
+    // A temperature so small (a subnormal one) that the largest logit over it overflows: the same
+    // distribution from logits less their maximum (every value then at most 0, the largest exactly 0), so
+    // sampling tends to greedy as the temperature does instead of failing on inf - inf.
+    scaled = (logits - logits.amax(-1, /*keepdim=*/true)) / options.temperature;
+  }
+  logits = scaled;
   if (options.top_k > 0 && options.top_k < logits.size(-1)) {
     // Everything below the k-th largest logit gets zero probability.
     auto kth = std::get<0>(logits.topk(options.top_k, -1)).select(-1, -1).unsqueeze(-1);

@@ -100,6 +100,24 @@ else
   fail "eval: builtin:sort accuracy of the tiny checkpoint" "exit code $RC; $(head -c 300 "$WORK/tiny_eval.err")"
 fi
 
+# Standard output that cannot be written (a full disk; Linux's /dev/full) is one line and exit 2, not a
+# run that ends with exit 0 and its text lost.
+if [[ -w /dev/full ]]; then
+  for cmd in "generate --prompt 12 --max-new-tokens 5" "eval --task builtin:sort --examples 4"; do
+    name=full_stdout_${cmd%% *}
+    # shellcheck disable=SC2086  # the command's words
+    "$BIN" $cmd --checkpoint "$TINY_CKPT" --device cpu >/dev/full 2>"$WORK/$name.err"
+    RC=$?
+    if [[ $RC -eq 2 && $(wc -l <"$WORK/$name.err") -eq 1 ]] && grep -q "cannot write standard output: No space left on device" "$WORK/$name.err"; then
+      pass "${cmd%% *} into a full stdout: exit 2, $(cat "$WORK/$name.err")"
+    else
+      fail "${cmd%% *} into a full stdout" "exit $RC: $(head -c 300 "$WORK/$name.err")"
+    fi
+  done
+else
+  skip "a full standard output (this system has no /dev/full)"
+fi
+
 # A checkpoint under the name of builds before .safetensors (ckpt_<step>.pt, the same bytes) is read by
 # every command that takes one, as a file or as the newest in a folder.
 OLD_CKPT=$WORK/old_name/ckpt_00000002.pt

@@ -76,6 +76,13 @@ if expect_ok prep_ab prepare --tokenizer char --input "$WORK/ab.txt" --out "$WOR
   if expect_ok prep_over prepare --tokenizer char --input "$WORK/ab.txt" --out "$WORK/ab" --val-tokens 0 --overwrite; then
     check "--overwrite replaces the shards (no val shard left) and keeps other files" \
       bash -c "[[ ! -e '$WORK/ab/val_000000.bin' && -f '$WORK/ab/notes.txt' && -f '$WORK/ab/train_000000.bin' ]]"
+    # An --overwrite that fails after tokenizing (every token held out for validation) leaves the
+    # earlier shards and tokenizer as they were, and no staging folder.
+    rm -rf "$WORK/ab.before" && cp -R "$WORK/ab" "$WORK/ab.before"
+    expect_bad prep_over_fails "all 1000 tokens went to validation" \
+      prepare --tokenizer char --input "$WORK/ab.txt" --out "$WORK/ab" --val-tokens 5000 --overwrite &&
+      check "a failed prepare --overwrite leaves the earlier files as they were" \
+        diff -r "$WORK/ab.before" "$WORK/ab"
   fi
 fi
 if expect_ok char_model train "$WORK/text.txt" "${TINY[@]}" --steps 2 --out "$WORK/char"; then

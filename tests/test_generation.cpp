@@ -159,6 +159,19 @@ TEST(KvCacheGeneration, NonFiniteLogitsAreNamed) {
   }
 }
 
+// A subnormal temperature (4e-39, 1e-45: the largest logit over it overflows fp32) samples what greedy
+// picks, as temperatures that small tend to, instead of failing on a distribution of inf and NaN.
+TEST(KvCacheGeneration, SubnormalTemperatureSamplesTheGreedyTokens) {
+  auto model = scrambled_model(small_config(16), 15);
+  const auto prompts = random_prompts(2, 4, 101, 16);
+  const auto want = generate(model, prompts, greedy(12, true));
+  for (const double temperature : {4e-39, 1e-45}) {
+    SamplingOptions options = greedy(12, true);
+    options.temperature = temperature;
+    EXPECT_TRUE(torch::equal(generate(model, prompts, options), want)) << "temperature " << temperature;
+  }
+}
+
 TEST(KvCacheGeneration, RunsUnderBf16AutocastAsTrainingSamplesDo) {
   // The cache takes the dtype the attention produces (bf16 here), not the weights' fp32.
   auto model = scrambled_model(small_config(16), 15);

@@ -473,5 +473,115 @@ TEST(ModelFamilyTransformers, ConfigThatDisagreesWithItsWeightsIsOneLine) {
   EXPECT_NE(refusal.find("HF export: no transformers class computes this model"), std::string::npos) << refusal;
 }
 
+GptConfig member(const std::string& name) {
+  for (const auto& [n, c] : members()) {
+    if (n == name) return c;
+  }
+  throw std::logic_error("no member " + name);
+}
+
+// config.json of an exported folder with `edit` applied; returns open_hf_folder's refusal ("" if it opens).
+template <typename Edit>
+std::string open_edited(const std::filesystem::path& folder, Edit&& edit) {
+  nlohmann::json config = nlohmann::json::parse(read_whole_file(folder / "config.json", "config"));
+  edit(config);
+  write_file_atomically(folder / "config.json", config.dump(2));
+  try {
+    open_hf_folder(folder);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+}
+
+// A scaled RoPE is refused whichever key names it: rope_type, or type as configs before transformers 4.45
+// wrote it (CodeLlama's linear, Llama 3.1's llama3), in rope_scaling or rope_parameters.
+TEST(ModelFamily, ScaledRopeIsRefusedWhicheverKeyNamesIt) {
+  ScratchDir dir;
+  GptConfig config = member("llama");
+  config.vocab_size = 128;
+  export_hf_family(scrambled(config, 4), 100, dir.path());
+  const nlohmann::json exported = nlohmann::json::parse(read_whole_file(dir.path() / "config.json", "config"));
+  const auto restore = [&](nlohmann::json& c) { c = exported; };
+  EXPECT_EQ(open_edited(dir.path(), restore), "");
+  EXPECT_EQ(open_edited(dir.path(), [&](nlohmann::json& c) { restore(c); c["rope_scaling"] = nullptr; }), "");
+  for (const std::string key : {"type", "rope_type"}) {
+    for (const std::string where : {"rope_scaling", "rope_parameters"}) {
+      SCOPED_TRACE(where + "." + key);
+      const std::string message = open_edited(dir.path(), [&](nlohmann::json& c) {
+        restore(c);
+        if (where == "rope_scaling") {
+          c.erase("rope_parameters");
+          c["rope_theta"] = 10000.0;
+          c["rope_scaling"] = {{key, "linear"}, {"factor", 4.0}};
+        } else {
+          c["rope_parameters"] = {{key, "llama3"}, {"rope_theta", 10000.0}, {"factor", 32.0}};
+        }
+      });
+      EXPECT_NE(message.find(where + ": " + key + " is '"), std::string::npos) << message;
+      EXPECT_NE(message.find("no scaled RoPE"), std::string::npos) << message;
+    }
+  }
+}
+
+// Qwen3's sliding window, as its config resolves it: refused only where a layer attends through a window
+// shorter than the context.
+TEST(ModelFamily, Qwen3SlidingWindowIsRefusedOnlyWhereALayerSlides) {
+  ScratchDir dir;
+  GptConfig config = member("qwen3");
+  config.vocab_size = 128;
+  config.block_size = 64;
+  ASSERT_GE(config.n_layer, 2);
+  export_hf_family(scrambled(config, 5), 100, dir.path());
+  const nlohmann::json exported = nlohmann::json::parse(read_whole_file(dir.path() / "config.json", "config"));
+  const auto sliding = [&](nlohmann::json extra) {
+    return open_edited(dir.path(), [&](nlohmann::json& c) {
+      c = exported;
+      c["use_sliding_window"] = true;
+      c.erase("layer_types");
+      c.update(extra);
+    });
+  };
+  const int64_t layers = config.n_layer;
+  EXPECT_EQ(sliding({{"sliding_window", 16}, {"max_window_layers", layers}}), "") << "no layer from max_window_layers on";
+  EXPECT_EQ(sliding({{"sliding_window", 64}, {"max_window_layers", 1}}), "") << "a window as long as the context";
+  EXPECT_EQ(sliding({{"sliding_window", 16}, {"layer_types", std::vector<std::string>(layers, "full_attention")}}), "");
+  for (const nlohmann::json& extra :
+       {nlohmann::json{{"sliding_window", 16}, {"max_window_layers", 1}},
+        nlohmann::json{{"sliding_window", 16}, {"max_window_layers", layers}, {"layer_types", [&] {
+                         std::vector<std::string> t(layers, "full_attention");
+                         t.back() = "sliding_attention";
+                         return t;
+                       }()}}}) {
+    const std::string message = sliding(extra);
+    EXPECT_NE(message.find("use_sliding_window is true and layers attend through a window of 16 tokens"),
+              std::string::npos)
+        << extra.dump() << ": " << message;
+  }
+  EXPECT_NE(sliding({{"layer_types", {"full_attention"}}}).find("layer_types is not a list of num_hidden_layers"),
+            std::string::npos);
+}
+
+// The special-token ids of the folder a model's tokenizer came from go into an export's config.json:
+// ids of the exported rows only (an id of another vocabulary would name a row that is not there).
+TEST(ModelFamily, ExportCarriesTheSourceFoldersSpecialTokenIds) {
+  ScratchDir dir;
+  std::filesystem::create_directories(dir.path() / "source");
+  write_file_atomically(dir.path() / "source" / "config.json",
+                        R"({"bos_token_id": 1, "eos_token_id": [2, 3], "pad_token_id": 100})");
+  const HfSpecialTokenIds ids = hf_special_token_ids(dir.path() / "source", 100);
+  EXPECT_EQ(ids.bos, nlohmann::json(1));
+  EXPECT_EQ(ids.eos, nlohmann::json({2, 3}));
+  EXPECT_TRUE(ids.pad.is_null()) << "100 is no row of a 100-row export";
+  EXPECT_TRUE(hf_special_token_ids(dir.path() / "no-such-folder", 100).eos.is_null());
+  GptConfig config = member("llama");
+  config.vocab_size = 128;
+  export_hf_family(scrambled(config, 6), 100, dir.path() / "hf", ids);
+  const auto written = nlohmann::json::parse(read_whole_file(dir.path() / "hf" / "config.json", "config"));
+  EXPECT_EQ(written["bos_token_id"], 1);
+  EXPECT_EQ(written["eos_token_id"], nlohmann::json({2, 3}));
+  EXPECT_TRUE(written["pad_token_id"].is_null());
+}
+
 }  // namespace
 }  // namespace mygpt

@@ -132,6 +132,16 @@ if expect_ok char_train train "$CHAR_TEXT" "${TINY[@]}" --steps 6 --out "$WORK/c
   expect_bad_input export_again "--out '$WORK/char_hf' is not empty" "" export --checkpoint "$WORK/char" --out "$WORK/char_hf"
   run export_overwrite export --checkpoint "$WORK/char" --out "$WORK/char_hf" --overwrite
   check "export --overwrite replaces the model files (exit $RC)" test "$RC" -eq 0 -a -s "$WORK/char_hf/config.json"
+  # An --overwrite that fails once files are being written (rotary positions with LayerNorm: no
+  # transformers class, found when the model is written) leaves the old model as it was.
+  if expect_ok char_rotary_ln train "$CHAR_TEXT" "${TINY[@]}" --positions rotary --norm layernorm --steps 1 \
+      --out "$WORK/char_rotary_ln"; then
+    rm -rf "$WORK/char_hf.before" && cp -R "$WORK/char_hf" "$WORK/char_hf.before"
+    expect_bad export_overwrite_fails "no transformers class" \
+      export --checkpoint "$WORK/char_rotary_ln" --out "$WORK/char_hf" --overwrite &&
+      check "a failed export --overwrite leaves the old model files as they were, and no staging folder" \
+        diff -r "$WORK/char_hf.before" "$WORK/char_hf"
+  fi
   printf 'not a folder' >"$WORK/a_file"
   expect_bad_input export_to_file "--out '$WORK/a_file' is a file" "" export --checkpoint "$WORK/char" --out "$WORK/a_file"
 
@@ -171,6 +181,12 @@ print(len(a), 'texts equal')" "$WORK/tokjson_auto.json" "$WORK/tokjson_ref.json"
       fi
       if expect_ok tokjson_eval_hf eval --checkpoint "$WORK/tokjson_hf" --val "$WORK/tokjson_text.txt" --eval-steps 1 --batch-size 2 --seq-len 16 "${CPU[@]}"; then
         check "eval --val encodes text with the export's tokenizer.json" grep -q "^val loss: " "$WORK/tokjson_eval_hf.out"
+      fi
+      # A folder exported onto itself: its tokenizer is read before the old files go.
+      if expect_ok tokjson_self_export export --checkpoint "$WORK/tokjson_hf" --out "$WORK/tokjson_hf" --overwrite; then
+        check "export of a folder onto itself keeps its tokenizer.json" cmp -s "$WORK/tokjson/tokenizer.json" "$WORK/tokjson_hf/tokenizer.json"
+        expect_ok tokjson_self_gen generate --checkpoint "$WORK/tokjson_hf" --prompt "ROMEO:" --max-new-tokens 5 "${CPU[@]}" &&
+          check "... and generates as before" cmp -s "$WORK/tokjson_gen_hf.out" "$WORK/tokjson_self_gen.out"
       fi
     fi
   fi
