@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <map>
+#include <sstream>
+#include <string>
 #include <stdexcept>
 
 #include "common/strprintf.h"
@@ -91,6 +94,40 @@ JobCommunicators::JobCommunicators(const JobSession& job, const torch::Device& d
 
 JobCommunicators::~JobCommunicators() = default;
 
+namespace {
+
+// The entries ("name=value" lines) of a configuration text, by name.
+std::map<std::string, std::string> config_entries(const std::string& text) {
+  std::map<std::string, std::string> entries;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t eq = line.find('=');
+    entries[line.substr(0, eq)] = eq == std::string::npos ? "" : line.substr(eq + 1);
+  }
+  return entries;
+}
+
+// The first entry in which this rank's text and rank 0's differ, as a phrase for the refusal.
+std::string first_difference(const std::string& mine, const std::string& rank0) {
+  const auto a = config_entries(mine), b = config_entries(rank0);
+  const auto shown = [](const std::map<std::string, std::string>& m, const std::string& key) {
+    const auto it = m.find(key);
+    return it == m.end() ? std::string("not set") : "'" + it->second + "'";
+  };
+  const auto name = [](const std::string& key) { return key == "build" ? key : "--" + key; };
+  for (const auto& [key, value] : a) {
+    if (!b.count(key) || b.at(key) != value) {
+      return name(key) + " is " + shown(a, key) + " on this rank, " + shown(b, key) + " on rank 0";
+    }
+  }
+  for (const auto& [key, value] : b) {
+    if (!a.count(key)) return name(key) + " is not set on this rank, '" + value + "' on rank 0";
+  }
+  return "this rank's options equal rank 0's; another rank's differ";
+}
+
+}  // namespace
+
 void require_same_config_on_all_ranks(Communicator& comm, const std::string& config_text) {
   if (comm.world_size() == 1) return;
   // FNV-1a: a stable hash (std::hash may differ between builds, and ranks may run different builds).
@@ -101,11 +138,17 @@ void require_same_config_on_all_ranks(Communicator& comm, const std::string& con
   comm.broadcast(rank0, 0);
   auto differs = torch::tensor({static_cast<int64_t>(!torch::equal(mine, rank0))}, torch::kLong);
   comm.all_reduce(differs, ReduceOp::Max);
-  if (differs.item<int64_t>() != 0) {
-    throw std::invalid_argument(
-        "the ranks were started with different configurations (options, data or build); "
-        "every rank must run the same command");
-  }
+  if (differs.item<int64_t>() == 0) return;
+  // Rank 0's text comes to every rank (a few KiB, once, on the way out) so that each names what differs.
+  auto length = torch::tensor({static_cast<int64_t>(config_text.size())}, torch::kLong);
+  comm.broadcast(length, 0);
+  auto bytes = torch::zeros({length.item<int64_t>()}, torch::kLong);
+  int64_t* byte = bytes.data_ptr<int64_t>();
+  if (comm.rank() == 0) std::copy(config_text.begin(), config_text.end(), byte);
+  comm.broadcast(bytes, 0);
+  const std::string rank0_text(byte, byte + bytes.numel());
+  throw std::invalid_argument("the ranks were started with different configurations (" +
+                              first_difference(config_text, rank0_text) + "); every rank must run the same command");
 }
 
 }  // namespace mygpt

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace mygpt {
 
@@ -38,6 +40,21 @@ void JobSession::start_mpi() {
   world_.uses_mpi = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_.world_size);
+  // A launcher's variables that disagree with the world MPI started were set by hand (exported in a
+  // shell, or left from another job): a process started alone would train as a world of one while its
+  // variables promise a larger one.
+  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    for (const auto& [var, value] : {std::pair{size_var, world_.world_size}, std::pair{rank_var, world_.rank}}) {
+      const char* set = std::getenv(var);
+      if (set == nullptr || std::string(set) == std::to_string(value)) continue;
+      MPI_Finalize();
+      throw std::invalid_argument(std::string(var) + " is '" + set + "' but MPI started this process as rank " +
+                                  std::to_string(world_.rank) + " of " + std::to_string(world_.world_size) +
+                                  ": the variable was not set by the launcher; start the job with mpirun or srun, "
+                                  "or unset it");
+    }
+  }
   // Ranks that share memory share a node: this holds under any launcher, unlike launcher variables.
   MPI_Comm node_comm;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_.rank, MPI_INFO_NULL, &node_comm);

@@ -127,7 +127,15 @@ class TemporaryFolder {
     if (path_.parent_path() == target) {
       // Staged inside the target: the model files it has (an --overwrite) go, config.json first, so that
       // until the new one is in it is no model folder; then the staged files move up, config.json last, as
-      // a loader looks for it. Renames within one filesystem: nothing here needs space.
+      // a loader looks for it. Renames within one filesystem: nothing here needs space. A name taken by
+      // something a file cannot replace (a folder) is refused first, with the old files intact.
+      for (const auto& entry : fs::directory_iterator(path_)) {
+        const fs::path taken = target / entry.path().filename();
+        std::error_code ec;
+        if (fs::exists(taken, ec) && !fs::is_regular_file(taken, ec)) {
+          throw std::invalid_argument("cannot write " + taken.string() + ": a folder or other non-file has that name");
+        }
+      }
       fs::remove(target / "config.json");
       for (const auto& entry : fs::directory_iterator(target)) {
         if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());

@@ -275,7 +275,16 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     std::filesystem::remove_all(staging, ignored);
     throw;
   }
-  // Published: the earlier files go, the new ones move up (renames: nothing here needs space).
+  // Published: the earlier files go, the new ones move up (renames: nothing here needs space). A name
+  // taken by something a file cannot replace (a folder) is refused first, with the earlier files intact.
+  for (const auto& entry : std::filesystem::directory_iterator(staging)) {
+    const std::filesystem::path target = out_path / entry.path().filename();
+    std::error_code ec;
+    if (std::filesystem::exists(target, ec) && !std::filesystem::is_regular_file(target, ec)) {
+      std::filesystem::remove_all(staging, ec);
+      throw std::invalid_argument("cannot write " + target.string() + ": a folder or other non-file has that name");
+    }
+  }
   for (const auto& path : earlier) std::filesystem::remove(path);
   for (const auto& entry : std::filesystem::directory_iterator(staging)) {
     std::filesystem::rename(entry.path(), out_path / entry.path().filename());

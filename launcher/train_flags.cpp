@@ -382,9 +382,15 @@ OptionTable<TrainFlags> make_table() {
       .read_by(kPlanCommand)
       .of_process();
   t.add("comm-timeout", &F::runtime, &R::comm_timeout,
-        "seconds a collective (NCCL, MPI, Gloo) or the rendezvous may take before the job is declared dead; 0 waits forever")
+        "seconds a collective (NCCL, MPI, Gloo) or the rendezvous may take before the job is declared dead; 0 waits "
+        "forever; at most 1e9 (deadlines are kept in 64-bit nanoseconds)")
       .init(600.0)
-      .check(non_negative)
+      .check([](const std::string& flag, const double& v) {
+        if (!(v >= 0) || v > 1e9) {
+          throw std::invalid_argument("--" + flag + " must be 0 (no limit) or a number of seconds up to 1e9, got " +
+                                      option_detail::number_text(v));
+        }
+      })
       .of_process();
   t.add("verbose", &F::runtime, &R::verbose,
         "also print LibTorch's own warnings while the ranks meet (c10d's connection retries, with stack traces); "
@@ -470,8 +476,22 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     throw std::invalid_argument("give --total-batch-tokens or --grad-accum, not both");
   }
   if (flags.gave("grad-accum")) o.total_batch_tokens = 0;
+  // Token counts are int64 everywhere (the step's tokens, the data's epochs, the plan): a batch whose
+  // count does not fit is refused, not wrapped round to a negative or zero batch.
+  const auto tokens_of = [&](int64_t accumulation) {
+    int64_t tokens = 1;
+    for (const int64_t factor : std::initializer_list<int64_t>{o.batch_size, o.seq_len, accumulation, world_size}) {
+      if (__builtin_mul_overflow(tokens, factor, &tokens)) {
+        throw std::invalid_argument("--batch-size " + std::to_string(o.batch_size) + " x --seq-len " +
+                                    std::to_string(o.seq_len) + " x --grad-accum " + std::to_string(accumulation) +
+                                    " x " + std::to_string(world_size) +
+                                    " rank(s) is too large: the tokens per step overflow a 64-bit count");
+      }
+    }
+    return tokens;
+  };
   if (o.total_batch_tokens > 0) {
-    const int64_t per_micro_step = o.batch_size * o.seq_len * world_size;
+    const int64_t per_micro_step = tokens_of(1);
     if (o.total_batch_tokens % per_micro_step != 0) {
       throw std::invalid_argument(
           "--total-batch-tokens " + std::to_string(o.total_batch_tokens) +
@@ -479,6 +499,7 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     }
     o.grad_accum = o.total_batch_tokens / per_micro_step;
   }
+  static_cast<void>(tokens_of(o.grad_accum));
   // Derived from the values given, so that a lower --lr does not fall below a fixed floor.
   if (!o.min_lr) o.min_lr = o.lr / 10;
   if (*o.min_lr > o.lr) {

@@ -150,6 +150,12 @@ std::optional<double> parse_logit_softcap(const std::string& text) {
   if (cap > static_cast<double>(FLT_MAX)) {
     throw std::invalid_argument("logit soft-cap must be at most 3.4e38 (float32's largest number), got '" + text + "'");
   }
+  // Below float32's smallest normal number the cap rounds to a subnormal or to 0 there (1e-50 became no
+  // cap at all).
+  if (cap < static_cast<double>(FLT_MIN)) {
+    throw std::invalid_argument("logit soft-cap must be at least 1.2e-38 (float32's smallest normal number), got '" +
+                                text + "'");
+  }
   return cap;
 }
 
@@ -211,8 +217,8 @@ void GptConfig::validate() const {
     throw std::invalid_argument("norm_eps must be in (0, 1), got " + number_text(norm_eps));
   }
   if (mlp_hidden < 0) throw std::invalid_argument("mlp_hidden must be positive, got " + std::to_string(mlp_hidden));
-  if (logit_softcap && !(*logit_softcap > 0.0 && *logit_softcap <= static_cast<double>(FLT_MAX))) {
-    throw std::invalid_argument("logit soft-cap must be positive and at most 3.4e38 (float32's largest number), got " +
+  if (logit_softcap && !(*logit_softcap >= static_cast<double>(FLT_MIN) && *logit_softcap <= static_cast<double>(FLT_MAX))) {
+    throw std::invalid_argument("logit soft-cap must be within float32's normal numbers (1.2e-38 to 3.4e38), got " +
                                 number_text(*logit_softcap));
   }
   if (!(dropout >= 0.0 && dropout < 1.0)) {

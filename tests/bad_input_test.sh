@@ -163,6 +163,18 @@ bad opt_attention "--attention must be auto, flash, efficient, cudnn or math" tr
 bad opt_loss_chunk_rows "--loss-chunk-rows" train text.txt "${TINY[@]}" --loss-chunk-rows -1 --out out_opt_loss_chunk_rows
 bad opt_dropout_one "--dropout" train text.txt "${TINY[@]}" --dropout 1 --out out_opt_dropout_one
 bad opt_comm_timeout "--comm-timeout" train text.txt "${TINY[@]}" --comm-timeout -1 --out out_opt_comm_timeout
+# Seconds past 64-bit nanoseconds: a 2-rank job failed at once ("did not finish within 1e+10 s").
+bad opt_comm_timeout_huge "--comm-timeout must be 0 \(no limit\) or a number of seconds up to 1e9, got 1e\+10" \
+  train text.txt "${TINY[@]}" --comm-timeout 1e10 --out out_opt_comm_timeout_huge
+# Tokens per step that overflow int64 printed "= -128 tokens per step" and trained.
+bad opt_grad_accum_overflow "--grad-accum 9223372036854775807 x 1 rank\(s\) is too large" \
+  train text.txt "${TINY[@]}" --grad-accum 9223372036854775807 --out out_opt_grad_accum_overflow
+bad plan_batch_overflow "--batch-size 9223372036854775807 x --seq-len 1024 .* is too large" \
+  plan --preset gpt2 --batch-size 9223372036854775807
+# Open MPI's variables set by hand, without mpirun: the process trained as a world of one.
+OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 \
+  bad opt_ompi_by_hand "OMPI_COMM_WORLD_SIZE is '2' but MPI started this process as rank 0 of 1" \
+  train text.txt "${TINY[@]}" --out out_opt_ompi_by_hand
 bad opt_heads "n_head \(3\) does not divide n_embd \(32\)" train text.txt "${TINY[@]}" --n-head 3 --out out_opt_heads
 bad opt_seq_len "--seq-len 64 exceeds the model's block size 32" train text.txt --preset tiny --seq-len 64 "${CPU[@]}" --out out_opt_seq_len
 bad opt_huge_model "beyond the 2\^40" train text.txt "${TINY[@]}" --n-embd 4000000000000 --n-head 1 --out out_opt_huge_model
@@ -304,6 +316,9 @@ bad plan_softcap_beyond_float "--logit-softcap: logit soft-cap must be at most 3
   plan --logit-softcap 1e40
 bad train_softcap_beyond_float "--logit-softcap: logit soft-cap must be at most 3.4e38" train text.txt "${TINY[@]}" \
   --logit-softcap 1e40 --out out_train_softcap_beyond_float
+# 0 as the fp32 logits' float: the run trained with no cap at all (1e-39, subnormal: a dead run).
+bad train_softcap_below_float "--logit-softcap: logit soft-cap must be at least 1.2e-38" train text.txt "${TINY[@]}" \
+  --logit-softcap 1e-50 --out out_train_softcap_below_float
 # Named by the flag, not by the config field it sets.
 bad plan_rope_theta_zero "--rope-theta must be above 1, got 0" plan --preset llama-small --rope-theta 0
 bad plan_norm_eps_zero "--norm-eps must be above 0 and below 1, got 0" plan --norm-eps 0

@@ -133,10 +133,12 @@ TEST(ModelFamily, BadConfigsAreNamedInOneLine) {
   EXPECT_NO_THROW(c.validate());  // an odd head size is fine without rotation
   c.logit_softcap = 0.0;
   EXPECT_EQ(message_of([&] { c.validate(); }),
-            "logit soft-cap must be positive and at most 3.4e38 (float32's largest number), got 0");
+            "logit soft-cap must be within float32's normal numbers (1.2e-38 to 3.4e38), got 0");
   c.logit_softcap = 1e39;  // finite in double, inf in the fp32 logits
-  EXPECT_NE(message_of([&] { c.validate(); }).find("at most 3.4e38"), std::string::npos);
-  for (const char* bad : {"0", "-1", "inf", "15x", "", "1e40"}) {
+  EXPECT_NE(message_of([&] { c.validate(); }).find("to 3.4e38"), std::string::npos);
+  c.logit_softcap = 1e-39;  // positive in double, subnormal in fp32 (1e-50: 0 there)
+  EXPECT_NE(message_of([&] { c.validate(); }).find("1.2e-38 to"), std::string::npos);
+  for (const char* bad : {"0", "-1", "inf", "15x", "", "1e40", "1e-39", "1e-50"}) {
     EXPECT_THROW(parse_logit_softcap(bad), std::invalid_argument) << bad;
   }
   EXPECT_EQ(parse_logit_softcap("none"), std::nullopt);

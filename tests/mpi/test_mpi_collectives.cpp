@@ -507,7 +507,17 @@ TEST(RequireSameConfig, EveryRankThrowsWhenOneDiffers) {
       require_same_config_on_all_ranks(comm(), text);
       ADD_FAILURE() << "rank " << rank() << " accepted a configuration that rank " << odd_one << " does not share";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("different configurations"), std::string::npos) << e.what();
+      const std::string message = e.what();
+      EXPECT_NE(message.find("different configurations"), std::string::npos) << message;
+      // A rank whose options are not rank 0's names the first that differs, with both values.
+      const bool differs_from_rank0 = rank() != 0 && (rank() == odd_one || odd_one == 0);
+      if (differs_from_rank0) {
+        const std::string mine = rank() == odd_one ? "0.002" : "0.001", theirs = odd_one == 0 ? "0.002" : "0.001";
+        EXPECT_NE(message.find("--lr is '" + mine + "' on this rank, '" + theirs + "' on rank 0"), std::string::npos)
+            << message;
+      } else {
+        EXPECT_NE(message.find("another rank's differ"), std::string::npos) << message;
+      }
     }
   }
 }
