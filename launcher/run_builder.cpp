@@ -54,7 +54,7 @@ std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const RunTo
 
 // Samples draw from their own CPU generator, so printing them leaves training's random streams alone.
 std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTokenizer& tokenizer,
-                                              const torch::Device& device) {
+                                              const torch::Device& device, std::function<bool()> stop_requested) {
   if (o.sample_every == 0) return {};
   if (tokenizer.kind == TokenizerKind::none) {
     throw std::invalid_argument("--sample-every needs a tokenizer, and this token data has none: give --vocab DIR");
@@ -64,13 +64,21 @@ std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTo
   if (prompt.empty()) throw std::invalid_argument("--sample-prompt must not be empty");
   SamplingOptions sampling{o.sample_tokens, 1.0, 50, /*vocab_limit=*/codec->vocab_size()};
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-  return [codec, prompt, sampling, generator, device](Gpt& m) mutable {
+  // Rank 0 alone samples: a stop asked meanwhile ends the sample at the next token, and the step after
+  // it, where the ranks agree on stopping, saves the checkpoint.
+  struct Stopped {};
+  return [codec, prompt, sampling, generator, device, stop_requested](Gpt& m) mutable {
     generator.set_current_seed(generator.current_seed());  // the same sample stream every time
     torch::Tensor out;
     try {
-      out = generate(m, torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device), sampling, generator);
+      out = generate(m, torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device), sampling, generator,
+                     [&](const torch::Tensor&) {
+                       if (stop_requested && stop_requested()) throw Stopped{};
+                     });
     } catch (const NonFiniteLogits&) {  // the skipped steps and --max-bad-steps deal with a diverged run
       return std::string("(none: the model's logits are not finite)");
+    } catch (const Stopped&) {
+      return std::string("(cut short: a stop was requested)");
     }
     out = out.squeeze(0).to(torch::kCPU);
     return with_invalid_utf8_replaced(
@@ -287,6 +295,10 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   parts.model->set_recompute(options.recompute);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
+  // Each rank's dropout masks from its own stream (as nanoGPT seeds 1337 + rank): with one stream for all,
+  // every rank drew the masks rank 0 drew, for other rows. Rank 0 keeps the seed's stream, so one rank
+  // trains as before; a resume restores each rank's saved stream over this.
+  if (comm.rank() > 0) seed_everything(options.seed + static_cast<uint64_t>(comm.rank()));
   const AdamWOptions adamw{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay};
   if (options.optimizer == OptimizerKind::muon) {
     MuonSplit split = split_for_muon(parts.model);
@@ -312,7 +324,7 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
       output.print(changes);
   }
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
-  parts.sample = make_sampler(options, tokenizer, device);
+  parts.sample = make_sampler(options, tokenizer, device, stop_requested);
   parts.stop_requested = std::move(stop_requested);
   parts.inject_overflow = injected_overflows(comm.rank());
   return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));

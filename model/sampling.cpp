@@ -79,7 +79,13 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
   if (options.max_new_tokens == 0) return prompt;
 
   torch::NoGradGuard no_grad;
-  const bool was_training = model->is_training();
+  // Training mode comes back however generation ends: at the end, non-finite logits, or a callback that
+  // throws to stop it (a training run's sample when a stop is asked).
+  struct ModeRestore {
+    Gpt& model;
+    bool training;
+    ~ModeRestore() { model->train(training); }
+  } restore{model, model->is_training()};
   model->eval();
   std::optional<KvCache> cache;
   if (options.kv_cache) cache.emplace(model->make_kv_cache());
@@ -88,16 +94,12 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
   auto logits = cache ? model->last_token_logits(last_block(tokens, block_size), *cache)
                       : model->last_token_logits(last_block(tokens, block_size));
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    if (!torch::isfinite(logits).all().item<bool>()) {
-      model->train(was_training);
-      throw NonFiniteLogits();
-    }
+    if (!torch::isfinite(logits).all().item<bool>()) throw NonFiniteLogits();
     auto next = sample_next(limit_vocab(logits.to(torch::kFloat), options.vocab_limit), options, generator);
     tokens = torch::cat({tokens, next}, 1);
     if (on_new_tokens) on_new_tokens(next);
     if (i + 1 < options.max_new_tokens) logits = logits_after(model, tokens, next, cache);
   }
-  model->train(was_training);
   return tokens;
 }
 

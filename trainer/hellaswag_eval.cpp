@@ -76,7 +76,7 @@ ScoringBatch pack_batch(const std::vector<const TokenizedHellaSwag*>& batch, int
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
                                    Communicator& comm, const torch::Device& device, Precision precision,
                                    const std::function<void(int64_t done, int64_t correct)>& on_example,
-                                   int64_t examples_per_batch) {
+                                   int64_t examples_per_batch, const std::function<bool()>& stop_agreed) {
   if (examples_per_batch <= 0) throw std::logic_error("examples_per_batch must be positive");
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
@@ -88,7 +88,16 @@ HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaS
     mine.push_back(&examples[i]);
   }
   int64_t correct = 0, total = 0;
-  for (size_t first = 0; first < mine.size(); first += static_cast<size_t>(examples_per_batch)) {
+  bool stopped = false;
+  // Rounds of one batch per rank; rank 0 has the most examples (ceil(n / W)), so its count of batches is
+  // every rank's count of rounds.
+  const size_t most = (n + static_cast<size_t>(comm.world_size()) - 1) / static_cast<size_t>(comm.world_size());
+  for (size_t first = 0; first < most; first += static_cast<size_t>(examples_per_batch)) {
+    if (first > 0 && stop_agreed && stop_agreed()) {
+      stopped = true;
+      break;
+    }
+    if (first >= mine.size()) continue;
     const size_t last = std::min(mine.size(), first + static_cast<size_t>(examples_per_batch));
     const ScoringBatch batch = pack_batch({mine.begin() + static_cast<std::ptrdiff_t>(first),
                                            mine.begin() + static_cast<std::ptrdiff_t>(last)},
@@ -114,7 +123,7 @@ HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaS
   comm.all_reduce(counts, ReduceOp::Sum);
   counts = counts.to(torch::kCPU);
   model->train(was_training);
-  return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
+  return {counts[0].item<int64_t>(), counts[1].item<int64_t>(), stopped};
 }
 
 }  // namespace mygpt

@@ -18,6 +18,7 @@ namespace mygpt {
 struct HellaSwagResult {
   int64_t correct = 0;
   int64_t total = 0;
+  bool stopped = false;  // ended early by a stop all ranks agreed on: the counts are partial
   double accuracy() const { return total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0; }
 };
 
@@ -33,9 +34,13 @@ torch::Tensor pick_hellaswag_endings_from_losses(const torch::Tensor& next_token
 // Scores examples [0, limit) (all when limit <= 0); this rank takes every world_size-th one.
 // on_example(done, correct), when given, hears of each example this rank scored (for progress lines).
 // Examples are scored examples_per_batch at a time: one copy to the device and one wait per batch.
+// stop_agreed, when given, is asked after each round of batches (every rank takes part in each round, a
+// rank out of examples too: it is a collective) and ends the scoring early when it says so.
+constexpr int64_t kHellaSwagExamplesPerBatch = 8;
 HellaSwagResult evaluate_hellaswag(Gpt& model, const std::vector<TokenizedHellaSwag>& examples, int64_t limit,
                                    Communicator& comm, const torch::Device& device, Precision precision,
                                    const std::function<void(int64_t done, int64_t correct)>& on_example = {},
-                                   int64_t examples_per_batch = 8);
+                                   int64_t examples_per_batch = kHellaSwagExamplesPerBatch,
+                                   const std::function<bool()>& stop_agreed = {});
 
 }  // namespace mygpt

@@ -162,10 +162,18 @@ double Trainer::evaluate() {
   // Batch b is read by rank b % W (the loader's chunk position + rank): each rank its share of the count.
   const int64_t batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
-  for (int64_t b = comm_.rank(); b < batches; b += comm_.world_size()) {
-    Batch batch = p_.val_loader->next(p_.device);
-    AutocastScope autocast(p_.device, precision());
-    loss_sum += p_.model->loss(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
+  evaluation_stopped_ = false;
+  // Rounds of one batch per rank (a rank past the count sits one out), each ended by the stop check.
+  for (int64_t round = 0; round < batches; round += comm_.world_size()) {
+    if (const int64_t b = round + comm_.rank(); b < batches) {
+      Batch batch = p_.val_loader->next(p_.device);
+      AutocastScope autocast(p_.device, precision());
+      loss_sum += p_.model->loss(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
+    }
+    if (round + comm_.world_size() < batches && stop_agreed()) {
+      evaluation_stopped_ = true;
+      break;
+    }
   }
   comm_.all_reduce(loss_sum, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
   p_.model->train();
@@ -179,11 +187,18 @@ double Trainer::evaluate_conversations() {
   p_.sft_val_loader->reset();
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
   auto sums = torch::zeros({2}, on_device);  // summed loss, trained targets
-  for (int64_t b = comm_.rank(); b < p_.sft_val_batches; b += comm_.world_size()) {
-    Batch batch = p_.sft_val_loader->next(p_.device);
-    AutocastScope autocast(p_.device, precision());
-    sums[0] += p_.model->masked_loss_sum(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
-    sums[1] += batch.y.ge(0).sum().to(torch::kFloat);
+  evaluation_stopped_ = false;
+  for (int64_t round = 0; round < p_.sft_val_batches; round += comm_.world_size()) {
+    if (const int64_t b = round + comm_.rank(); b < p_.sft_val_batches) {
+      Batch batch = p_.sft_val_loader->next(p_.device);
+      AutocastScope autocast(p_.device, precision());
+      sums[0] += p_.model->masked_loss_sum(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
+      sums[1] += batch.y.ge(0).sum().to(torch::kFloat);
+    }
+    if (round + comm_.world_size() < p_.sft_val_batches && stop_agreed()) {
+      evaluation_stopped_ = true;
+      break;
+    }
   }
   comm_.all_reduce(sums, ReduceOp::Sum);
   p_.model->train();
@@ -326,6 +341,13 @@ void Trainer::stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, con
 
 bool Trainer::stop_requested_here() const { return p_.stop_requested && p_.stop_requested(); }
 
+bool Trainer::stop_agreed() {
+  if (!p_.stop_requested) return false;  // the same on every rank: no collective then
+  auto flag = torch::full({1}, stop_requested_here() ? 1.0f : 0.0f, torch::TensorOptions().device(p_.device));
+  comm_.all_reduce(flag, ReduceOp::Max);
+  return flag.item<float>() > 0.0f;
+}
+
 void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt) {
   // Trained tokens (SFT: the assistant's, not the prompts' nor the padding) for tok/sec; every position
   // computed for the MFU, which counts the work done.
@@ -404,17 +426,30 @@ void Trainer::print_setup() const {
   }
 }
 
-void Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
+bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
   auto due = [&](int64_t every) { return every > 0 && (final || step % every == 0); };
+  // A stop asked during an evaluation (a full HellaSwag takes minutes on a CPU; Slurm's grace before
+  // SIGKILL may be shorter) ends it at the next batch, on every rank together.
+  const std::string cut = strprintf("step %lld | stop requested: ", static_cast<long long>(step));
   if (has_validation() && due(options_.eval_every)) {
     const double val_loss = evaluate();
+    if (evaluation_stopped_) {
+      output_.print(cut + "the validation loss was cut short and is not recorded");
+      return false;
+    }
     summary.last_val_loss = val_loss;
     output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));
     output_.metrics({{"step", step}, {"val_loss", val_loss}});
   }
   if (!p_.hellaswag.empty() && due(options_.hellaswag_every)) {
-    const HellaSwagResult h =
-        evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device, precision());
+    const HellaSwagResult h = evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device,
+                                                 precision(), {}, kHellaSwagExamplesPerBatch,
+                                                 [this] { return stop_agreed(); });
+    if (h.stopped) {
+      output_.print(cut + strprintf("HellaSwag was cut short after %lld examples and is not recorded",
+                                    static_cast<long long>(h.total)));
+      return false;
+    }
     output_.print(strprintf("step %lld | hellaswag: %lld/%lld = %.4f", static_cast<long long>(step),
                             static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
     output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
@@ -425,6 +460,7 @@ void Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
     output_.print(strprintf("step %lld | sample:\n", static_cast<long long>(step)) + sample);
     output_.metrics({{"step", step}, {"sample", sample}});
   }
+  return true;
 }
 
 TrainSummary Trainer::run(int64_t start_step) {
@@ -445,7 +481,12 @@ TrainSummary Trainer::run(int64_t start_step) {
   StepProfiler profiler(output_.writes() ? options_.profile : "", options_.profile_steps, start_step, options_.steps);
   for (int64_t step = start_step; step < options_.steps; ++step) {
     // Evaluations at step s see the weights after s steps (the last ones come after the loop).
-    evaluate_at(step, /*final=*/false, summary);
+    if (!evaluate_at(step, /*final=*/false, summary)) {
+      output_.print("stop requested: saving a checkpoint at step " + std::to_string(step));
+      save_checkpoint_at(step);
+      summary.stopped_early = true;
+      return summary;
+    }
 
     profiler.before_step(step);
     const auto t0 = Clock::now();

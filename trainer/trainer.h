@@ -111,8 +111,12 @@ class Trainer {
   std::vector<NamedPart> stateful_parts();
   StateDict checkpoint_tensors();
   void log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt);
-  // Validation, HellaSwag and a sample, each when due at this step (all of them when final).
-  void evaluate_at(int64_t step, bool final, TrainSummary& summary);
+  // Validation, HellaSwag and a sample, each when due at this step (all of them when final). Returns
+  // false when a stop (SIGTERM, SIGINT) cut them short: what they had found is not recorded.
+  bool evaluate_at(int64_t step, bool final, TrainSummary& summary);
+  // Whether a stop was asked of any rank: a collective when the run can be stopped, so every rank must
+  // call it at the same point; false without one.
+  bool stop_agreed();
   void prune_checkpoints();
   // Ends a run after --max-bad-steps bad steps in a row (std::runtime_error), saving the weights only
   // when they are good.
@@ -125,6 +129,7 @@ class Trainer {
   std::vector<Batch> read_sft_micro_batches();
   torch::Tensor global_trained_tokens(const std::vector<Batch>& micro_batches);
   double evaluate_conversations();
+  bool evaluation_stopped_ = false;  // the last evaluate() ended early by stop_agreed()
   Precision precision() const { return options_.precision; }
 
   TrainerParts p_;

@@ -285,4 +285,31 @@ check "(4) rank 1 killed mid-run: rank 0 exits 1 with one line in $took s ($(cat
   test "$rc" -eq 1 -a "$(grep -c 'error' "$WORK/dies.err")" -eq 1
 check "(4) ... long before --comm-timeout 120" awk -v t="$took" 'BEGIN { exit !(t < 30) }'
 
+# --- (5) a stop during an evaluation -------------------------------------------------------------
+# SIGTERM while the ranks score HellaSwag (at step 0; the whole file takes about a minute here): every
+# rank ends it at the next round of batches, together, and the run saves its checkpoint and exits 0,
+# instead of finishing the evaluation (Slurm's grace before SIGKILL may be shorter).
+GPT2=${MYGPT_SHARED_DATA:-$REPO_DIR/../shared/data}/gpt2
+HELLASWAG=${MYGPT_SHARED_DATA:-$REPO_DIR/../shared/data}/hellaswag/hellaswag_val_full.txt
+if [[ -f $GPT2/encoder.json && -f $HELLASWAG ]]; then
+  for i in $(seq 1 200); do echo "And so the story of line $i goes on."; done >"$WORK/words.txt"
+  "$torchrun" --standalone --nproc-per-node 2 --no-python "$BIN" train "$WORK/words.txt" --vocab "$GPT2" --preset small \
+    --seq-len 32 --batch-size 4 --steps 50 --eval-every 0 --hellaswag "$HELLASWAG" --hellaswag-every 25 --threads 1 \
+    --device cpu --out "$WORK/hs_stop" >"$WORK/hs_stop.out" 2>"$WORK/hs_stop.err" &
+  pid=$!
+  wait_for "$WORK/hs_stop.out" '^batch: '
+  sleep 3
+  start=$(now)
+  kill -TERM $pid
+  wait $pid
+  took=$(seconds_since "$start")
+  # (torchrun itself exits 1 with a traceback when it is sent SIGTERM, whatever its ranks did.)
+  check "(5) SIGTERM during HellaSwag on 2 ranks: cut short, stopped in $took s ($(grep -m1 'cut short' "$WORK/hs_stop.out"))" \
+    bash -c "grep -q 'HellaSwag was cut short after [0-9]* examples' '$WORK/hs_stop.out' &&
+             grep -q 'stopped early; continue with --resume auto' '$WORK/hs_stop.out'"
+  check "(5) ... with a checkpoint at step 0" test -f "$WORK/hs_stop/ckpt_00000000.safetensors"
+else
+  skip "(5) a stop during HellaSwag (needs GPT-2's encoder.json and hellaswag_val_full.txt in the shared data)"
+fi
+
 finish
