@@ -67,12 +67,16 @@ std::string read_fd(int fd) {
   return text;
 }
 
-void write_all(int fd, const std::string& text, const fs::path& path) {
+// what_failed: how a failure names the file ("cannot write PATH" unless given).
+void write_all(int fd, const std::string& text, const fs::path& path, const std::string& what_failed = "") {
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw OutputFileError("cannot write " + path.string() + ": " + std::strerror(errno));
+    if (n < 0) {
+      throw OutputFileError((what_failed.empty() ? "cannot write " + path.string() : what_failed) + ": " +
+                            std::strerror(errno));
+    }
     done += static_cast<std::size_t>(n);
   }
 }
@@ -191,8 +195,10 @@ void FolderClaim::claim(const fs::path& folder, std::string_view what) {
   } cleanup{mine};
   {
     const FileDescriptor fd(::open(mine.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) throw OutputFileError("cannot write " + mine.string() + ": " + std::strerror(errno));
-    write_all(fd.get(), content, mine);
+    // Named by the option: the private name is ours; the folder (/proc, a full disk) is the problem.
+    const std::string cannot = std::string(what) + " '" + folder.string() + "': cannot write a file in it";
+    if (fd.get() < 0) throw OutputFileError(cannot + ": " + std::strerror(errno));
+    write_all(fd.get(), content, mine, cannot);
   }
   const std::string name = std::string(what) + " '" + folder.string() + "'";
 

@@ -59,7 +59,15 @@ void read_config_tree(const std::filesystem::path& path, std::vector<std::filesy
   }
   ConfigFile file{path.string(), {}};
   std::vector<std::filesystem::path> includes;
-  for (ConfigEntry& entry : config_entries(read_config_file(path.string()), path.string())) {
+  std::string text;
+  try {
+    text = read_config_file(path.string());
+  } catch (const std::invalid_argument& e) {
+    // A file that cannot be read is named with the file that asked for it (the user wrote that line).
+    if (chain.empty()) throw;
+    throw std::invalid_argument(std::string(e.what()) + " (included by config file '" + chain.back().string() + "')");
+  }
+  for (ConfigEntry& entry : config_entries(text, path.string())) {
     if (entry.name != "config") {
       file.entries.push_back(std::move(entry));
       continue;

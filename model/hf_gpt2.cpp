@@ -58,7 +58,7 @@ HfMapping gpt2_mapping(const HfConfigFields& fields, int64_t vocab_multiple) {
   // transformers' GPT2Config defaults stand in for absent fields, as they do when it loads.
   const std::string model_type = fields.text("model_type", "gpt2");
   if (model_type != "gpt2") {
-    fields.fail("model_type", "'" + printable_name(model_type) + "' is not one read here (gpt2, nanochat, llama, qwen3)");
+    fields.fail("model_type", "'" + printable_name(model_type) + "' is not gpt2 (the types read here: gpt2, nanochat, llama, qwen3)");
   }
   const std::string activation = fields.text("activation_function", "gelu_new");
   if (activation != "gelu_new" && activation != "gelu_pytorch_tanh") {

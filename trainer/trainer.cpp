@@ -339,6 +339,19 @@ void Trainer::stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, con
                            ")");
 }
 
+namespace {
+
+// Hours, minutes and seconds; an ETA beyond a year (a --steps of 2^63) as years, not an int overflowed.
+std::string eta_text(double seconds) {
+  constexpr double kYear = 365.25 * 86400;
+  if (!(seconds < kYear)) return seconds >= kYear ? strprintf("%.3g years", seconds / kYear) : std::string("?");
+  const auto s = static_cast<int64_t>(seconds);
+  return strprintf("%lldh%02lldm%02llds", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60),
+                   static_cast<long long>(s % 60));
+}
+
+}  // namespace
+
 bool Trainer::stop_requested_here() const { return p_.stop_requested && p_.stop_requested(); }
 
 bool Trainer::stop_agreed() {
@@ -368,8 +381,7 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
                   static_cast<long long>(step), r.loss, r.lr, r.grad_norm, dt * 1000.0,
                   p_.sft ? "trained tok/sec" : "tok/sec", tok_per_sec,
                   mfu >= 0 ? strprintf("%.2f%%", 100 * mfu).c_str() : "n/a", memory_mib,
-                  strprintf("%dh%02dm%02ds", static_cast<int>(eta_s / 3600), static_cast<int>(eta_s / 60) % 60,
-                            static_cast<int>(eta_s) % 60)
+                  eta_text(eta_s)
                       .c_str()));
   }
   nlohmann::json record = {{"step", step},
