@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -241,6 +242,24 @@ std::optional<uint64_t> free_disk_bytes(const fs::path& path) {
 
 FileDescriptor::~FileDescriptor() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+void publish_staged_files(const fs::path& staging, const fs::path& target, const std::vector<fs::path>& replaced,
+                          std::string_view last) {
+  std::vector<fs::path> staged;
+  for (const auto& entry : fs::directory_iterator(staging)) {
+    const fs::path taken = target / entry.path().filename();
+    std::error_code ec;
+    if (fs::exists(taken, ec) && !fs::is_regular_file(taken, ec)) {
+      throw std::invalid_argument("cannot write " + taken.string() + ": a folder or other non-file has that name");
+    }
+    staged.push_back(entry.path());
+  }
+  for (const fs::path& old : replaced) fs::remove(old);
+  std::stable_partition(staged.begin(), staged.end(), [&](const fs::path& p) { return p.filename() != last; });
+  for (const fs::path& file : staged) fs::rename(file, target / file.filename());
+  fs::remove(staging);
+  sync_directory(target);
 }
 
 void check_standard_output() {

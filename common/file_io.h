@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mygpt {
 
@@ -103,6 +104,14 @@ void create_output_directory(const std::filesystem::path& directory, std::string
 // Bytes an unprivileged process may still write on the file system holding `path` (statvfs's f_bavail);
 // nullopt where the system does not say.
 std::optional<uint64_t> free_disk_bytes(const std::filesystem::path& path);
+
+// Publishes the files staged in `staging` (a folder inside `target`, so on its filesystem): first every
+// staged name that `target` holds as a folder or other non-file is refused (std::invalid_argument),
+// with nothing removed; then `replaced` are removed in their order, the staged files move up by rename
+// (`last`, when staged, moves last: a loader looks for it) and `staging` goes. Renames need no space, so
+// a full disk has already failed the staging, with the old files intact.
+void publish_staged_files(const std::filesystem::path& staging, const std::filesystem::path& target,
+                          const std::vector<std::filesystem::path>& replaced, std::string_view last = {});
 
 // Flushes std::cout; output that could not be written (stdout on a full disk, /dev/full) is
 // std::invalid_argument naming standard output and the reason, instead of a run that ends with exit 0

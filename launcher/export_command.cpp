@@ -15,7 +15,6 @@
 // leaves the old model as it was, and a folder can be exported onto itself.
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -126,27 +125,15 @@ class TemporaryFolder {
   void publish_as(const fs::path& target) {
     if (path_.parent_path() == target) {
       // Staged inside the target: the model files it has (an --overwrite) go, config.json first, so that
-      // until the new one is in it is no model folder; then the staged files move up, config.json last, as
-      // a loader looks for it. Renames within one filesystem: nothing here needs space. A name taken by
-      // something a file cannot replace (a folder) is refused first, with the old files intact.
-      for (const auto& entry : fs::directory_iterator(path_)) {
-        const fs::path taken = target / entry.path().filename();
-        std::error_code ec;
-        if (fs::exists(taken, ec) && !fs::is_regular_file(taken, ec)) {
-          throw std::invalid_argument("cannot write " + taken.string() + ": a folder or other non-file has that name");
+      // until the new one is in it is no model folder; then the staged files move up, config.json last.
+      std::vector<fs::path> replaced{target / "config.json"};
+      for (const auto& entry : fs::directory_iterator(target)) {
+        if (entry.is_regular_file() && is_model_folder_file(entry.path()) && entry.path().filename() != "config.json") {
+          replaced.push_back(entry.path());
         }
       }
-      fs::remove(target / "config.json");
-      for (const auto& entry : fs::directory_iterator(target)) {
-        if (entry.is_regular_file() && is_model_folder_file(entry.path())) fs::remove(entry.path());
-      }
-      std::vector<fs::path> files;
-      for (const auto& entry : fs::directory_iterator(path_)) files.push_back(entry.path());
-      std::stable_partition(files.begin(), files.end(), [](const fs::path& p) { return p.filename() != "config.json"; });
-      for (const fs::path& file : files) fs::rename(file, target / file.filename());
-      fs::remove(path_);
+      publish_staged_files(path_, target, replaced, "config.json");
       published_ = true;
-      sync_directory(target);
       return;
     }
     fs::rename(path_, target);  // replaces an empty folder

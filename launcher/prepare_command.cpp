@@ -269,28 +269,14 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
       write_file_atomically(staging / "encoder.json", tokenizer_texts.vocabulary);
       write_file_atomically(staging / "vocab.bpe", tokenizer_texts.merges);
     }
+    // Whole: the earlier prepare's files go and the new ones move up.
+    publish_staged_files(staging, out_path, earlier);
   } catch (...) {
     // A failed run publishes no shards: a training job must not take part of a corpus for all of it.
     std::error_code ignored;
     std::filesystem::remove_all(staging, ignored);
     throw;
   }
-  // Published: the earlier files go, the new ones move up (renames: nothing here needs space). A name
-  // taken by something a file cannot replace (a folder) is refused first, with the earlier files intact.
-  for (const auto& entry : std::filesystem::directory_iterator(staging)) {
-    const std::filesystem::path target = out_path / entry.path().filename();
-    std::error_code ec;
-    if (std::filesystem::exists(target, ec) && !std::filesystem::is_regular_file(target, ec)) {
-      std::filesystem::remove_all(staging, ec);
-      throw std::invalid_argument("cannot write " + target.string() + ": a folder or other non-file has that name");
-    }
-  }
-  for (const auto& path : earlier) std::filesystem::remove(path);
-  for (const auto& entry : std::filesystem::directory_iterator(staging)) {
-    std::filesystem::rename(entry.path(), out_path / entry.path().filename());
-  }
-  std::filesystem::remove(staging);
-  sync_directory(out_path);
   std::cout << strprintf("wrote %llu val and %llu train tokens in %zu shard(s) to %s",
                          static_cast<unsigned long long>(to_val), static_cast<unsigned long long>(to_train),
                          (val ? val->shard_paths().size() : 0) + train.shard_paths().size(), out_dir.c_str())

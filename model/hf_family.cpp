@@ -78,7 +78,7 @@ std::vector<HfTensorMap> tensor_maps(HfFamily family, const GptConfig& c) {
 void refuse_sliding_layers(const HfConfigFields& f, const GptConfig& c) {
   if (!f.flag("use_sliding_window", false)) return;
   const int64_t window = f.integer("sliding_window", 4096, int64_t{1} << 40);
-  std::vector<std::string> types;
+  bool a_layer_slides = false;
   if (const auto* listed = f.find("layer_types")) {
     if (!listed->is_array() || static_cast<int64_t>(listed->size()) != c.n_layer) {
       f.fail("layer_types", "is not a list of num_hidden_layers names");
@@ -87,14 +87,12 @@ void refuse_sliding_layers(const HfConfigFields& f, const GptConfig& c) {
       if (!t.is_string() || (t != "full_attention" && t != "sliding_attention")) {
         f.fail("layer_types", "holds a name other than full_attention and sliding_attention");
       }
-      types.push_back(t.get<std::string>());
+      a_layer_slides = a_layer_slides || t == "sliding_attention";
     }
   } else {
-    const int64_t first = f.integer("max_window_layers", 28, int64_t{1} << 40);
-    for (int64_t i = 0; i < c.n_layer; ++i) types.push_back(i >= first ? "sliding_attention" : "full_attention");
+    a_layer_slides = f.integer("max_window_layers", 28, int64_t{1} << 40) < c.n_layer;
   }
-  const bool slides = std::count(types.begin(), types.end(), "sliding_attention") > 0 && window < c.block_size;
-  if (slides) {
+  if (a_layer_slides && window < c.block_size) {
     f.fail("use_sliding_window", "is true and layers attend through a window of " + std::to_string(window) +
                                      " tokens, shorter than the context (no sliding-window attention here)");
   }

@@ -28,7 +28,9 @@ torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit) {
 torch::Tensor sample_next(torch::Tensor logits, const SamplingOptions& options, std::optional<at::Generator> generator) {
   if (options.temperature == 0.0) return logits.argmax(-1, /*keepdim=*/true);
   auto scaled = logits / options.temperature;
-  if (!torch::isfinite(scaled.amax(-1)).all().item<bool>()) {
+  // Dividing finite logits by a temperature of 1 or more cannot overflow: the check (a reduction and a
+  // wait for the device, per token) is for smaller ones only.
+  if (options.temperature < 1.0 && !torch::isfinite(scaled.amax(-1)).all().item<bool>()) {
     // A temperature so small (a subnormal one) that the largest logit over it overflows: the same
     // distribution from logits less their maximum (every value then at most 0, the largest exactly 0), so
     // sampling tends to greedy as the temperature does instead of failing on inf - inf.

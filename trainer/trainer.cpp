@@ -154,6 +154,15 @@ torch::Tensor Trainer::global_trained_tokens(const std::vector<Batch>& micro_bat
   return count;
 }
 
+bool Trainer::in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next) {
+  // Rounds of one batch per rank (a rank past the count sits one out), each ended by the stop check.
+  for (int64_t round = 0; round < batches; round += comm_.world_size()) {
+    if (round + comm_.rank() < batches) score_next();
+    if (round + comm_.world_size() < batches && stop_agreed()) return false;
+  }
+  return true;
+}
+
 double Trainer::evaluate() {
   if (p_.sft) return evaluate_conversations();
   torch::NoGradGuard no_grad;
@@ -162,19 +171,11 @@ double Trainer::evaluate() {
   // Batch b is read by rank b % W (the loader's chunk position + rank): each rank its share of the count.
   const int64_t batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
-  evaluation_stopped_ = false;
-  // Rounds of one batch per rank (a rank past the count sits one out), each ended by the stop check.
-  for (int64_t round = 0; round < batches; round += comm_.world_size()) {
-    if (const int64_t b = round + comm_.rank(); b < batches) {
-      Batch batch = p_.val_loader->next(p_.device);
-      AutocastScope autocast(p_.device, precision());
-      loss_sum += p_.model->loss(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
-    }
-    if (round + comm_.world_size() < batches && stop_agreed()) {
-      evaluation_stopped_ = true;
-      break;
-    }
-  }
+  evaluation_stopped_ = !in_evaluation_rounds(batches, [&] {
+    Batch batch = p_.val_loader->next(p_.device);
+    AutocastScope autocast(p_.device, precision());
+    loss_sum += p_.model->loss(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
+  });
   comm_.all_reduce(loss_sum, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
   p_.model->train();
   return loss_sum.item<double>() / static_cast<double>(batches);
@@ -187,19 +188,12 @@ double Trainer::evaluate_conversations() {
   p_.sft_val_loader->reset();
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
   auto sums = torch::zeros({2}, on_device);  // summed loss, trained targets
-  evaluation_stopped_ = false;
-  for (int64_t round = 0; round < p_.sft_val_batches; round += comm_.world_size()) {
-    if (const int64_t b = round + comm_.rank(); b < p_.sft_val_batches) {
-      Batch batch = p_.sft_val_loader->next(p_.device);
-      AutocastScope autocast(p_.device, precision());
-      sums[0] += p_.model->masked_loss_sum(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
-      sums[1] += batch.y.ge(0).sum().to(torch::kFloat);
-    }
-    if (round + comm_.world_size() < p_.sft_val_batches && stop_agreed()) {
-      evaluation_stopped_ = true;
-      break;
-    }
-  }
+  evaluation_stopped_ = !in_evaluation_rounds(p_.sft_val_batches, [&] {
+    Batch batch = p_.sft_val_loader->next(p_.device);
+    AutocastScope autocast(p_.device, precision());
+    sums[0] += p_.model->masked_loss_sum(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
+    sums[1] += batch.y.ge(0).sum().to(torch::kFloat);
+  });
   comm_.all_reduce(sums, ReduceOp::Sum);
   p_.model->train();
   return sums[0].item<double>() / sums[1].item<double>();

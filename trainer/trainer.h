@@ -129,6 +129,9 @@ class Trainer {
   std::vector<Batch> read_sft_micro_batches();
   torch::Tensor global_trained_tokens(const std::vector<Batch>& micro_batches);
   double evaluate_conversations();
+  // Batch b of `batches` is this rank's when b % W is its rank: score_next reads and scores the next of
+  // them, in rounds of one batch per rank, with stop_agreed() between rounds. False when a stop ended it.
+  bool in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next);
   bool evaluation_stopped_ = false;  // the last evaluate() ended early by stop_agreed()
   Precision precision() const { return options_.precision; }
 

@@ -303,6 +303,7 @@ if [[ -f $GPT2/encoder.json && -f $HELLASWAG ]]; then
   kill -TERM $pid
   wait $pid
   took=$(seconds_since "$start")
+  echo "(5) the run's last lines:"; tail -n 4 "$WORK/hs_stop.out" "$WORK/hs_stop.err" | grep -v '^ *File\|^ *\^' | tail -n 12
   # (torchrun itself exits 1 with a traceback when it is sent SIGTERM, whatever its ranks did.)
   check "(5) SIGTERM during HellaSwag on 2 ranks: cut short, stopped in $took s ($(grep -m1 'cut short' "$WORK/hs_stop.out"))" \
     bash -c "grep -q 'HellaSwag was cut short after [0-9]* examples' '$WORK/hs_stop.out' &&
