@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 
 namespace mygpt {
 

@@ -1,7 +1,7 @@
 #include "dataloader/hellaswag_reader.h"
 #include "common/file_io.h"
 
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>

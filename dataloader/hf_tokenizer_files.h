@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "dataloader/chat_format.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 
 namespace mygpt {
 

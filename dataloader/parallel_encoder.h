@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "dataloader/document_reader.h"
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 
 namespace mygpt {
 

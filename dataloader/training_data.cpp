@@ -6,7 +6,7 @@
 #include "common/file_io.h"
 #include "dataloader/builtin_dataset.h"
 #include "dataloader/chat_data.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_stream.h"
 

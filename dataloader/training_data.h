@@ -10,7 +10,7 @@
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/chat_format.h"
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 #include "dataloader/token_source.h"
 
 namespace mygpt {

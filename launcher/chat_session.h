@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "dataloader/chat_format.h"
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 #include "model/gpt.h"
 #include "model/kv_cache.h"
 #include "model/sampling.h"

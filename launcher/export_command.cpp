@@ -1,5 +1,5 @@
 // `mygpt-ddp export`: a model as a Hugging Face GPT-2 folder that transformers' from_pretrained loads:
-// config.json and model.safetensors (model/hf_gpt2.h), plus GPT-2's tokenizer as transformers keeps
+// config.json and model.safetensors (model/hf/hf_gpt2.h), plus GPT-2's tokenizer as transformers keeps
 // it (vocab.json and merges.txt, the same bytes as OpenAI's encoder.json and vocab.bpe, with
 // tokenizer_config.json and special_tokens_map.json, and the tokenizer.json transformers writes for it; a model
 // fine-tuned on conversations adds its chat tokens and template to tokenizer_config.json instead, so that
@@ -27,14 +27,14 @@
 #include "common/folder_claim.h"
 #include "common/strprintf.h"
 #include "dataloader/chat_format.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/hf_tokenizer_files.h"
-#include "dataloader/hf_bpe_tokenizer.h"
+#include "tokenizer/hf_bpe_tokenizer.h"
 #include "launcher/commands.h"
 #include "launcher/inference_model.h"
 #include "launcher/shared_flags.h"
-#include "model/hf_family.h"
-#include "model/hf_gpt2.h"
+#include "model/hf/hf_family.h"
+#include "model/hf/hf_gpt2.h"
 
 namespace mygpt {
 namespace {

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "model/hf_folder.h"
+#include "model/hf/hf_folder.h"
 #include "model/huge_page_weights.h"
 #include "trainer/stateful_parts.h"
 

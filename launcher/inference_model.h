@@ -1,7 +1,7 @@
 #pragma once
 // Models stored on disk, in the one place that knows both kinds: our checkpoints (a file, or the newest
 // in a folder) and Hugging Face folders (config.json + model.safetensors or its sharded index; GPT-2,
-// NanoChat, Llama, Qwen3), which model/hf_folder.h opens and checks once and then loads in one pass.
+// NanoChat, Llama, Qwen3), which model/hf/hf_folder.h opens and checks once and then loads in one pass.
 // generate, eval, export and train --init-from / --resume all open them here, so every command accepts
 // both and reports the same way what it loaded.
 //
@@ -15,9 +15,9 @@
 #include <optional>
 #include <string>
 
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 #include "model/gpt.h"
-#include "model/hf_folder.h"
+#include "model/hf/hf_folder.h"
 #include "trainer/checkpoint.h"
 
 namespace mygpt {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 
 namespace mygpt {
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPT-2 BPE encoding speed on one core: `mygpt-ddp prepare --tokenizer gpt2` (our C++ tokenizer,
-# dataloader/gpt2_bpe_tokenizer.cpp) next to tiktoken's "gpt2" encoding (encode_ordinary, Rust, one
+# tokenizer/gpt2_bpe_tokenizer.cpp) next to tiktoken's "gpt2" encoding (encode_ordinary, Rust, one
 # thread; scripts/bench/tokenize_tiktoken.py) on the same text and the same encoder.json/vocab.bpe,
 # in one invocation. Checks that both produce the same ids (prepare adds one <|endoftext|> in front),
 # prints a markdown table and appends it to docs/BENCHMARKS.md.

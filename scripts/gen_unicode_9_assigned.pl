@@ -1,10 +1,10 @@
 #!/usr/bin/env perl
-# Writes dataloader/unicode_9_assigned.inc: the code points Unicode 9.0 had assigned, as an inversion list
+# Writes tokenizer/unicode_9_assigned.inc: the code points Unicode 9.0 had assigned, as an inversion list
 # (Perl's Unicode::UCD, property Present_In=9.0). Hugging Face tokenizers normalizes with Unicode 9.0 tables
 # (its unicode-normalization-alignments crate); a code point assigned later is, to it, a starter with no
 # decomposition that composes with nothing. Which code points 9.0 assigned never changes, so the file is
 # generated once and committed; rerun this only to check it:
-#   perl scripts/gen_unicode_9_assigned.pl > dataloader/unicode_9_assigned.inc
+#   perl scripts/gen_unicode_9_assigned.pl > tokenizer/unicode_9_assigned.inc
 use strict;
 use warnings;
 use Unicode::UCD qw(prop_invlist);

@@ -1,4 +1,4 @@
-"""Writes dataloader/unicode_property_additions.inc: for each Unicode general category a split pattern may
+"""Writes tokenizer/unicode_property_additions.inc: for each Unicode general category a split pattern may
 name (\\p{L}, \\p{N}, \\p{Lu}, ...), the code points that Hugging Face tokenizers' regex engine (Oniguruma,
 whose tables are newer) puts in it and Unicode 14.0 does not. 14.0 is the Unicode of the oldest PCRE2 this
 project builds with (10.42, Debian 12's); a letter added later (CJK Extension H U+31350..U+323AF, Kawi,
@@ -6,7 +6,7 @@ Nag Mundari, Garay, ...) is to that PCRE2 an unassigned code point, so `\\p{L}+`
 tokenizers keeps whole. The sets are read off tokenizers itself, code point by code point, so they are
 its answer and not our reading of the Unicode data; the base is Python's unicodedata, which must be 14.0
 (Python 3.11). Run with the .venv's Python:
-    .venv/bin/python scripts/gen_unicode_property_additions.py > dataloader/unicode_property_additions.inc
+    .venv/bin/python scripts/gen_unicode_property_additions.py > tokenizer/unicode_property_additions.inc
 """
 import sys
 import unicodedata

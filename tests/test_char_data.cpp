@@ -16,7 +16,7 @@
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
-#include "dataloader/char_tokenizer.h"
+#include "tokenizer/char_tokenizer.h"
 #include "dataloader/token_source.h"
 #include "tests/test_support.h"
 

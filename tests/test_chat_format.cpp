@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "dataloader/chat_format.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/hf_tokenizer_files.h"
 #include "tests/reference_python.h"
 #include "tests/scratch_dir.h"

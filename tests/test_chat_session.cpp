@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dataloader/chat_format.h"
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 #include "launcher/chat_session.h"
 #include "model/gpt.h"
 

@@ -20,7 +20,7 @@
 #include "distributed/communicator.h"
 #include "common/checksum.h"
 #include "model/gpt.h"
-#include "model/safetensors_file.h"
+#include "model/hf/safetensors_file.h"
 #include "tests/expect_refused.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "dataloader/document_reader.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/parallel_encoder.h"
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 #include "tests/scratch_dir.h"
 
 namespace mygpt {

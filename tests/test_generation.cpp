@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/gpt.h"
-#include "model/hf_gpt2.h"
+#include "model/hf/hf_gpt2.h"
 #include "model/sampling.h"
 #include "reference_python.h"
 #include "scratch_dir.h"

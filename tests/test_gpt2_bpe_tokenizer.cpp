@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "tests/scratch_dir.h"
 
 #ifndef MYGPT_SHARED_DATA_DIR

@@ -1,4 +1,4 @@
-// model/hf_folder (the one reader of Hugging Face folders) and WeightInit::for_loading: a loaded model's
+// model/hf/hf_folder (the one reader of Hugging Face folders) and WeightInit::for_loading: a loaded model's
 // parameters are the file's tensors bit for bit, its construction drew nothing from the random generator,
 // the load goes straight into huge-page memory when asked, and each new refusal is one line naming the file.
 #include <ATen/CPUGeneratorImpl.h>
@@ -11,10 +11,10 @@
 #include "expect_refused.h"
 #include "launcher/inference_model.h"
 #include "model/gpt.h"
-#include "model/hf_folder.h"
-#include "model/hf_gpt2.h"
+#include "model/hf/hf_folder.h"
+#include "model/hf/hf_gpt2.h"
 #include "model/huge_page_weights.h"
-#include "model/safetensors_file.h"
+#include "model/hf/safetensors_file.h"
 #include "scratch_dir.h"
 
 namespace mygpt {

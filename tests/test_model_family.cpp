@@ -15,7 +15,7 @@
 #include "common/file_io.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
-#include "model/hf_family.h"
+#include "model/hf/hf_family.h"
 #include "model/new_token_rows.h"
 #include "model/sampling.h"
 #include "reference_python.h"

@@ -15,7 +15,7 @@
 
 #include "common/file_io.h"
 #include "dataloader/batch_loader.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_source.h"
 #include "launcher/run_course.h"
 #include "launcher/train_flags.h"

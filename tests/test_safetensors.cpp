@@ -9,7 +9,7 @@
 
 #include "common/file_io.h"
 #include "expect_refused.h"
-#include "model/safetensors_file.h"
+#include "model/hf/safetensors_file.h"
 #include "scratch_dir.h"
 
 namespace mygpt {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_shard_writer.h"
 #include "dataloader/token_stream.h"

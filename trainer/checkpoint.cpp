@@ -12,8 +12,8 @@
 #include "common/checksum.h"
 #include "common/file_io.h"
 #include "common/strprintf.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
-#include "model/safetensors_file.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
+#include "model/hf/safetensors_file.h"
 #include "trainer/stateful_parts.h"
 
 namespace mygpt {

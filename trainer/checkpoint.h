@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 #include "model/gpt.h"
 #include "trainer/stateful.h"
 

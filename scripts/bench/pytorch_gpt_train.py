@@ -8,7 +8,7 @@ It mirrors, line for line where it matters, the C++ code it is compared with:
   model/gpt.cpp, model/gpt_config.cpp   GPT-2: token + position embeddings, pre-LN blocks, causal
                                         scaled_dot_product_attention, tanh-GELU MLP, final LayerNorm,
                                         output head tied to the token embedding, GPT-2 init
-  dataloader/char_tokenizer.cpp,        character tokenizer (sorted unique code points), last
+  tokenizer/char_tokenizer.cpp,        character tokenizer (sorted unique code points), last
   dataloader/token_source.cpp           val-fraction held out (unused here: no validation)
   dataloader/batch_loader.cpp           sequential consecutive B*T(+1) chunks, cyclic stream; with
                                         N ranks rank r reads chunk (position + r), then the

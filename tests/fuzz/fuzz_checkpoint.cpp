@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/checksum.h"
-#include "model/safetensors_file.h"
+#include "model/hf/safetensors_file.h"
 #include "tests/fuzz/fuzz_input_file.h"
 #include "trainer/checkpoint.h"
 

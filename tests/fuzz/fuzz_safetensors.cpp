@@ -1,9 +1,9 @@
-// safetensors files (model/safetensors_file.h): the header, every dtype, shape and offset are checked
+// safetensors files (model/hf/safetensors_file.h): the header, every dtype, shape and offset are checked
 // against the bytes before any read; then every tensor is read. Bad files must be std::invalid_argument.
 #include <stdexcept>
 #include <string>
 
-#include "model/safetensors_file.h"
+#include "model/hf/safetensors_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

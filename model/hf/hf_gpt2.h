@@ -17,7 +17,7 @@
 
 #include "model/gpt.h"
 #include "model/gpt_config.h"
-#include "model/hf_folder.h"
+#include "model/hf/hf_folder.h"
 
 namespace mygpt {
 
@@ -32,7 +32,7 @@ HfGpt2Config read_hf_gpt2_config(const std::filesystem::path& folder, int64_t vo
 // read_hf_gpt2_config, and the weights' names, dtypes and shapes (from the safetensors headers, which are
 // checked against the files' sizes) against what config.json claims, without reading a weight: what a
 // command checks before it builds a model of the claimed shape. Errors as load_hf_gpt2's.
-// The folder is read by model/hf_folder's one reader (this file holds GPT-2's mapping of it); these two
+// The folder is read by model/hf/hf_folder's one reader (this file holds GPT-2's mapping of it); these two
 // refuse any model_type but gpt2.
 HfGpt2Config check_hf_gpt2_folder(const std::filesystem::path& folder, int64_t vocab_multiple = 64);
 

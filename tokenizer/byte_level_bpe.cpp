@@ -1,4 +1,4 @@
-#include "dataloader/byte_level_bpe.h"
+#include "tokenizer/byte_level_bpe.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -56,7 +56,7 @@ struct PropertyAddition {
   char32_t first, last;
 };
 constexpr PropertyAddition kPropertyAdditions[] = {
-#include "dataloader/unicode_property_additions.inc"
+#include "tokenizer/unicode_property_additions.inc"
 };
 
 // The members to add after \p{category} inside a class (empty when the category has none).

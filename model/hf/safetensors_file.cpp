@@ -1,4 +1,4 @@
-#include "model/safetensors_file.h"
+#include "model/hf/safetensors_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "model/hf_gpt2.h"
+#include "model/hf/hf_gpt2.h"
 
 #include <cmath>
 #include <map>
@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "model/hf_config_fields.h"
-#include "model/safetensors_file.h"
+#include "model/hf/hf_config_fields.h"
+#include "model/hf/safetensors_file.h"
 
 namespace mygpt {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "model/hf_family.h"
+#include "model/hf/hf_family.h"
 
 #include <algorithm>
 #include <map>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/file_io.h"
-#include "model/hf_config_fields.h"
-#include "model/safetensors_file.h"
+#include "model/hf/hf_config_fields.h"
+#include "model/hf/safetensors_file.h"
 
 namespace mygpt {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "dataloader/hf_bpe_tokenizer.h"
+#include "tokenizer/hf_bpe_tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -11,8 +11,8 @@
 
 #include "common/file_io.h"
 #include "common/strprintf.h"
-#include "dataloader/byte_level_bpe.h"
-#include "dataloader/unicode_normalization.h"
+#include "tokenizer/byte_level_bpe.h"
+#include "tokenizer/unicode_normalization.h"
 
 namespace mygpt {
 namespace {

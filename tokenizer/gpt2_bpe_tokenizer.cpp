@@ -1,6 +1,6 @@
-#include "dataloader/gpt2_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "common/file_io.h"
-#include "dataloader/byte_level_bpe.h"
+#include "tokenizer/byte_level_bpe.h"
 
 #include <algorithm>
 #include <array>

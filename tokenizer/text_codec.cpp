@@ -1,13 +1,13 @@
-#include "dataloader/text_codec.h"
+#include "tokenizer/text_codec.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
-#include "dataloader/char_tokenizer.h"
+#include "tokenizer/char_tokenizer.h"
 #include "common/file_io.h"
-#include "dataloader/gpt2_bpe_tokenizer.h"
-#include "dataloader/hf_bpe_tokenizer.h"
+#include "tokenizer/gpt2_bpe_tokenizer.h"
+#include "tokenizer/hf_bpe_tokenizer.h"
 
 #include <nlohmann/json.hpp>
 

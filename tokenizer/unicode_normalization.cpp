@@ -1,4 +1,4 @@
-#include "dataloader/unicode_normalization.h"
+#include "tokenizer/unicode_normalization.h"
 
 #include <algorithm>
 #include <iterator>
@@ -11,7 +11,7 @@ namespace mygpt {
 namespace {
 
 constexpr char32_t kAssignedInUnicode9[] = {
-#include "dataloader/unicode_9_assigned.inc"
+#include "tokenizer/unicode_9_assigned.inc"
 };
 static_assert(std::size(kAssignedInUnicode9) % 2 == 0, "an inversion list of ranges has an even length");
 

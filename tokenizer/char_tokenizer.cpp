@@ -1,4 +1,4 @@
-#include "dataloader/char_tokenizer.h"
+#include "tokenizer/char_tokenizer.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -2,8 +2,8 @@
 // Hugging Face folders of the family's newer members, as transformers 5.x reads and writes them:
 // NanoChat (NanoChatForCausalLM, model_type "nanochat"), Llama (LlamaForCausalLM) and Qwen3
 // (Qwen3ForCausalLM). One table per class maps its tensors onto ours (a fused q|k|v or gate|up matrix of
-// ours is several of theirs); export and import both read it. Folders are read by model/hf_folder.h's one
-// reader, which hands this file's mapping config.json; GPT-2's mapping is model/hf_gpt2's.
+// ours is several of theirs); export and import both read it. Folders are read by model/hf/hf_folder.h's one
+// reader, which hands this file's mapping config.json; GPT-2's mapping is model/hf/hf_gpt2's.
 //
 // NanoChat rotates by -theta where Llama rotates by +theta (nanochat's apply_rotary_emb, kept by
 // transformers): its q and k rows map onto ours with each head's second half negated, which turns one
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "model/gpt.h"
-#include "model/hf_folder.h"
+#include "model/hf/hf_folder.h"
 
 namespace mygpt {
 

@@ -1,4 +1,4 @@
-#include "model/hf_folder.h"
+#include "model/hf/hf_folder.h"
 
 #include <cmath>
 #include <map>
@@ -6,8 +6,8 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "model/hf_config_fields.h"
-#include "model/safetensors_file.h"
+#include "model/hf/hf_config_fields.h"
+#include "model/hf/safetensors_file.h"
 
 namespace mygpt {
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 #pragma once
 // The one reader of Hugging Face model folders (config.json + model.safetensors, or the sharded
 // model.safetensors.index.json + shards). A folder is opened once: config.json is read once and handed to
-// its family's mapping (GPT-2: model/hf_gpt2.cpp; NanoChat, Llama, Qwen3: model/hf_family.cpp), which
+// its family's mapping (GPT-2: model/hf/hf_gpt2.cpp; NanoChat, Llama, Qwen3: model/hf/hf_family.cpp), which
 // turns it into our config and a list of tensor maps; every map is checked against the safetensors
 // headers (name, dtype, shape) before a model of the claimed size is built. Loading then reads each
 // tensor once from the mapped file and converts it straight into the model's parameter, with no
@@ -35,7 +35,7 @@ struct HfTensorMap {
   int64_t row_begin = 0, rows = 0;
   bool vocabulary_rows = false;       // embedding and head: only the first vocab_size rows are theirs
   bool transposed = false;            // GPT-2's Conv1D weights, stored (in, out); ours are (out, in)
-  bool negate_second_halves = false;  // NanoChat's q and k (model/hf_family.h)
+  bool negate_second_halves = false;  // NanoChat's q and k (model/hf/hf_family.h)
 };
 
 // The shape of one of their tensors as the map says it must be, from our parameter's shape.

@@ -1,5 +1,5 @@
 #pragma once
-// config.json's fields as the family mappings read them (model/hf_folder.h), and the mappings themselves:
+// config.json's fields as the family mappings read them (model/hf/hf_folder.h), and the mappings themselves:
 // each family turns the one parsed config.json into our config and its tensor maps. Every problem is one
 // std::invalid_argument line naming the file and the field.
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "model/hf_folder.h"
+#include "model/hf/hf_folder.h"
 
 namespace mygpt {
 
@@ -35,9 +35,9 @@ class HfConfigFields {
 // A small JSON file (config, index) that must hold an object; `role` names it in messages.
 nlohmann::json read_hf_json_object(const std::filesystem::path& path, const std::string& role);
 
-// GPT-2 (model/hf_gpt2.cpp): model_type gpt2 or absent.
+// GPT-2 (model/hf/hf_gpt2.cpp): model_type gpt2 or absent.
 HfMapping gpt2_mapping(const HfConfigFields& fields, int64_t vocab_multiple);
-// NanoChat, Llama, Qwen3 (model/hf_family.cpp).
+// NanoChat, Llama, Qwen3 (model/hf/hf_family.cpp).
 HfMapping family_mapping(const HfConfigFields& fields, int64_t vocab_multiple);
 // Whether model_type names one of family_mapping's classes.
 bool is_family_model_type(const std::string& model_type);
