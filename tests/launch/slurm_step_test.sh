@@ -96,10 +96,10 @@ for r in 0 1; do
   out=$WORK/first_job; [[ $r -gt 0 ]] && out=$WORK/first_job.r$r
   # shellcheck disable=SC2046  # one word per variable
   (export $(JOB_ID=$first_job ALLOC_PER_NODE=2 STEP_TASKS=2 step_task "$r"); exec "$BIN" "${tiny[@]}" --steps 1000000 \
-    --log-every 100 --out "$WORK/first_job") >"$out.out" 2>"$out.err" &
+    --out "$WORK/first_job") >"$out.out" 2>"$out.err" &
   long_ranks+=($!)
 done
-if wait_for "$WORK/first_job.out" '^step +100 \|'; then
+if wait_for "$WORK/first_job.out" '^step +20 \|'; then
   start=$(now)
   JOB_ID=$((first_job + 7)) STEP_ID=48 ALLOC_PER_NODE=2 STEP_TASKS=2 step second_job "${tiny[@]}" --steps 3 \
     --comm-timeout 60 --out "$WORK/second_job"
