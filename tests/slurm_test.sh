@@ -184,8 +184,8 @@ if [[ -x $REAL_BINARY ]]; then
   job finish 1 BINARY="$REAL_BINARY" DATA_DIR="$WORK/text.txt"
   JOB_ARGS=()
   line=$(grep '^per step and rank:' "$WORK/job_finish.out")
-  check "the run's micro-batch, as plan reads the same flags: '$line'" \
-    bash -c "[[ '$line' == 'per step and rank: 4 x 64 tokens x 4 accumulation = 1024 tokens'* ]]"
+  check "the run's micro-batch on 8 ranks, as plan reads the same flags: '$line'" \
+    bash -c "[[ '$line' == 'per step and rank: 4 x 64 tokens x 1 accumulation = 256 tokens'*'; 2048 tokens per step over all ranks' ]]"
   check "... and no micro-batch of the script's own arithmetic" bash -c "! grep -q '^micro-batch:' '$WORK/job_finish.out'"
   JOB_ARGS=(--lr abc)
   job finish 1 BINARY="$REAL_BINARY" DATA_DIR="$WORK/text.txt"
