@@ -131,6 +131,17 @@ std::string why_not_the_holder(const Holder& h, pid_t pid) {
   return "";
 }
 
+// Why a holder is an earlier start of this batch job, or "" when it is not (or says nothing of its job).
+std::string why_earlier_start(const Holder& h, const ClaimingJob& mine) {
+  if (mine.id.empty() || field_or(h.fields, "job", "") != mine.id) return "";
+  const std::string text = field_or(h.fields, "restart", "");
+  char* end = nullptr;
+  const long long restart = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || restart >= mine.restart) return "";
+  return strprintf("an earlier start of %s (restart %lld; this is restart %lld), which the scheduler ended",
+                   mine.id.c_str(), restart, mine.restart);
+}
+
 // Why a holder is gone, or "" while it is alive. On this host its pid decides (a run stopped with SIGSTOP
 // or suspended by Slurm beats no heart, and is alive) together with the process's start (a pid alone is
 // reused: PID 1 in a container after a restart, any pid after a reboot); elsewhere only the heartbeat can
@@ -162,7 +173,8 @@ std::string random_token() {
 
 }  // namespace
 
-FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_(folder / kFileName) {
+FolderClaim::FolderClaim(const fs::path& folder, std::string_view what, const ClaimingJob& job)
+    : claim_(folder / kFileName) {
   // The outermost folder of the path that this claim creates: a run refused before it wrote anything
   // removes what it made (an empty --out left behind reads as a run that started).
   std::error_code ec;
@@ -172,7 +184,7 @@ FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_
     if (p == p.parent_path()) break;
   }
   try {
-    claim(folder, what);
+    claim(folder, what, job);
   } catch (...) {
     remove_created_folders();  // a refused or failed claim leaves no folder it made
     throw;
@@ -180,13 +192,14 @@ FolderClaim::FolderClaim(const fs::path& folder, std::string_view what) : claim_
   heartbeat_ = std::thread([this] { heartbeat(); });
 }
 
-void FolderClaim::claim(const fs::path& folder, std::string_view what) {
+void FolderClaim::claim(const fs::path& folder, std::string_view what, const ClaimingJob& job) {
   create_output_directory(folder, what);
   const std::string host = host_name();
   token_ = random_token();
-  const std::string content = "host=" + host + "\npid=" + std::to_string(::getpid()) +
-                              "\nsince=" + utc_text(std::time(nullptr)) + "\ntoken=" + token_ +
-                              "\nprocess=" + process_start_identity(::getpid()) + "\n";
+  std::string content = "host=" + host + "\npid=" + std::to_string(::getpid()) +
+                        "\nsince=" + utc_text(std::time(nullptr)) + "\ntoken=" + token_ +
+                        "\nprocess=" + process_start_identity(::getpid()) + "\n";
+  if (!job.id.empty()) content += "job=" + job.id + "\nrestart=" + std::to_string(job.restart) + "\n";
   // The claim is written whole under a private name first: link() then publishes it atomically.
   const fs::path mine = folder / (std::string(".") + kFileName + "." + host + "." + std::to_string(::getpid()));
   struct Cleanup {
@@ -231,7 +244,8 @@ void FolderClaim::claim(const fs::path& folder, std::string_view what) {
     ::stat(mine.c_str(), &mine_info);
     const Holder holder = read_holder(claim_, modification_time(mine_info));
     if (!holder.exists) continue;  // released meanwhile
-    const std::string gone = why_gone(holder, host);
+    std::string gone = why_earlier_start(holder, job);
+    if (gone.empty()) gone = why_gone(holder, host);
     if (gone.empty()) {
       throw std::invalid_argument(name + " is in use by another run (" + describe(holder) + "; claim file " +
                                   claim_.string() + "): wait for it to end, or choose another " + std::string(what));

@@ -13,6 +13,10 @@
 //   - The holder's heartbeat: a thread refreshes the claim's mtime every kHeartbeatSeconds. An NFS or
 //     Lustre server stamps that time itself, and a reader compares it with the mtime of a file it has just
 //     written there, so the clocks of different hosts do not matter.
+//   - A claim made inside a batch job names the job and its start (Slurm's job id and restart count): a
+//     claim of an earlier start of the same job is a dead one, whatever its host and heartbeat say. A
+//     scheduler ends a job's start before it requeues it (Slurm does), and the requeued start may run on
+//     another node seconds later, long before the old claim's heartbeat goes stale.
 //   - A holder on this host is alive while its pid is (kill(pid, 0)) and that pid is still the same
 //     process: the claim records the host's boot id and the process's start time within that boot
 //     (process_identity.h), so a pid reused after a reboot, or PID 1 of a container restarted after kill -9
@@ -35,6 +39,12 @@
 
 namespace mygpt {
 
+// The batch job a claim is made in (empty id: none): which job, and how often it was requeued before.
+struct ClaimingJob {
+  std::string id;  // e.g. "slurm job 1234 on cluster c"
+  long long restart = 0;
+};
+
 class FolderClaim {
  public:
   static constexpr int kHeartbeatSeconds = 10;
@@ -43,7 +53,7 @@ class FolderClaim {
 
   // Creates `folder` if missing and claims it for this process, or throws std::invalid_argument, one
   // line naming `what` (the option, "--out"), the folder and the holder (host, pid, since when).
-  FolderClaim(const std::filesystem::path& folder, std::string_view what);
+  FolderClaim(const std::filesystem::path& folder, std::string_view what, const ClaimingJob& job = {});
   // Releases the claim (removes the file when it is still ours). Every return and every exception
   // passes here; a process killed outright (SIGKILL) leaves a claim that the next run takes over.
   ~FolderClaim();
@@ -55,7 +65,7 @@ class FolderClaim {
   const std::filesystem::path& path() const { return claim_; }
 
  private:
-  void claim(const std::filesystem::path& folder, std::string_view what);
+  void claim(const std::filesystem::path& folder, std::string_view what, const ClaimingJob& job);
   void heartbeat();
   void remove_created_folders() const;
 

@@ -1,5 +1,6 @@
 #include "distributed/launch_environment.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
@@ -66,18 +67,22 @@ void read_master(const Variables& v, LaunchEnvironment& e) {
   e.master_source = "MASTER_ADDR/MASTER_PORT";
 }
 
+// This rank's place against the job's size: RankRefused, since each rank has variables of its own here.
 void check_rank(const LaunchEnvironment& e, const std::string& rank_var, const std::string& world_var) {
   if (e.rank >= e.world_size) {
-    throw std::invalid_argument(rank_var + "=" + std::to_string(e.rank) + " is not below " + world_var + "=" +
-                                std::to_string(e.world_size));
+    throw RankRefused(rank_var + "=" + std::to_string(e.rank) + " is not below " + world_var + "=" +
+                          std::to_string(e.world_size),
+                      e);
   }
   if (e.local_rank >= e.local_world_size) {
-    throw std::invalid_argument("the local rank " + std::to_string(e.local_rank) + " is not below the ranks on this node (" +
-                                std::to_string(e.local_world_size) + ")");
+    throw RankRefused(rank_var + "=" + std::to_string(e.rank) + ": the local rank " + std::to_string(e.local_rank) +
+                          " is not below the ranks on this node (" + std::to_string(e.local_world_size) + ")",
+                      e);
   }
   if (e.local_world_size > e.world_size) {
-    throw std::invalid_argument("more ranks on this node (" + std::to_string(e.local_world_size) + ") than in the job (" +
-                                world_var + "=" + std::to_string(e.world_size) + ")");
+    throw RankRefused("more ranks on this node (" + std::to_string(e.local_world_size) + ") than in the job (" +
+                          world_var + "=" + std::to_string(e.world_size) + ")",
+                      e);
   }
 }
 
@@ -89,18 +94,7 @@ LaunchEnvironment read_torch_style(Variables& v, bool torchrun) {
                       : "a job without a launcher needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
   const std::string given = v.has("RANK") ? "RANK" : v.has("WORLD_SIZE") ? "WORLD_SIZE" : "TORCHELASTIC_RUN_ID";
   e.world_size = v.number("WORLD_SIZE", 1, kMaxRanks, given);
-  e.rank = v.number("RANK", 0, kMaxRanks, given);
-  // By hand on one node, LOCAL_RANK and LOCAL_WORLD_SIZE may be left out: every rank is local.
-  const auto local_rank = v.optional_number("LOCAL_RANK", 0, kMaxRanks);
-  const auto local_world = v.optional_number("LOCAL_WORLD_SIZE", 1, kMaxRanks);
-  if (torchrun && (!local_rank || !local_world)) {
-    v.required(local_rank ? "LOCAL_WORLD_SIZE" : "LOCAL_RANK", given);
-  }
-  if (local_rank.has_value() != local_world.has_value()) {
-    v.required(local_rank ? "LOCAL_WORLD_SIZE" : "LOCAL_RANK", local_rank ? "LOCAL_RANK" : "LOCAL_WORLD_SIZE");
-  }
-  e.local_rank = local_rank.value_or(e.rank);
-  e.local_world_size = local_world.value_or(e.world_size);
+  v.required("RANK", given);  // missing, it is missing on every rank (a value is each rank's own, below)
   read_master(v, e);
   if (torchrun) {
     e.job_id = v.text("TORCHELASTIC_RUN_ID").value_or("");
@@ -108,9 +102,69 @@ LaunchEnvironment read_torch_style(Variables& v, bool torchrun) {
     e.restart_count = v.optional_number("TORCHELASTIC_RESTART_COUNT", 0, std::numeric_limits<int>::max()).value_or(0);
     if (auto nodes = v.optional_number("GROUP_WORLD_SIZE", 1, kMaxRanks)) e.node_count = *nodes;
   }
+  // This process's own variables: wrong, they refuse it alone (RankRefused: see the header).
+  e.rank = -1;
+  try {
+    e.rank = v.number("RANK", 0, kMaxRanks, given);
+    // By hand on one node, LOCAL_RANK and LOCAL_WORLD_SIZE may be left out: every rank is local.
+    const auto local_rank = v.optional_number("LOCAL_RANK", 0, kMaxRanks);
+    const auto local_world = v.optional_number("LOCAL_WORLD_SIZE", 1, kMaxRanks);
+    if (torchrun && (!local_rank || !local_world)) {
+      v.required(local_rank ? "LOCAL_WORLD_SIZE" : "LOCAL_RANK", given);
+    }
+    if (local_rank.has_value() != local_world.has_value()) {
+      v.required(local_rank ? "LOCAL_WORLD_SIZE" : "LOCAL_RANK", local_rank ? "LOCAL_RANK" : "LOCAL_WORLD_SIZE");
+    }
+    e.local_rank = local_rank.value_or(e.rank);
+    e.local_world_size = local_world.value_or(e.world_size);
+  } catch (const std::invalid_argument& bad) {
+    throw RankRefused(bad.what(), e);
+  }
   check_rank(e, "RANK", "WORLD_SIZE");
   if (e.node_count == 1 && e.world_size % e.local_world_size == 0) e.node_count = e.world_size / e.local_world_size;
   return e;
+}
+
+// The number of tasks on this rank's node, from the step's layout where srun gives it (every rank checks
+// the same variables against each other, so a bad layout refuses them all alike), else the allocation's.
+int tasks_on_this_node(const Variables& v, LaunchEnvironment& e, int node) {
+  if (const auto step = v.text("SLURM_STEP_TASKS_PER_NODE")) {
+    const std::string var = "SLURM_STEP_TASKS_PER_NODE='" + *step + "'";
+    const auto counts = slurm_task_counts(*step);
+    if (!counts) throw std::invalid_argument(var + " is not Slurm's tasks-per-node list (like 2(x3),1)");
+    if (counts->tasks != e.world_size) {
+      throw std::invalid_argument(var + " places " + std::to_string(counts->tasks) + " task(s), but SLURM_STEP_NUM_TASKS=" +
+                                  std::to_string(e.world_size));
+    }
+    if (v.has("SLURM_STEP_NUM_NODES") && counts->nodes != e.node_count) {
+      throw std::invalid_argument(var + " lists " + std::to_string(counts->nodes) + " node(s), but SLURM_STEP_NUM_NODES=" +
+                                  std::to_string(e.node_count));
+    }
+    e.node_count = static_cast<int>(counts->nodes);
+    const int tasks = slurm_tasks_on_node(*step, node);
+    if (tasks == 0) {
+      throw RankRefused("SLURM_NODEID=" + std::to_string(node) + " is not a node of " + var + " (" +
+                            std::to_string(counts->nodes) + " node(s))",
+                        e);
+    }
+    return tasks;
+  }
+  // No step layout (variables set by hand, or a Slurm before 2.x): the allocation's, which can only be
+  // more than the step holds; the step's size caps it.
+  if (const auto allocation = v.text("SLURM_TASKS_PER_NODE")) {
+    const int tasks = slurm_tasks_on_node(*allocation, node);
+    if (tasks == 0) {
+      throw RankRefused("SLURM_TASKS_PER_NODE='" + *allocation + "' has no entry for SLURM_NODEID=" + std::to_string(node) +
+                            " (and SLURM_STEP_TASKS_PER_NODE is not set)",
+                        e);
+    }
+    return std::min(tasks, e.world_size);
+  }
+  if (const auto per_node = v.optional_number("SLURM_NTASKS_PER_NODE", 1, kMaxRanks)) {
+    return std::min(*per_node, e.world_size);
+  }
+  v.required("SLURM_STEP_TASKS_PER_NODE", "SLURM_PROCID");
+  return 0;  // not reached: required() throws
 }
 
 // srun without MPI wiring: every task of the step is a rank.
@@ -118,20 +172,8 @@ LaunchEnvironment read_slurm(Variables& v) {
   LaunchEnvironment e;
   e.launcher = Launcher::slurm;
   v.set_hint("srun sets SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID and SLURM_STEP_TASKS_PER_NODE");
+  // What every task of the step shares: its size, its layout, rank 0's host and port.
   e.world_size = v.number("SLURM_STEP_NUM_TASKS", 1, kMaxRanks, "SLURM_PROCID");
-  e.rank = v.number("SLURM_PROCID", 0, kMaxRanks, "SLURM_STEP_NUM_TASKS");
-  e.local_rank = v.number("SLURM_LOCALID", 0, kMaxRanks, "SLURM_PROCID");
-  if (auto per_node = v.optional_number("SLURM_NTASKS_PER_NODE", 1, kMaxRanks)) {
-    e.local_world_size = *per_node;
-  } else {
-    const std::string var = v.has("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
-    const std::string text = v.required(var, "SLURM_PROCID");
-    const int node = v.optional_number("SLURM_NODEID", 0, kMaxRanks).value_or(0);
-    e.local_world_size = slurm_tasks_on_node(text, node);
-    if (e.local_world_size == 0) {
-      throw std::invalid_argument(var + "='" + text + "' has no entry for SLURM_NODEID=" + std::to_string(node));
-    }
-  }
   e.node_count = v.optional_number("SLURM_STEP_NUM_NODES", 1, kMaxRanks)
                      .value_or(v.optional_number("SLURM_NNODES", 1, kMaxRanks).value_or(1));
   const std::string job = v.text("SLURM_JOB_ID").value_or("");
@@ -152,13 +194,40 @@ LaunchEnvironment read_slurm(Variables& v) {
                                           std::numeric_limits<long long>::max());
     const long long step_id = whole_number("SLURM_STEP_ID", step, 0, std::numeric_limits<long long>::max());
     e.master_port = slurm_port(job_id, step_id);
-    sources += " and a port from SLURM_JOB_ID (MASTER_PORT overrides)";
+    e.derived_port = true;
+    sources += " and a port from SLURM_JOB_ID and SLURM_STEP_ID (MASTER_PORT overrides)";
   } else {
     sources += " and MASTER_PORT";
   }
   e.master_source = sources;
+  // This task's own place. In a real step these agree with the layout above; when they do not (set by
+  // hand, or mixed up), this rank alone is refused, and RankRefused tells it where the others wait.
+  v.required("SLURM_LOCALID", "SLURM_PROCID");  // missing, it is missing on every rank
+  e.rank = -1;
+  const auto own = [&](const auto& read) {
+    try {
+      return read();
+    } catch (const RankRefused&) {
+      throw;
+    } catch (const std::invalid_argument& bad) {
+      throw RankRefused(bad.what(), e);
+    }
+  };
+  e.rank = own([&] { return v.number("SLURM_PROCID", 0, kMaxRanks, "SLURM_STEP_NUM_TASKS"); });
+  e.local_rank = own([&] { return v.number("SLURM_LOCALID", 0, kMaxRanks, "SLURM_PROCID"); });
+  const int node = own([&] { return v.optional_number("SLURM_NODEID", 0, kMaxRanks).value_or(0); });
+  e.local_world_size = tasks_on_this_node(v, e, node);
   check_rank(e, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");
   return e;
+}
+
+// The Slurm batch job around this process, whatever started it.
+void read_batch_job(const Variables& v, LaunchEnvironment& e) {
+  const auto job = v.text("SLURM_JOB_ID");
+  if (!job || job->empty()) return;
+  const std::string cluster = v.text("SLURM_CLUSTER_NAME").value_or("");
+  e.batch_job = "slurm job " + *job + (cluster.empty() ? "" : " on cluster " + cluster);
+  e.batch_restart = v.optional_number("SLURM_RESTART_COUNT", 0, std::numeric_limits<int>::max()).value_or(0);
 }
 
 }  // namespace
@@ -205,16 +274,20 @@ LaunchEnvironment detect_launch(const EnvironmentLookup& env) {
     }
     LaunchEnvironment e;
     e.launcher = Launcher::mpi;
+    read_batch_job(v, e);
     return e;
   }
-  if (torch_style) return read_torch_style(v, torchrun);
-  // srun's tasks of a job step (the batch script itself has no SLURM_STEP_NUM_TASKS). A step of one
-  // task is a plain process.
-  if (v.has("SLURM_PROCID") && v.has("SLURM_STEP_NUM_TASKS")) {
-    LaunchEnvironment e = read_slurm(v);
-    if (e.world_size > 1) return e;
+  LaunchEnvironment e;
+  if (torch_style) {
+    e = read_torch_style(v, torchrun);
+  } else if (v.has("SLURM_PROCID") && v.has("SLURM_STEP_NUM_TASKS")) {
+    // srun's tasks of a job step (the batch script itself has no SLURM_STEP_NUM_TASKS). A step of one
+    // task is a plain process.
+    e = read_slurm(v);
+    if (e.world_size == 1) e = LaunchEnvironment{};
   }
-  return {};
+  read_batch_job(v, e);
+  return e;
 }
 
 LaunchEnvironment detect_launch() {
@@ -243,11 +316,13 @@ std::string first_slurm_host(const std::string& nodelist) {
   return host;
 }
 
-int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
-  // "2(x3),1": three nodes of 2 tasks, then one of 1.
-  long long node = 0;
+namespace {
+
+// "2(x3),1" as runs of (tasks, nodes): {2, 3}, {1, 1}; nothing when it is not that syntax.
+std::optional<std::vector<std::pair<long long, long long>>> task_runs(const std::string& tasks_per_node) {
+  std::vector<std::pair<long long, long long>> runs;
   size_t i = 0;
-  while (i < tasks_per_node.size()) {
+  while (i <= tasks_per_node.size()) {
     size_t end = tasks_per_node.find(',', i);
     if (end == std::string::npos) end = tasks_per_node.size();
     const std::string item = tasks_per_node.substr(i, end - i);
@@ -256,22 +331,57 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
       size_t used = 0;
       tasks = std::stoll(item, &used);
       if (used < item.size()) {
-        if (item.compare(used, 2, "(x") != 0 || item.back() != ')') return 0;
-        repeat = std::stoll(item.substr(used + 2, item.size() - used - 3));
+        if (item.compare(used, 2, "(x") != 0 || item.back() != ')') return std::nullopt;
+        const std::string count = item.substr(used + 2, item.size() - used - 3);
+        size_t count_used = 0;
+        repeat = std::stoll(count, &count_used);
+        if (count_used != count.size()) return std::nullopt;
       }
     } catch (const std::exception&) {
-      return 0;
+      return std::nullopt;
     }
-    if (tasks <= 0 || repeat <= 0) return 0;
+    if (tasks <= 0 || repeat <= 0 || tasks > kMaxRanks || repeat > kMaxRanks) return std::nullopt;
+    runs.emplace_back(tasks, repeat);
+    i = end + 1;
+  }
+  return runs;
+}
+
+}  // namespace
+
+int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
+  const auto runs = task_runs(tasks_per_node);
+  if (!runs || node_id < 0) return 0;
+  long long node = 0;
+  for (const auto& [tasks, repeat] : *runs) {
     if (node_id < node + repeat) return static_cast<int>(tasks);
     node += repeat;
-    i = end + 1;
   }
   return 0;
 }
 
+std::optional<SlurmTaskCounts> slurm_task_counts(const std::string& tasks_per_node) {
+  const auto runs = task_runs(tasks_per_node);
+  if (!runs) return std::nullopt;
+  SlurmTaskCounts counts;
+  for (const auto& [tasks, repeat] : *runs) {
+    counts.nodes += repeat;
+    counts.tasks += tasks * repeat;
+  }
+  return counts;
+}
+
 int slurm_port(long long job_id, long long step_id) {
-  return 20000 + static_cast<int>((job_id * 7 + step_id) % 10000);
+  // (A * job + B * step) mod P: linear, so two pairs meet only when their difference (dj, ds) solves
+  // A*dj + B*ds = 0 mod P. A is near P/phi (Fibonacci hashing: job J+1 lands about 3800 ports from job J),
+  // and B was searched so that the shortest such differences are (7, 48), (417, 10) and (622, 9): no
+  // pairs less than 200 jobs and 48 steps apart meet, no steps of consecutive jobs below step 4000, no
+  // steps a few apart of jobs less than 417 apart (tests/test_launch_environment.cpp checks each window
+  // pair by pair). The old 20000 + (7 job + step) % 10000 had (1, -7): job J+1's step 0 was job J's step 7.
+  constexpr long long kPrime = 9973, kJob = 6164, kStep = 8243;
+  const long long job = ((job_id % kPrime) + kPrime) % kPrime;
+  const long long step = ((step_id % kPrime) + kPrime) % kPrime;
+  return 20000 + static_cast<int>((kJob * job + kStep * step) % kPrime);
 }
 
 }  // namespace mygpt

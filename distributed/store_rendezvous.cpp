@@ -21,6 +21,7 @@
 #include "common/folder_claim.h"
 #include "common/strprintf.h"
 #include "distributed/bounded_call.h"
+#include "distributed/failure_notice.h"
 
 namespace mygpt {
 namespace fs = std::filesystem;
@@ -88,6 +89,11 @@ std::string random_name() {
 
 }  // namespace
 
+std::string store_key_prefix(const LaunchEnvironment& launch) {
+  return "mygpt/" + (launch.job_id.empty() ? std::string() : "job_" + launch.job_id + "/") + "attempt_" +
+         std::to_string(launch.restart_count);
+}
+
 RendezvousMethod RendezvousMethod::parse(const std::string& value) {
   if (value == "tcp") return {};
   if (value.rfind("file:", 0) == 0 && value.size() > 5) return {value.substr(5)};
@@ -108,7 +114,7 @@ StoreRendezvous::StoreRendezvous(const LaunchEnvironment& launch, const Rendezvo
     open_file(launch, method.folder, timeout);
   }
   // Each torchrun attempt starts with keys of its own: an agent's store outlives the workers it restarts.
-  store_ = c10::make_intrusive<c10d::PrefixStore>("mygpt/attempt_" + std::to_string(launch.restart_count), base_);
+  store_ = c10::make_intrusive<c10d::PrefixStore>(store_key_prefix(launch), base_);
   join(launch);
   join_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -158,9 +164,17 @@ void StoreRendezvous::open_tcp(const LaunchEnvironment& launch, std::chrono::mil
     const std::string message = e.what_without_backtrace();
     if (options.isServer && (message.find("EADDRINUSE") != std::string::npos ||
                              message.find("ddress already in use") != std::string::npos)) {
-      throw std::invalid_argument("MASTER_PORT=" + std::to_string(launch.master_port) +
-                                  ": the port is already in use on this host (choose another; from " +
-                                  launch.master_source + ")");
+      const std::string port = std::to_string(launch.master_port);
+      const std::string line =
+          launch.derived_port
+              ? "port " + port + " in use, perhaps by another job; set MASTER_PORT (a free port on " +
+                    launch.master_addr + "; this one was derived from SLURM_JOB_ID and SLURM_STEP_ID)"
+              : "MASTER_PORT=" + port + ": the port is already in use on this host, perhaps by another job " +
+                    "(choose another; from " + launch.master_source + ")";
+      // The other ranks may already be connected to whatever holds the port (another job's store, on a
+      // port derived from its own job and step): they wait under this job's keys, and read this there.
+      leave_failure_line(launch, line, std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(5)));
+      throw std::invalid_argument(line);
     }
     if (options.isServer) {
       throw std::runtime_error("rank 0 could not serve the rendezvous at " + where_ + " (from " + launch.master_source +

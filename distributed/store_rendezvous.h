@@ -13,7 +13,8 @@
 //                  refreshed, so it is never taken (llm.c's file bootstrap read a stale id), and the file
 //                  server stamps both times, so the hosts' clocks do not matter.
 // Every rank claims its RANK and checks WORLD_SIZE against the others' in the store, then waits until all
-// have joined; after --comm-timeout it fails naming how many came ("2 of 4 ranks joined ...").
+// have joined; after --comm-timeout it fails naming how many came ("2 of 4 ranks joined ..."). A rank that
+// cannot join leaves its line in the store's `failed` key (failure_notice.h), and the others stop with it.
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
@@ -32,6 +33,11 @@ struct RendezvousMethod {
   std::string folder;  // empty: tcp
   static RendezvousMethod parse(const std::string& value);
 };
+
+// The keys of one job (and one torchrun attempt) in a store: "mygpt/job_<id>/attempt_<n>/". Two jobs
+// that meet in one store by mistake (Slurm jobs whose derived ports coincide) never read each other's
+// keys: a rank of the second waits under its own, where its rank 0 leaves why it could not serve.
+std::string store_key_prefix(const LaunchEnvironment& launch);
 
 class StoreRendezvous {
  public:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/file_io.h"
+#include "distributed/failure_notice.h"
 #include "distributed/job_session.h"
 #include "launcher/command_line_check.h"
 #include "launcher/commands.h"
@@ -94,6 +95,12 @@ int main(int argc, char** argv) {
     return fail(job.get(), kExitFailure, "out of memory (a smaller --batch-size or model needs less)");
   } catch (const boost::program_options::error& e) {
     return fail(job.get(), kExitBadInput, e.what());
+  } catch (const mygpt::RankRefused& e) {
+    // This process's own launcher variables are wrong, the job's are not: its line first, then the same
+    // line left for the other ranks, which would otherwise wait for this one until --comm-timeout.
+    const int code = fail(job.get(), kExitBadInput, e.what(), "bad input (no details)");
+    mygpt::tell_peers_of_refusal(e.job(), e.what());
+    return code;
   } catch (const std::invalid_argument& e) {
     return fail(job.get(), kExitBadInput, e.what(), "bad input (no details)");
   } catch (const c10::Error& e) {

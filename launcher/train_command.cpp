@@ -72,7 +72,9 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   // refused before it prints or reads anything there (rank 0 writes the folder; its refusal ends the job).
   std::optional<FolderClaim> claim;
   if (w.rank == 0) {
-    claim.emplace(f.train.out, "--out");
+    // Named by its batch job: a requeued start takes over the claim its killed predecessor left, even
+    // from another node and long before that claim's heartbeat goes stale.
+    claim.emplace(f.train.out, "--out", ClaimingJob{job.launch().batch_job, job.launch().batch_restart});
     if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
   }
   header.print("device: " + device_name(device));

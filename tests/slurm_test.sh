@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # scripts/slurm/train_gpt2.sbatch under a fake Slurm: `srun` and `scontrol` are stand-ins on the PATH
 # that record their arguments; srun plays a run that stops early with a checkpoint, one that finishes,
-# and one that fails. Checks the #SBATCH lines (signal to the tasks before the time limit, requeue, a
-# log path that needs no folder) and that only an early stop requeues the job.
-# Usage: slurm_test.sh
+# one that fails, and one that runs until a signal (as srun does: SIGUSR1 is forwarded to the ranks,
+# which stop with a checkpoint; SIGTERM makes srun SIGKILL them). Checks the #SBATCH lines (signal to
+# the tasks before the time limit, requeue, a log path that needs no folder), that only an early stop
+# requeues the job, that a TERM to the batch shell or to its whole process group (scancel -b, --full)
+# reaches the ranks as a stop and never srun as a TERM, and, with the real binary, that the script
+# prints the micro-batch the run will use (`plan` with the same flags).
+# Usage: slurm_test.sh [PATH/TO/mygpt-ddp]
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 make_work_dir slurm
 SCRIPT="$REPO_DIR/scripts/slurm/train_gpt2.sbatch"
+REAL_BINARY=${1:-}
 
 check "the script parses (bash -n)" bash -n "$SCRIPT"
 check "#SBATCH --signal=TERM@180: the tasks (no B:) get SIGTERM 3 minutes before the limit" \
@@ -30,6 +35,12 @@ case "$FAKE_SRUN" in
   finish) touch "$out/$(printf 'ckpt_%08d.safetensors' "$STEPS")"; exit 0 ;;
   finished_old_name) touch "$out/$(printf 'ckpt_%08d.pt' "$STEPS")"; exit 0 ;;
   fail) exit 1 ;;
+  until_signal)  # srun's own handling: USR1 forwarded (the ranks stop and save), TERM kills the ranks
+    trap 'echo USR1 >>"$WORK/srun.signals"; touch "$out/ckpt_00000005.safetensors"; exit 0' USR1
+    trap 'echo TERM >>"$WORK/srun.signals"; exit 137' TERM
+    echo $$ >"$WORK/srun.started"
+    for _ in $(seq 300); do sleep 0.1; done
+    exit 0 ;;
 esac
 SRUN
 printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >>"$WORK/scontrol.args"\n' >"$WORK/fake/scontrol"
@@ -122,4 +133,66 @@ job finish 1 TRAIN_FLAGS="--steps 30 --log-every 1"
 check "TRAIN_FLAGS reach the binary, each flag once" \
   test "$(grep -o -- '--steps 30' "$WORK/srun.args" | wc -l)" -eq 1 -a "$(grep -o -- '--log-every ' "$WORK/srun.args" | wc -l)" -eq 1
 check "no path of this repository's own layout is a default" bash -c "! grep -n 'shared/data' '$SCRIPT'"
+
+# --- a stop by hand (issue 59): scancel --signal=TERM with --full or -b signals the batch shell (with
+# --full its whole process group); srun, given a TERM, SIGKILLs the ranks (no checkpoint). The shell must
+# pass the stop on as SIGUSR1, and srun must not be in its process group.
+# signalled_job HOW SIGNAL: the script (in a process group of its own, as slurmstepd starts it; SIGINT not
+# ignored, as a background job of this shell would have it) with srun running until a signal; HOW: shell
+# (kill the shell: scancel -b) or group (killpg: scancel --full).
+signalled_job() {
+  local how=$1 sig=$2
+  rm -rf "$WORK/out" "$WORK/srun.args" "$WORK/scontrol.args" "$WORK/srun.signals" "$WORK/srun.started"
+  env WORK="$WORK" FAKE_SRUN=until_signal FAKE_MPI_PLUGINS= PATH="$WORK/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=1 \
+    SLURM_NTASKS_PER_NODE=2 SLURM_NTASKS=2 SLURM_JOB_NODELIST=node1 SLURM_CPUS_PER_TASK=1 \
+    REPO="$REPO_DIR" DATA_DIR="$WORK/data" OUT_DIR="$WORK/out" BINARY="$WORK/fake/mygpt-ddp" STEPS=10 \
+    setsid perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die' bash "$SCRIPT" >"$WORK/job_signal.out" 2>&1 &
+  local shell=$!
+  for _ in $(seq 100); do [[ -s $WORK/srun.started ]] && break; sleep 0.1; done
+  if [[ $how == group ]]; then kill "-$sig" -- "-$shell"; else kill "-$sig" "$shell"; fi
+  wait "$shell"
+  RC=$?
+}
+SIGNAL_FORMS=("shell TERM|scancel --signal=TERM -b (the batch shell alone)"
+              "group TERM|scancel --signal=TERM --full (the shell's whole process group)"
+              "group USR1|scancel --signal=USR1 --full" "shell INT|SIGINT to the batch shell")
+command -v setsid >/dev/null || { skip "a stop by hand (no setsid here: Slurm runs on Linux)"; SIGNAL_FORMS=(); }
+for form in "${SIGNAL_FORMS[@]}"; do
+  read -r how sig <<<"${form%%|*}"
+  signalled_job "$how" "$sig"
+  signals=$(tr '\n' ' ' 2>/dev/null <"$WORK/srun.signals")
+  if [[ $RC -eq 0 && $signals == "USR1 " ]] && grep -qx "requeue 42" "$WORK/scontrol.args" 2>/dev/null; then
+    pass "${form#*|}: srun got SIGUSR1 alone (the ranks stop with a checkpoint), the job requeued"
+  else
+    fail "${form#*|}" "exit $RC, srun got: '${signals:-nothing}'; $(tail -n 3 "$WORK/job_signal.out" | tr '\n' ' ')"
+  fi
+done
+[[ ${#SIGNAL_FORMS[@]} -eq 0 ]] || check "... the batch shell says what it did" grep -q "the batch shell got SIGINT: asking the ranks to stop" "$WORK/job_signal.out"
+check "the header says which scancel forms save" \
+  bash -c "grep -q '^#   scancel --signal=TERM --full JOBID  saves' '$SCRIPT' && grep -q '^#   scancel JOBID (no --signal)  *ends the job' '$SCRIPT'"
+
+# --- what the run will use (issue 59): the script printed its own arithmetic ("micro-batch: 32 rows x
+# 1024 tokens"), wrong once flags after the script's name override --batch-size or --seq-len.
+JOB_ARGS=(--seq-len 2048)
+job finish 2
+JOB_ARGS=()
+check "--seq-len 2048 on 16 ranks: the recipe's micro-batch follows it (--batch-size $(srun_flag --batch-size), 16 x 2048 x 16 = 524288)" \
+  test "$(srun_flag --batch-size)" = 16
+if [[ -x $REAL_BINARY ]]; then
+  for i in $(seq 1 300); do echo "To be, or not to be: line $i of a small play."; done >"$WORK/text.txt"
+  JOB_ARGS=(--batch-size 4 --seq-len 64 --total-batch-tokens 2048)
+  job finish 1 BINARY="$REAL_BINARY" DATA_DIR="$WORK/text.txt"
+  JOB_ARGS=()
+  line=$(grep '^per step and rank:' "$WORK/job_finish.out")
+  check "the run's micro-batch on 8 ranks, as plan reads the same flags: '$line'" \
+    bash -c "[[ '$line' == 'per step and rank: 4 x 64 tokens x 1 accumulation = 256 tokens'*'; 2048 tokens per step over all ranks' ]]"
+  check "... and no micro-batch of the script's own arithmetic" bash -c "! grep -q '^micro-batch:' '$WORK/job_finish.out'"
+  JOB_ARGS=(--lr abc)
+  job finish 1 BINARY="$REAL_BINARY" DATA_DIR="$WORK/text.txt"
+  JOB_ARGS=()
+  check "a flag the run would refuse is refused before srun (exit $RC: $(grep -m1 error "$WORK/job_finish.out"))" \
+    test "$RC" -eq 2 -a ! -e "$WORK/srun.args"
+else
+  skip "the micro-batch from plan (give the binary: slurm_test.sh PATH/TO/mygpt-ddp)"
+fi
 finish

@@ -317,5 +317,36 @@ TEST(FolderClaim, ADeadHoldersClaimIsTakenOverWithANote) {
   EXPECT_NE(claim.takeover_note().find("some-other-node"), std::string::npos) << claim.takeover_note();
 }
 
+// Issue 59: a requeued Slurm job may start on another node seconds after its killed start, whose claim's
+// heartbeat is still fresh there. The claim names its batch job and start: an earlier start of the same
+// job is gone (Slurm ends it before the requeue); the same start, or another job, is not.
+TEST(FolderClaim, AClaimOfAnEarlierStartOfTheSameBatchJobIsTakenOver) {
+  ScratchDir dir;
+  const ClaimingJob first{"slurm job 36 on cluster c", 0};
+  {
+    FolderClaim claim(dir.path(), "--out", first);
+    const std::string text = read_text_file(dir.path() / FolderClaim::kFileName, "claim");
+    EXPECT_NE(text.find("\njob=slurm job 36 on cluster c\nrestart=0\n"), std::string::npos) << text;
+  }
+  // What the killed start left on node7, its heartbeat fresh.
+  const auto plant = [&](const std::string& job, long long restart) {
+    write_file_atomically(dir.path() / FolderClaim::kFileName,
+                          "host=node7\npid=4242\nsince=2026-01-01T00:00:00Z\ntoken=0123456789abcdef\njob=" + job +
+                              "\nrestart=" + std::to_string(restart) + "\n");
+  };
+  plant(first.id, 0);
+  expect_refused([&] { FolderClaim claim(dir.path(), "--out", first); }, {"host node7"});  // the same start: alive
+  expect_refused([&] { FolderClaim claim(dir.path(), "--out", {"slurm job 37 on cluster c", 1}); }, {"host node7"});
+  expect_refused([&] { FolderClaim claim(dir.path(), "--out"); }, {"host node7"});  // not in a batch job
+  {
+    FolderClaim claim(dir.path(), "--out", {first.id, 1});
+    EXPECT_NE(claim.takeover_note().find("an earlier start of slurm job 36 on cluster c (restart 0; this is restart 1)"),
+              std::string::npos)
+        << claim.takeover_note();
+  }
+  plant(first.id, 3);  // a later start holds it: this one is the stale one
+  expect_refused([&] { FolderClaim claim(dir.path(), "--out", {first.id, 2}); }, {"host node7"});
+}
+
 }  // namespace
 }  // namespace mygpt

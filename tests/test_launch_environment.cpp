@@ -1,7 +1,9 @@
 // Which launcher started the process, from tables of the variables each launcher sets.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "distributed/job_session.h"
@@ -142,6 +144,197 @@ TEST(LaunchEnvironment, SrunWithoutMpiFindsRankZerosHostAndAPortFromTheJob) {
   EXPECT_EQ(detect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}}).launcher, Launcher::none);
 }
 
+// What srun (Slurm 22.05's env_array_for_step and setup_env) gives a task of a step, for an allocation
+// made with --ntasks-per-node=ALLOC_PER_NODE on one node: the allocation's SLURM_NTASKS_PER_NODE is passed
+// on unchanged, the step's layout is in SLURM_STEP_*, and SLURM_TASKS_PER_NODE/SLURM_NTASKS are the step's
+// too (the allocation's under srun --preserve-env).
+Vars srun_task(int procid, int step_tasks, int alloc_per_node, bool preserve_env = false) {
+  Vars v = {{"SLURM_JOB_ID", "36"},
+            {"SLURM_JOBID", "36"},
+            {"SLURM_STEP_ID", "0"},
+            {"SLURM_STEPID", "0"},
+            {"SLURM_CLUSTER_NAME", "cluster"},
+            {"SLURM_JOB_NODELIST", "node1"},
+            {"SLURM_NODELIST", "node1"},
+            {"SLURM_STEP_NODELIST", "node1"},
+            {"SLURM_JOB_NUM_NODES", "1"},
+            {"SLURM_NNODES", "1"},
+            {"SLURM_STEP_NUM_NODES", "1"},
+            {"SLURM_NTASKS_PER_NODE", std::to_string(alloc_per_node)},
+            {"SLURM_STEP_NUM_TASKS", std::to_string(step_tasks)},
+            {"SLURM_STEP_TASKS_PER_NODE", std::to_string(step_tasks)},
+            {"SLURM_NTASKS", std::to_string(preserve_env ? alloc_per_node : step_tasks)},
+            {"SLURM_TASKS_PER_NODE", std::to_string(preserve_env ? alloc_per_node : step_tasks)},
+            {"SLURM_PROCID", std::to_string(procid)},
+            {"SLURM_LOCALID", std::to_string(procid)},
+            {"SLURM_NODEID", "0"},
+            {"SLURM_CPUS_ON_NODE", "4"},
+            {"SLURM_STEP_LAUNCHER_PORT", "39251"}};
+  return v;
+}
+
+// Issue 59: the allocation's SLURM_NTASKS_PER_NODE was read instead of the step's layout.
+TEST(LaunchEnvironment, SrunReadsTheStepsLayoutNotTheAllocations) {
+  // salloc -N1 --ntasks-per-node=2, then srun -n 1 (a one-rank eval inside an 8-per-node sbatch): a plain
+  // process, not "more ranks on this node (2) than in the job".
+  EXPECT_EQ(refusal(srun_task(0, 1, 2)), "");
+  EXPECT_EQ(detect(srun_task(0, 1, 2)).launcher, Launcher::none);
+  EXPECT_EQ(detect(srun_task(0, 1, 8, /*preserve_env=*/true)).launcher, Launcher::none);
+  // salloc --ntasks-per-node=1, then srun -n 2 --overcommit: both tasks on the node, rank 1 included.
+  for (int procid : {0, 1}) {
+    const LaunchEnvironment e = detect(srun_task(procid, 2, 1));
+    EXPECT_EQ(e.launcher, Launcher::slurm);
+    EXPECT_EQ(e.rank, procid);
+    EXPECT_EQ(e.world_size, 2);
+    EXPECT_EQ(e.local_rank, procid);
+    EXPECT_EQ(e.local_world_size, 2);
+    EXPECT_EQ(e.node_count, 1);
+  }
+  // srun -n 3 in an allocation of 8 per node, with --preserve-env (SLURM_TASKS_PER_NODE the allocation's).
+  const LaunchEnvironment e = detect(srun_task(2, 3, 8, /*preserve_env=*/true));
+  EXPECT_EQ(e.local_world_size, 3);
+  EXPECT_EQ(e.world_size, 3);
+  // Two nodes of unequal steps: the entry of this task's SLURM_NODEID.
+  Vars two = srun_task(2, 3, 8);
+  two["SLURM_STEP_TASKS_PER_NODE"] = "2,1";
+  two["SLURM_STEP_NUM_NODES"] = "2";
+  two["SLURM_NODEID"] = "1";
+  two["SLURM_LOCALID"] = "0";
+  const LaunchEnvironment second = detect(two);
+  EXPECT_EQ(second.local_world_size, 1);
+  EXPECT_EQ(second.node_count, 2);
+}
+
+TEST(LaunchEnvironment, WithoutTheStepsLayoutTheAllocationsIsCappedByTheStep) {
+  Vars v = srun_task(1, 2, 8);
+  v.erase("SLURM_STEP_TASKS_PER_NODE");
+  v["SLURM_TASKS_PER_NODE"] = "8";
+  EXPECT_EQ(detect(v).local_world_size, 2);
+  v.erase("SLURM_TASKS_PER_NODE");
+  EXPECT_EQ(detect(v).local_world_size, 2);  // SLURM_NTASKS_PER_NODE=8, capped at the step's 2
+  v.erase("SLURM_NTASKS_PER_NODE");
+  EXPECT_NE(refusal(v).find("SLURM_STEP_TASKS_PER_NODE is not"), std::string::npos) << refusal(v);
+}
+
+// A layout that does not add up is refused by every rank alike (the same variables, the same line, no
+// rank left waiting); this rank's own variables refuse it alone, with what the others need to be told.
+TEST(LaunchEnvironment, ABadStepLayoutRefusesEveryRankAndABadTaskOnlyItself) {
+  std::set<std::string> lines;
+  for (int procid : {0, 1, 2}) {
+    Vars v = srun_task(procid, 3, 8);
+    v["SLURM_STEP_TASKS_PER_NODE"] = "2";
+    try {
+      detect(v);
+      ADD_FAILURE() << "accepted";
+    } catch (const RankRefused& e) {
+      ADD_FAILURE() << "refused as one rank's fault: " << e.what();
+    } catch (const std::invalid_argument& e) {
+      lines.insert(e.what());
+    }
+  }
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(*lines.begin(), "SLURM_STEP_TASKS_PER_NODE='2' places 2 task(s), but SLURM_STEP_NUM_TASKS=3");
+  Vars nodes = srun_task(0, 2, 8);
+  nodes["SLURM_STEP_NUM_NODES"] = "2";
+  EXPECT_NE(refusal(nodes).find("lists 1 node(s), but SLURM_STEP_NUM_NODES=2"), std::string::npos) << refusal(nodes);
+  Vars syntax = srun_task(0, 2, 8);
+  syntax["SLURM_STEP_TASKS_PER_NODE"] = "2(x";
+  EXPECT_NE(refusal(syntax).find("is not Slurm's tasks-per-node list"), std::string::npos) << refusal(syntax);
+
+  const auto refused = [](const Vars& v) -> std::optional<RankRefused> {
+    try {
+      detect(v);
+    } catch (const RankRefused& e) {
+      return e;
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  };
+  Vars local = srun_task(1, 2, 8);
+  local["SLURM_LOCALID"] = "2";
+  auto r = refused(local);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NE(std::string(r->what()).find("SLURM_PROCID=1: the local rank 2 is not below the ranks on this node (2)"),
+            std::string::npos)
+      << r->what();
+  EXPECT_EQ(r->job().rank, 1);
+  EXPECT_EQ(r->job().world_size, 2);
+  EXPECT_EQ(r->job().master_addr, "node1");
+  EXPECT_EQ(r->job().master_port, slurm_port(36, 0));
+  EXPECT_EQ(r->job().job_id, "36.0");
+  Vars beyond = srun_task(3, 2, 8);
+  r = refused(beyond);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(std::string(r->what()), "SLURM_PROCID=3 is not below SLURM_STEP_NUM_TASKS=2");
+  Vars node = srun_task(1, 2, 8);
+  node["SLURM_NODEID"] = "1";
+  r = refused(node);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NE(std::string(r->what()).find("SLURM_NODEID=1 is not a node of SLURM_STEP_TASKS_PER_NODE='2'"), std::string::npos)
+      << r->what();
+  Vars garbled = srun_task(1, 2, 8);
+  garbled["SLURM_PROCID"] = "one";
+  r = refused(garbled);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->job().rank, -1);  // not known: it reaches the store as a client
+  // Plain variables: a RANK beyond WORLD_SIZE is that process's own fault.
+  r = refused({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->job().master_port, 1234);
+  EXPECT_FALSE(refused({{"WORLD_SIZE", "2"}}).has_value());  // RANK missing: missing everywhere
+}
+
+// A requeued job's start finds its predecessor's claim on --out by the job's id and restart count,
+// under any launcher.
+TEST(LaunchEnvironment, TheBatchJobAndItsRestartsAreKnownUnderEveryLauncher) {
+  Vars v = srun_task(0, 2, 8);
+  v["SLURM_RESTART_COUNT"] = "3";
+  LaunchEnvironment e = detect(v);
+  EXPECT_EQ(e.batch_job, "slurm job 36 on cluster cluster");
+  EXPECT_EQ(e.batch_restart, 3);
+  e = detect(srun_task(0, 1, 8));  // a one-task step: a plain process, still in the job
+  EXPECT_EQ(e.launcher, Launcher::none);
+  EXPECT_EQ(e.batch_job, "slurm job 36 on cluster cluster");
+  e = detect({{"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_JOB_ID", "7"}});  // mpirun inside sbatch
+  EXPECT_EQ(e.launcher, Launcher::mpi);
+  EXPECT_EQ(e.batch_job, "slurm job 7");
+  EXPECT_EQ(e.batch_restart, 0);
+  EXPECT_EQ(detect({}).batch_job, "");
+}
+
+// Issue 59: 20000 + (job*7 + step) % 10000 gave job J's step 7 the port of job J+1's step 0 (jobs 36 and
+// 37 met on port 20259). No two (job, step) pairs of a window of neighbours may share a port.
+TEST(LaunchEnvironment, SlurmPortsOfNeighbouringJobsAndStepsDiffer) {
+  for (long long first_job : {1LL, 36LL, 9900LL, 123456789LL, 4294967200LL}) {
+    std::map<int, std::pair<long long, long long>> taken;
+    for (long long job = first_job; job < first_job + kSlurmPortJobSpread; ++job) {
+      for (long long step = 0; step < kSlurmPortStepSpread; ++step) {
+        const int port = slurm_port(job, step);
+        ASSERT_GE(port, 20000);
+        ASSERT_LT(port, 30000);
+        const auto [it, fresh] = taken.emplace(port, std::pair{job, step});
+        ASSERT_TRUE(fresh) << "jobs " << it->second.first << " step " << it->second.second << " and " << job << " step "
+                           << step << " share port " << port;
+      }
+    }
+  }
+  // Consecutive jobs (an sbatch script looping over srun next to the next job's first step), far into
+  // their steps.
+  for (long long first_job : {36LL, 4294967200LL}) {
+    std::set<int> ports;
+    for (long long job : {first_job, first_job + 1}) {
+      for (long long step = 0; step < 1000; ++step) ports.insert(slurm_port(job, step));
+    }
+    EXPECT_EQ(ports.size(), 2000u) << "jobs " << first_job << " and " << first_job + 1;
+  }
+  EXPECT_NE(slurm_port(36, 7), slurm_port(37, 0));
+  // Neighbours land far apart, not on adjacent ports (which other services near a port may hold).
+  for (long long job : {36LL, 4242LL}) {
+    EXPECT_GE(std::abs(slurm_port(job + 1, 0) - slurm_port(job, 0)), 1000);
+    EXPECT_GE(std::abs(slurm_port(job, 1) - slurm_port(job, 0)), 100);
+  }
+}
+
 TEST(LaunchEnvironment, SlurmHostlistsAndTasksPerNode) {
   EXPECT_EQ(first_slurm_host("gpu[01-04,07]"), "gpu01");
   EXPECT_EQ(first_slurm_host("gpu[07,01-04]"), "gpu07");
@@ -155,6 +348,13 @@ TEST(LaunchEnvironment, SlurmHostlistsAndTasksPerNode) {
   EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 4), 0);
   EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
   EXPECT_EQ(slurm_tasks_on_node("x", 0), 0);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3)y", 0), 0);
+  EXPECT_EQ(slurm_tasks_on_node("2,", 0), 0);
+  ASSERT_TRUE(slurm_task_counts("2(x3),1").has_value());
+  EXPECT_EQ(slurm_task_counts("2(x3),1")->nodes, 4);
+  EXPECT_EQ(slurm_task_counts("2(x3),1")->tasks, 7);
+  EXPECT_FALSE(slurm_task_counts("").has_value());
+  EXPECT_FALSE(slurm_task_counts("0").has_value());
   for (long long job : {0LL, 1LL, 123456789LL}) {
     EXPECT_GE(slurm_port(job, 3), 20000);
     EXPECT_LT(slurm_port(job, 3), 30000);
