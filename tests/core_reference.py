@@ -3,7 +3,8 @@ tests/core_end_to_end.sh to hold `mygpt-ddp eval` against (transformers runs the
 
   bundle OUT_DIR [--nanochat-safe]  a small bundle of every task type (both delimiters, a crop at a short block,
                                  a task smaller than its shots, Unicode) and its text, OUT_DIR/text.txt
-  sort_bundle OUT_DIR N          the sorting task (builtin:sort's lines) posed as multiple choice: N items
+  sort_bundle OUT_DIR N          the sorting task (builtin:sort's lines) posed as multiple choice: N items,
+                                 the sorted digits among three unsorted permutations of them
   bad_bundles OUT_DIR            broken copies of a bundle, one folder per fault (names say which)
   score HF_DIR BUNDLE MAX OUT    per-task accuracies of the Hugging Face folder (transformers + tokenizers)
   bpb HF_DIR TEXT B T STEPS      bits per byte of eval --val's batches of TEXT (--val-fraction 1), by summing
