@@ -24,6 +24,7 @@ struct DataOptions {
   double val_fraction{};                // share of a text kept for validation (its end)
   DataOrder data_order{};
   std::optional<std::string> hellaswag;  // HellaSwag file evaluated during training
+  std::optional<std::string> core;       // CORE eval bundle folder evaluated during training
   // Supervised fine-tuning: data (and val_data) are conversations in JSON lines (dataloader/chat_data.h),
   // rendered by the chat format; validation is val_data's, else the last val_fraction of the conversations.
   bool sft{};

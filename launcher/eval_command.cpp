@@ -1,14 +1,18 @@
 // `mygpt-ddp eval`: the evaluations of training, run by themselves on a checkpoint or a Hugging Face
-// folder: validation loss on token data (or on a text, with the model's tokenizer), HellaSwag accuracy,
-// or held-out accuracy on a built-in task.
+// folder: validation loss and bits per byte on token data (or on a text, with the model's tokenizer),
+// HellaSwag accuracy, nanochat's CORE metric, or held-out accuracy on a built-in task. Under a launcher
+// (mpirun, torchrun, srun) the ranks share the batches or items and print what one process prints.
 #include <filesystem>
 #include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <streambuf>
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "dataloader/core_bundle.h"
+#include "distributed/job_communicators.h"
 #include "common/strprintf.h"
 #include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
@@ -23,6 +27,8 @@
 #include "launcher/shared_flags.h"
 #include "model/huge_page_weights.h"
 #include "model/sampling.h"
+#include "trainer/bits_per_byte.h"
+#include "trainer/core_eval.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/validation_batches.h"
@@ -32,7 +38,9 @@ namespace {
 
 struct EvalFlags {
   std::optional<std::string> checkpoint;
-  std::optional<std::string> val, hellaswag, task;
+  std::optional<std::string> val, hellaswag, task, core;
+  int64_t core_max_per_task{};
+  std::optional<std::string> json;
   int64_t examples{};
   std::optional<int64_t> hellaswag_examples;  // train's name for --examples of HellaSwag
   double val_fraction{};
@@ -45,18 +53,27 @@ struct EvalFlags {
   std::string device;
   int64_t threads{};
   bool quiet{};
+  double comm_timeout{};
+  std::string rendezvous;
 };
 
 const OptionTable<EvalFlags>& eval_flag_table() {
   static const OptionTable<EvalFlags> table = [] {
     using E = EvalFlags;
     OptionTable<E> t;
-    t.group("What to evaluate (one of --val, --hellaswag, --task)");
+    t.group("What to evaluate (one of --val, --hellaswag, --core, --task)");
     model_flag(t, &E::checkpoint);
     t.add("val", &E::val,
           "validation loss on token data (a file, a glob, or a shard folder: its *val* files), or on a UTF-8 text "
           "file encoded with the model's tokenizer");
     t.add("hellaswag", &E::hellaswag, "HellaSwag accuracy (official jsonl or llama.cpp's 6-line text)");
+    t.add("core", &E::core,
+          "nanochat's CORE metric over an unzipped eval bundle (core.yaml, eval_meta_data.csv, eval_data/)");
+    t.add("core-max-per-task", &E::core_max_per_task,
+          "--core items per task (nanochat's order: shuffled with seed 1337); 0 means all")
+        .init(0)
+        .check(non_negative);
+    t.add("json", &E::json, "also write --core's results to this JSON file (written whole or not at all)");
     t.add("task", &E::task, "held-out accuracy on a built-in task such as builtin:sort (greedy decoding)");
     t.add("examples", &E::examples, "examples to score; 0 means all (builtin task: 200)").init(0).check(non_negative);
     t.add("hellaswag-examples", &E::hellaswag_examples, "--examples of --hellaswag, by train's name for it")
@@ -74,6 +91,9 @@ const OptionTable<EvalFlags>& eval_flag_table() {
     device_flag(t, &E::device);
     threads_flag(t, &E::threads);
     quiet_flag(t, &E::quiet);
+    t.group("Ranks (under mpirun, torchrun or srun)");
+    comm_timeout_flag(t, &E::comm_timeout);
+    rendezvous_flag(t, &E::rendezvous);
     return t;
   }();
   return table;
@@ -121,10 +141,12 @@ std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const Te
 // no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
 // Training's validation loss leaves them out too (issue 40: with them in the softmax it read 10.2714 where
 // this read 10.2705 on the same checkpoint and batches, ln(50304/50257) = 0.0009 apart at the start).
-int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
+// Batch b is rank b % W's, as in training's validation; losses and byte sums are summed over ranks.
+int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
+                      Precision precision) {
   const GptConfig& config = m.model->config();
   std::shared_ptr<const TokenSource> tokens;
-  if (m.codec) {
+  if (is_text_file(*f.val)) {
     tokens = text_tokens(*f.val, *m.codec, f.val_fraction);
     std::cout << "val data: text " << *f.val << " (its last " << option_detail::number_text(f.val_fraction * 100)
               << "%: " << tokens->size() << " tokens, "
@@ -138,38 +160,57 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, const torch::Device
   }
   const int64_t seq_len = f.seq_len == 0 ? config.block_size : f.seq_len;
   if (seq_len > config.block_size) throw std::invalid_argument("--seq-len exceeds the model's block size");
-  ShardedBatchLoader loader(tokens, f.batch_size, seq_len);
+  ShardedBatchLoader loader(tokens, f.batch_size, seq_len, comm.rank(), comm.world_size());
   const ValidationBatches batches = validation_batches(f.eval_steps, loader);
   if (!batches.note.empty()) std::cout << batches.note << std::endl;
+  // Bits per byte needs the bytes of each token: token data without a tokenizer has only the loss.
+  std::optional<BitsPerByte> bpb;
+  if (m.codec) bpb.emplace(m.codec->token_byte_counts(), config.vocab_size, device);
   torch::NoGradGuard no_grad;
-  double sum = 0;
+  // Summed in fp64 (MPS has none: fp32), so that the ranks' order of adding the batches' means does not show.
+  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(device.is_mps() ? torch::kFloat : torch::kDouble).device(device));
   Progress progress("val", static_cast<double>(batches.count), "batches", f.quiet, std::cout);
-  for (int64_t i = 0; i < batches.count; ++i) {
+  int64_t done = 0;
+  for (int64_t b = comm.rank(); b < batches.count; b += comm.world_size()) {
     Batch batch = loader.next(device);
     AutocastScope autocast(device, precision);
-    sum += m.model->loss(batch.x, batch.y, m.token_count).item<double>();
-    progress.update(static_cast<double>(i + 1), strprintf("running loss %.4f", sum / static_cast<double>(i + 1)));
+    const torch::Tensor losses = m.model->token_losses(batch.x, batch.y, m.token_count);
+    loss_sum += losses.mean().to(loss_sum.scalar_type());
+    if (bpb) bpb->add(losses, batch.y);
+    done += comm.world_size();
+    progress.update(static_cast<double>(std::min(done, batches.count)),
+                    strprintf("running loss %.4f", loss_sum.item<double>() / static_cast<double>(done / comm.world_size())));
   }
-  progress.finish();
-  std::cout << strprintf("val loss: %.4f (%lld batches of %lld x %lld tokens)", sum / static_cast<double>(batches.count),
-                         static_cast<long long>(batches.count), static_cast<long long>(f.batch_size),
-                         static_cast<long long>(seq_len))
-            << std::endl;
+  comm.all_reduce(loss_sum, ReduceOp::Sum);
+  const double loss = loss_sum.item<double>() / static_cast<double>(batches.count);
+  const std::string shape = strprintf("%lld batches of %lld x %lld tokens", static_cast<long long>(batches.count),
+                                      static_cast<long long>(f.batch_size), static_cast<long long>(seq_len));
+  if (bpb) {
+    const double bits = bpb->combine(comm);
+    progress.finish();
+    std::cout << strprintf("val loss: %.4f | bpb: %.4f (%s; %.0f bytes)", loss, bits, shape.c_str(), bpb->bytes())
+              << std::endl;
+  } else {
+    progress.finish();
+    std::cout << strprintf("val loss: %.4f (%s; no bits per byte: the model has no tokenizer, give --vocab DIR)", loss,
+                           shape.c_str())
+              << std::endl;
+  }
   return 0;
 }
 
-int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
+int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
+                            Precision precision) {
   if (m.codec->kind() != TokenizerKind::gpt2 && m.codec->kind() != TokenizerKind::hf) {
     throw std::invalid_argument("--hellaswag needs a model with a BPE tokenizer; " + m.description + " is " +
                                 std::string(tokenizer_kind_name(m.codec->kind())) + "-level");
   }
   const auto examples = read_tokenized_hellaswag(*f.hellaswag, *m.codec, f.examples);
-  LocalCommunicator single;
   const auto scored = f.examples > 0 ? std::min<int64_t>(f.examples, static_cast<int64_t>(examples.size()))
                                       : static_cast<int64_t>(examples.size());
   Progress progress("hellaswag", static_cast<double>(scored), "examples", f.quiet, std::cout);
   const HellaSwagResult r =
-      evaluate_hellaswag(m.model, examples, f.examples, single, device, precision, [&](int64_t done, int64_t correct) {
+      evaluate_hellaswag(m.model, examples, f.examples, comm, device, precision, [&](int64_t done, int64_t correct) {
         progress.update(static_cast<double>(done),
                         strprintf("accuracy %.4f", static_cast<double>(correct) / static_cast<double>(done)));
       });
@@ -177,6 +218,40 @@ int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, const torch::
   std::cout << strprintf("hellaswag accuracy: %.4f (%lld/%lld examples, length-normalized)", r.accuracy(),
                          static_cast<long long>(r.correct), static_cast<long long>(r.total))
             << std::endl;
+  return 0;
+}
+
+// nanochat's CORE: a line per task, then the mean of the centered accuracies; the JSON as rank 0 writes it.
+int evaluate_core_bundle(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
+                         Precision precision) {
+  const CoreBundle bundle = read_core_bundle(*f.core);
+  std::cout << strprintf("CORE bundle: %s (%zu tasks)", f.core->c_str(), bundle.tasks.size()) << std::endl;
+  for (const std::string& note : core_fewshot_notes(bundle, f.core_max_per_task)) std::cout << note << std::endl;
+  const int64_t bos = m.codec->end_of_text();
+  if (bos < 0) std::cout << "note: the tokenizer has no BOS token; prompts start with their text" << std::endl;
+  std::optional<Progress> progress;
+  std::string current;
+  const CoreScore score = evaluate_core(
+      m.model, bundle, *m.codec, bos, f.core_max_per_task, comm, device, precision, m.token_count,
+      [&](const std::string& label, int64_t done, int64_t total) {
+        if (label != current) {
+          if (progress) progress->finish();
+          progress.emplace("core " + label, static_cast<double>((total + comm.world_size() - 1) / comm.world_size()),
+                           "items", f.quiet, std::cout);
+          current = label;
+        }
+        progress->update(static_cast<double>(done));
+      });
+  if (progress) progress->finish();
+  size_t width = 4;
+  for (const CoreTaskScore& t : score.tasks) width = std::max(width, t.label.size());
+  for (const CoreTaskScore& t : score.tasks) {
+    std::cout << strprintf("%-*s  accuracy %.4f  centered %+.4f  items %lld", static_cast<int>(width), t.label.c_str(),
+                           t.accuracy, t.centered, static_cast<long long>(t.items))
+              << std::endl;
+  }
+  std::cout << strprintf("CORE: %.4f", score.core) << std::endl;
+  if (f.json && comm.rank() == 0) write_file_atomically(*f.json, core_score_json(score).dump(2) + "\n");
   return 0;
 }
 
@@ -209,39 +284,75 @@ int evaluate_builtin_task(const EvalFlags& f, InferenceModel& m, const torch::De
 // Options that belong to other modes are refused rather than ignored.
 void refuse_options_of_other_modes(const Parsed<EvalFlags>& flags) {
   const EvalFlags& f = flags.config;
-  const std::string mode = f.val ? "with --val" : f.hellaswag ? "with --hellaswag" : "with --task";
+  const std::string mode =
+      f.val ? "with --val" : f.hellaswag ? "with --hellaswag" : f.core ? "with --core" : "with --task";
   if (!f.val) {
     for (const char* name : {"eval-steps", "batch-size", "seq-len"}) flags.refuse(name, mode + " (it applies to --val)");
   }
-  if (f.val) flags.refuse("examples", mode + " (it applies to --hellaswag and --task)");
+  if (f.val || f.core) flags.refuse("examples", mode + " (it applies to --hellaswag and --task)");
   if (!f.hellaswag) flags.refuse("hellaswag-examples", mode + " (it applies to --hellaswag)");
+  if (!f.core) {
+    flags.refuse("core-max-per-task", mode + " (it applies to --core)");
+    flags.refuse("json", mode + " (it applies to --core)");
+  }
   if (flags.gave("examples") && flags.gave("hellaswag-examples")) {
     throw std::invalid_argument("give --examples or --hellaswag-examples (the same count), not both");
   }
   if (!f.val || !is_text_file(*f.val)) flags.refuse("val-fraction", "without a --val text (it cuts a text's end)");
   if (!f.task) flags.refuse("show", mode + " (it applies to --task)");
   if (f.task) flags.refuse("precision", mode + " (greedy decoding runs in fp32)");
-  if (f.val && !is_text_file(*f.val)) flags.refuse("vocab", "with token data (it is the tokenizer of a text)");
 }
 
-int run_eval(const Parsed<EvalFlags>& flags, const JobSession&) {
+// Rank 0 alone prints: the other ranks' standard output goes to a buffer that takes every write and keeps
+// nothing while eval runs (their errors still reach standard error, named by rank).
+class SilentUnlessRankZero {
+ public:
+  explicit SilentUnlessRankZero(int rank) : saved_(rank == 0 ? nullptr : std::cout.rdbuf(&discard_)) {}
+  ~SilentUnlessRankZero() {
+    if (saved_ != nullptr) std::cout.rdbuf(saved_);
+  }
+  SilentUnlessRankZero(const SilentUnlessRankZero&) = delete;
+  SilentUnlessRankZero& operator=(const SilentUnlessRankZero&) = delete;
+
+ private:
+  struct Discard final : std::streambuf {
+    int overflow(int c) override { return traits_type::not_eof(c); }
+    std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+  };
+  Discard discard_;
+  std::streambuf* saved_;
+};
+
+int run_eval(const Parsed<EvalFlags>& flags, const JobSession& job) {
   EvalFlags f = flags.config;
   if (f.hellaswag_examples) f.examples = *f.hellaswag_examples;
   const int modes = static_cast<int>(f.val.has_value()) + static_cast<int>(f.hellaswag.has_value()) +
-                    static_cast<int>(f.task.has_value());
-  if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag or --task");
+                    static_cast<int>(f.task.has_value()) + static_cast<int>(f.core.has_value());
+  if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag, --core or --task");
   refuse_options_of_other_modes(flags);
-  const torch::Device device = pick_device(f.device);
-  const int64_t threads = set_cpu_threads(f.threads);
+  const WorldInfo& w = job.world();
+  if (f.task && w.world_size > 1) {
+    throw std::invalid_argument("eval --task runs in one process: start it as a single process (not under mpirun, "
+                                "torchrun or srun)");
+  }
+  const SilentUnlessRankZero silence(w.rank);
+  const torch::Device device = pick_device(f.device, w.local_rank, w.local_size);
+  const int64_t threads = set_cpu_threads(f.threads, w.local_size);
+  JobCommunicators comms(job, device, f.comm_timeout, f.rendezvous);
+  Communicator& comm = comms.device();
   std::cout << "device: " << device_name(device) << std::endl;
-  if (device.is_cpu()) std::cout << "threads: " << threads << std::endl;
+  if (device.is_cpu()) std::cout << "threads: " << threads << (w.world_size > 1 ? " per rank" : "") << std::endl;
+  if (w.world_size > 1) std::cout << "world: " << world_layout_text(w) << " | backend " << comm.backend_name() << std::endl;
   const Precision precision = precision_for_device(f.precision, device);
-  // Token data needs no tokenizer, and a model trained on it without --vocab has none.
+  // Token data needs no tokenizer, and a model trained on it without --vocab has none; one it has gives
+  // the bytes of bits per byte.
   const bool need_tokenizer = !f.val || is_text_file(*f.val);
-  InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""), need_tokenizer);
+  InferenceModel m = load_inference_model(*f.checkpoint, device, f.vocab.value_or(""), need_tokenizer,
+                                          /*tokenizer_if_any=*/true);
   std::cout << "model: " << m.description << std::endl;
-  if (f.val) return evaluate_val_loss(f, m, device, precision);
-  if (f.hellaswag) return evaluate_hellaswag_file(f, m, device, precision);
+  if (f.val) return evaluate_val_loss(f, m, comm, device, precision);
+  if (f.hellaswag) return evaluate_hellaswag_file(f, m, comm, device, precision);
+  if (f.core) return evaluate_core_bundle(f, m, comm, device, precision);
   // Greedy answers, one token at a time, each reading every weight (model/huge_page_weights.h); the
   // line it returns is for generate --timing, not for eval's output.
   if (device.is_cpu()) static_cast<void>(move_weights_to_huge_pages(*m.model));
@@ -252,9 +363,9 @@ int run_eval(const Parsed<EvalFlags>& flags, const JobSession&) {
 
 Command eval_command() {
   return make_command<EvalFlags>("eval",
-                                 "eval --checkpoint PATH (--val DATA | --hellaswag FILE | --task NAME) [options]",
-                                 "validation loss, HellaSwag or built-in task accuracy of a model",
-                                 /*multi_rank=*/false, &eval_flag_table, &run_eval);
+                                 "eval --checkpoint PATH (--val DATA | --hellaswag FILE | --core DIR | --task NAME) [options]",
+                                 "validation loss and bits per byte, HellaSwag, CORE or built-in task accuracy of a model",
+                                 /*multi_rank=*/true, &eval_flag_table, &run_eval);
 }
 
 }  // namespace mygpt

@@ -105,12 +105,13 @@ std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const s
 }
 
 InferenceModel load_inference_model(const std::string& path, const torch::Device& device, const std::string& vocab_dir,
-                                    bool need_tokenizer) {
+                                    bool need_tokenizer, bool tokenizer_if_any) {
   const StoredModel stored = open_stored_model(path);
   InferenceModel result;
   result.description = stored.description;
   result.token_count = stored.token_count;
-  if (need_tokenizer) result.codec = stored_model_codec(stored, vocab_dir);
+  const bool has_tokenizer = stored.tokenizer_kind != TokenizerKind::none || !vocab_dir.empty();
+  if (need_tokenizer || (tokenizer_if_any && has_tokenizer)) result.codec = stored_model_codec(stored, vocab_dir);
   if (stored.checkpoint && !stored.checkpoint->meta.chat_format.empty()) {
     result.chat_record = stored.checkpoint->meta.chat_format;
   }

@@ -65,8 +65,10 @@ struct InferenceModel {
 };
 
 // vocab_dir as for stored_model_codec. Without need_tokenizer no tokenizer is loaded (token data needs
-// none, and a model trained on it may have none).
+// none, and a model trained on it may have none), unless tokenizer_if_any and the model (or vocab_dir) has
+// one (bits per byte of token data counts its tokens' bytes).
 InferenceModel load_inference_model(const std::string& path, const torch::Device& device,
-                                    const std::string& vocab_dir = "", bool need_tokenizer = true);
+                                    const std::string& vocab_dir = "", bool need_tokenizer = true,
+                                    bool tokenizer_if_any = false);
 
 }  // namespace mygpt

@@ -12,6 +12,7 @@
 #include "common/strprintf.h"
 #include "dataloader/chat_batch_loader.h"
 #include "dataloader/chat_data.h"
+#include "dataloader/core_bundle.h"
 #include "dataloader/hellaswag_reader.h"
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
@@ -248,12 +249,25 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
     parts.val_loader = std::make_unique<ShardedBatchLoader>(data.val, options.batch_size, options.seq_len, comm.rank(),
                                                             comm.world_size());
     parts.val_vocab_limit = tokens_in_vocabulary(tokenizer.kind, model_config.vocab_size);
+    if (tokenizer.kind != TokenizerKind::none) {
+      parts.val_bpb.emplace(make_text_codec(tokenizer.kind, tokenizer.data)->token_byte_counts(),
+                            model_config.vocab_size, device);
+    }
     const std::string note = validation_batches(options.eval_steps, *parts.val_loader).note;
     if (options.eval_every > 0 && !note.empty()) output.print(note);
   } else if (options.eval_every > 0 && !data.chat) {  // conversations: held out above
     output.print("note: no validation data of at least one batch; validation loss is off");
   }
   parts.hellaswag = load_hellaswag(f.data, tokenizer, options.hellaswag_examples);
+  if (f.data.core) {
+    if (tokenizer.kind == TokenizerKind::none) {
+      throw std::invalid_argument("--core needs a tokenizer, and this token data has none: give --vocab DIR");
+    }
+    parts.core = read_core_bundle(*f.data.core);
+    for (const std::string& note : core_fewshot_notes(*parts.core, options.core_max_per_task)) output.print(note);
+    parts.core_codec = make_text_codec(tokenizer.kind, tokenizer.data);
+    parts.core_vocab_limit = tokens_in_vocabulary(tokenizer.kind, model_config.vocab_size);
+  }
 
   seed_everything(options.seed);
   parts.model = Gpt(model_config);

@@ -90,4 +90,34 @@ void refuse_top_k_when_greedy(const Parsed<Config>& flags, double temperature, i
   }
 }
 
+// How a job of several ranks meets and how long it waits on a collective (train; eval under a launcher).
+template <typename Config, typename... Path>
+auto& comm_timeout_flag(OptionTable<Config>& table, Path... path) {
+  return table
+      .add("comm-timeout", path...,
+           "seconds a collective (NCCL, MPI, Gloo) or the rendezvous may take before the job is declared dead; 0 "
+           "waits forever; at most 1e9 (deadlines are kept in 64-bit nanoseconds)")
+      .init(600.0)
+      .check([](const std::string& flag, const double& v) {
+        if (!(v >= 0) || v > 1e9) {
+          throw std::invalid_argument("--" + flag + " must be 0 (no limit) or a number of seconds up to 1e9, got " +
+                                      option_detail::number_text(v));
+        }
+      });
+}
+
+template <typename Config, typename... Path>
+auto& rendezvous_flag(OptionTable<Config>& table, Path... path) {
+  return table
+      .add("rendezvous", path...,
+           "how ranks started without MPI (torchrun, srun, RANK/WORLD_SIZE) meet: tcp (a c10d TCP store at "
+           "MASTER_ADDR:MASTER_PORT) or file:DIR (a c10d file store in DIR, a folder every rank sees)")
+      .init("tcp")
+      .check([](const std::string& flag, const std::string& v) {
+        if (v != "tcp" && (v.rfind("file:", 0) != 0 || v.size() <= 5)) {
+          throw std::invalid_argument("--" + flag + " '" + v + "': expected tcp or file:DIR");
+        }
+      });
+}
+
 }  // namespace mygpt

@@ -92,6 +92,9 @@ OptionTable<TrainFlags> make_table() {
       .init(false);
   t.add("hellaswag", &F::data, &D::hellaswag,
         "HellaSwag file (official jsonl or llama.cpp's 6-line text); needs --vocab");
+  t.add("core", &F::data, &D::core,
+        "nanochat's CORE metric during training, over an unzipped eval bundle (core.yaml, eval_meta_data.csv, "
+        "eval_data/); needs a tokenizer");
 
   t.group("Model");
   t.add("preset", &F::model, &M::preset,
@@ -348,6 +351,13 @@ OptionTable<TrainFlags> make_table() {
   t.add("hellaswag-examples", &F::train, &T::hellaswag_examples, "examples per HellaSwag evaluation; 0 means all")
       .init(0)
       .check(non_negative);
+  t.add("core-every", &F::train, &T::core_every, "CORE every N steps when --core is given")
+      .init(2000)
+      .check(non_negative);
+  t.add("core-max-per-task", &F::train, &T::core_max_per_task,
+        "CORE items per task per evaluation (nanochat's training uses 500); 0 means all")
+      .init(500)
+      .check(non_negative);
   t.add("sample-every", &F::train, &T::sample_every, "rank 0 prints a sample every N steps; 0 disables")
       .init(0)
       .check(non_negative);
@@ -381,17 +391,7 @@ OptionTable<TrainFlags> make_table() {
       })
       .read_by(kPlanCommand)
       .of_process();
-  t.add("comm-timeout", &F::runtime, &R::comm_timeout,
-        "seconds a collective (NCCL, MPI, Gloo) or the rendezvous may take before the job is declared dead; 0 waits "
-        "forever; at most 1e9 (deadlines are kept in 64-bit nanoseconds)")
-      .init(600.0)
-      .check([](const std::string& flag, const double& v) {
-        if (!(v >= 0) || v > 1e9) {
-          throw std::invalid_argument("--" + flag + " must be 0 (no limit) or a number of seconds up to 1e9, got " +
-                                      option_detail::number_text(v));
-        }
-      })
-      .of_process();
+  comm_timeout_flag(t, &F::runtime, &R::comm_timeout).of_process();
   t.add("verbose", &F::runtime, &R::verbose,
         "also print LibTorch's own warnings while the ranks meet (c10d's connection retries, with stack traces); "
         "without it a failed rendezvous prints one line")
@@ -404,16 +404,7 @@ OptionTable<TrainFlags> make_table() {
       .init(true)
       .read_by(kPlanCommand)
       .of_process();
-  t.add("rendezvous", &F::runtime, &R::rendezvous,
-        "how ranks started without MPI (torchrun, srun, RANK/WORLD_SIZE) meet: tcp (a c10d TCP store at "
-        "MASTER_ADDR:MASTER_PORT) or file:DIR (a c10d file store in DIR, a folder every rank sees)")
-      .init("tcp")
-      .check([](const std::string& flag, const std::string& v) {
-        if (v != "tcp" && (v.rfind("file:", 0) != 0 || v.size() <= 5)) {
-          throw std::invalid_argument("--" + flag + " '" + v + "': expected tcp or file:DIR");
-        }
-      })
-      .of_process();
+  rendezvous_flag(t, &F::runtime, &R::rendezvous).of_process();
 
   using P = PlanOptions;
   t.group(std::string(kPlanOnlyGroup));
@@ -449,6 +440,10 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   if (!flags.config.data.hellaswag) {
     flags.refuse("hellaswag-every", "without --hellaswag");
     flags.refuse("hellaswag-examples", "without --hellaswag");
+  }
+  if (!flags.config.data.core) {
+    flags.refuse("core-every", "without --core");
+    flags.refuse("core-max-per-task", "without --core");
   }
   if (o.sample_every == 0) {
     flags.refuse("sample-prompt", "with --sample-every 0");

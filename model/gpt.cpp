@@ -424,13 +424,22 @@ torch::Tensor GptImpl::masked_loss_sum(const torch::Tensor& idx, const torch::Te
   return full_logits_cross_entropy(soft_capped(torch::linear(rows, head)), picked_targets, torch::kSum);
 }
 
-torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tensor& targets) {
+torch::Tensor GptImpl::token_losses(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit) {
   torch::NoGradGuard no_grad;
-  const auto losses = fused_loss_
-                          ? chunked_lm_token_losses(rows_of(hidden_states(idx)), head_weight(), targets.reshape({-1}),
-                                                    loss_options_, config_.logit_softcap.value_or(0.0))
-                          : full_logits_cross_entropy(forward(idx), targets, torch::kNone);
+  const torch::Tensor& weight = head_weight();
+  if (vocab_limit < 0 || vocab_limit > weight.size(0)) throw std::logic_error("loss: vocab_limit outside the vocabulary");
+  const torch::Tensor head = vocab_limit > 0 ? weight.narrow(0, 0, vocab_limit) : weight;
+  const auto losses =
+      fused_loss_ ? chunked_lm_token_losses(rows_of(hidden_states(idx)), head, targets.reshape({-1}), loss_options_,
+                                            config_.logit_softcap.value_or(0.0))
+                  : full_logits_cross_entropy(soft_capped(torch::linear(hidden_states(idx), head)), targets, torch::kNone);
   return losses.view(targets.sizes());
+}
+
+torch::Tensor GptImpl::logits_of_rows(const torch::Tensor& hidden_rows, int64_t vocab_limit) {
+  const torch::Tensor& weight = head_weight();
+  if (vocab_limit < 0 || vocab_limit > weight.size(0)) throw std::logic_error("logits: vocab_limit outside the vocabulary");
+  return soft_capped(torch::linear(hidden_rows, vocab_limit > 0 ? weight.narrow(0, 0, vocab_limit) : weight));
 }
 
 void GptImpl::set_recompute(Recompute mode) {

@@ -149,8 +149,11 @@ class GptImpl : public torch::nn::Module {
   // trained rows go through the head. With none, the loss is a zero that still reaches every parameter,
   // so that every gradient is produced (and synchronized) as in any other micro-step.
   torch::Tensor masked_loss_sum(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit = 0);
-  // Per-position cross-entropy (B, T), fp32, for evaluation (no gradient).
-  torch::Tensor token_losses(const torch::Tensor& idx, const torch::Tensor& targets);
+  // Per-position cross-entropy (B, T), fp32, for evaluation (no gradient); vocab_limit as for loss().
+  torch::Tensor token_losses(const torch::Tensor& idx, const torch::Tensor& targets, int64_t vocab_limit = 0);
+  // Logits (N, vocab_limit or every row) of hidden rows (N, n_embd) taken from hidden_states(), soft-capped
+  // as forward()'s: for scoring only the positions an evaluation reads.
+  torch::Tensor logits_of_rows(const torch::Tensor& hidden_rows, int64_t vocab_limit = 0);
 
   // Fused loss (default on): loss() and token_losses() run the head and the cross-entropy in chunks
   // of rows (model/chunked_lm_loss.h) and never hold the (B*T, vocab) logits; off computes the full

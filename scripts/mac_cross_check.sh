@@ -81,11 +81,11 @@ export ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" ZIG_LOCAL_CACHE_DIR="$cache/zig-c
 # Debian's portable headers, one folder each, so that nothing else of /usr/include (glibc) is seen.
 others="$cache/debian-headers"
 mkdir -p "$others"
-for h in /usr/include/nlohmann /usr/include/gtest /usr/include/gmock /usr/include/pcre2.h /usr/include/utf8proc.h; do
+for h in /usr/include/nlohmann /usr/include/gtest /usr/include/gmock /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/yaml-cpp; do
   [[ -e $h ]] && ln -sfn "$h" "$others/${h##*/}"
 done
 mpi_inc=$(ls -d /usr/lib/*/openmpi/include 2>/dev/null | head -n 1 || true)
-for h in nlohmann gtest pcre2.h utf8proc.h; do
+for h in nlohmann gtest pcre2.h utf8proc.h yaml-cpp; do
   [[ -e $others/$h ]] || { say "error: /usr/include/$h is missing (scripts/setup.sh installs it)"; exit 1; }
 done
 [[ -n $mpi_inc ]] || { say "error: Open MPI's headers are missing (scripts/setup.sh installs libopenmpi-dev)"; exit 1; }

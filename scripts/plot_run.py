@@ -5,8 +5,8 @@ the first one's folder).
   .venv/bin/python scripts/plot_run.py RUN_DIR [RUN_DIR ...] [--out FILE]
 
 Reads each RUN_DIR/metrics.jsonl (and run.json for the label, the batch and the kind of data) and
-draws training loss, validation loss, HellaSwag accuracy and throughput (tok/s), runs overlaid; a
-metric no run recorded gets no panel. The x axis is the step, with the tokens seen on a second axis
+draws training loss, validation loss, validation bits per byte, HellaSwag accuracy, CORE (nanochat's
+centered metric) and throughput (tok/s), runs overlaid; a metric no run recorded gets no panel. The x axis is the step, with the tokens seen on a second axis
 when every run has the same tokens per step; runs of different batches are drawn against the tokens
 seen, each with its own tokens per step. The published GPT-2 124M reference lines are drawn as
 build-nanogpt plots them, where they mean something: OpenAI GPT-2 124M's FineWeb-EDU validation loss
@@ -90,11 +90,11 @@ def main():
     except ImportError:
         fail("matplotlib is not installed in this python (scripts/setup.sh installs it into .venv)")
 
-    wanted = [("loss", "training loss"), ("val_loss", "validation loss"), ("hellaswag_acc", "HellaSwag accuracy"),
-              ("tok_per_sec", "tokens / s")]
+    wanted = [("loss", "training loss"), ("val_loss", "validation loss"), ("val_bpb", "validation bits per byte"),
+              ("hellaswag_acc", "HellaSwag accuracy"), ("core", "CORE"), ("tok_per_sec", "tokens / s")]
     wanted = [(key, title) for key, title in wanted if any(series(rows, key)[0] for _, rows, _ in runs)]
     if not wanted:
-        fail("the runs recorded no loss, validation, HellaSwag or throughput values")
+        fail("the runs recorded no loss, validation, HellaSwag, CORE or throughput values")
     columns = 2 if len(wanted) > 2 else len(wanted)
     fig, grid = plt.subplots((len(wanted) + columns - 1) // columns, columns, figsize=(6.5 * columns, 4 * ((len(wanted) + 1) // 2)),
                              squeeze=False)

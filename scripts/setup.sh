@@ -40,9 +40,9 @@ usage_error() { printf 'setup.sh: %s (usage: setup.sh [--deps-only | --download-
 
 # macOS: Homebrew's formulae for the same (Xcode's command line tools give the compiler and libc++; gloo
 # has no formula, so a Mac build's CPU ranks talk over MPI); python@3.12 for the torch wheel.
-brew_packages=(cmake pkgconf boost open-mpi googletest pcre2 utf8proc nlohmann-json python@3.12)
+brew_packages=(cmake pkgconf boost open-mpi googletest pcre2 utf8proc nlohmann-json yaml-cpp python@3.12)
 apt_packages=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev libgloo-dev
-              libgtest-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev)
+              libgtest-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libyaml-cpp-dev)
 # --- offline route: the Debian packages as .deb files, unpacked into .deps/ without root or apt ----
 # What a GPU node is assumed to have already: Debian's required packages (any Debian/Ubuntu system),
 # build-essential, cmake and python3 (and, for LibTorch, a python with torch or Torch_DIR).
@@ -51,7 +51,7 @@ node_baseline=(build-essential cmake python3)
 # (Fortran MPI bindings, autotools, HTML docs) or by a one-node mpirun (ssh): not stored.
 build_only='^(gfortran(-[0-9]+)?|libgfortran-[0-9]+-dev|autoconf|automake(-[0-9.]+)?|autotools-dev|m4|libltdl-dev|libtool|libjs-.*|openssh-client)$'
 offline_packages=(libopenmpi-dev openmpi-bin libboost-program-options-dev libgloo-dev libgtest-dev libgmock-dev
-                  libpcre2-dev libutf8proc-dev nlohmann-json3-dev pkgconf)
+                  libpcre2-dev libutf8proc-dev nlohmann-json3-dev libyaml-cpp-dev pkgconf)
 
 # apt_plan STATUS_FILE PACKAGE...: name=version of every package `apt-get install` would unpack on a
 # system whose dpkg status is STATUS_FILE (a simulation: nothing is installed).
@@ -230,7 +230,7 @@ missing=()
 if [ -n "$macos" ]; then
   # Bash 3.2 (macOS's own) calls an empty array unbound under set -u: only ever expanded when non-empty.
   command -v brew >/dev/null 2>&1 ||
-    die "macOS needs Homebrew (the brew command) for cmake, boost, open-mpi, googletest, pcre2, utf8proc, nlohmann-json and python@3.12; install it, then rerun"
+    die "macOS needs Homebrew (the brew command) for cmake, boost, open-mpi, googletest, pcre2, utf8proc, nlohmann-json, yaml-cpp and python@3.12; install it, then rerun"
   for p in "${brew_packages[@]}"; do
     brew list --versions "$p" >/dev/null 2>&1 || missing+=("$p")
   done

@@ -274,8 +274,8 @@ bad eval_hf_badweights "hf_badweights/model.safetensors" eval --checkpoint hf_ba
 bad gen_no_checkpoint "--checkpoint" generate "${CPU[@]}"
 
 # --- eval -----------------------------------------------------------------------------------------
-bad eval_no_mode "exactly one of --val, --hellaswag or --task" eval --checkpoint ckpt "${CPU[@]}"
-bad eval_two_modes "exactly one of --val, --hellaswag or --task" eval --checkpoint ckpt --val text.txt --task builtin:sort "${CPU[@]}"
+bad eval_no_mode "exactly one of --val, --hellaswag, --core or --task" eval --checkpoint ckpt "${CPU[@]}"
+bad eval_two_modes "exactly one of --val, --hellaswag, --core or --task" eval --checkpoint ckpt --val text.txt --task builtin:sort "${CPU[@]}"
 bad eval_val_missing "nope.bin" eval --checkpoint ckpt --val nope.bin "${CPU[@]}"
 bad eval_val_fifo "fifo" eval --checkpoint ckpt --val fifo "${CPU[@]}"
 bad eval_val_binary_text "binary.txt" eval --checkpoint ckpt --val binary.txt "${CPU[@]}"

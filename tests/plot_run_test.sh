@@ -20,7 +20,7 @@ check "one run: exit 0 ($RC)" test "$RC" -eq 0
 check "... writes run1/run.png, a PNG" bash -c "head -c 8 '$WORK/run1/run.png' | od -An -c | grep -q 'P   N   G'"
 check "... and leaves no temporary file" test -z "$(find "$WORK/run1" -name '*.tmp*')"
 check "... with a panel only for what the run recorded, and no GPT-2 FineWeb line on a character run: $(grep '^panels' "$WORK/plot_one.out")" \
-  grep -qx "panels: training loss, validation loss, tokens / s | x: step | reference lines: none" "$WORK/plot_one.out"
+  grep -qx "panels: training loss, validation loss, validation bits per byte, tokens / s | x: step | reference lines: none" "$WORK/plot_one.out"
 run_cmd plot_two "$PY" "$PLOT" "$WORK/run1" "$WORK/run2" --out "$WORK/both.png"
 check "two runs overlaid into --out (exit $RC)" test "$RC" -eq 0 -a -s "$WORK/both.png"
 check "... against the step when their batches agree" grep -q "| x: step |" "$WORK/plot_two.out"

@@ -338,7 +338,7 @@ VOCAB=()
 [[ $HAVE_DATA -eq 1 ]] && VOCAB=(--vocab "$GPT2")
 if expect_ok eval_model train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 "${VOCAB[@]}" --out "$CKPT"; then
   if expect_ok eval_val eval --checkpoint "$CKPT" --device cpu --val "$SHARDS/val_000000.bin" --eval-steps 2 --batch-size 2 --seq-len 16; then
-    grep -qE "^val loss: [0-9.]+ \(2 batches of 2 x 16 tokens\)" "$WORK/eval_val.out" &&
+    grep -qE "^val loss: [0-9.]+ (\| bpb: [0-9.]+ )?\(2 batches of 2 x 16 tokens" "$WORK/eval_val.out" &&
       pass "eval --val: $(grep 'val loss' "$WORK/eval_val.out")" || fail "eval --val" "$(cat "$WORK/eval_val.out")"
   fi
   # train's own validation loss and eval's on the same checkpoint and batches agree (issue 40): the

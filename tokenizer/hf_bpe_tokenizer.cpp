@@ -530,6 +530,20 @@ std::string_view HfBpeTokenizer::token_bytes(int32_t id) const {
   return impl_->token_bytes[id];
 }
 
+bool HfBpeTokenizer::has_token(int32_t id) const {
+  return id >= 0 && static_cast<std::size_t>(id) < impl_->has_id.size() && impl_->has_id[id];
+}
+
+std::vector<int32_t> HfBpeTokenizer::special_ids() const {
+  std::vector<int32_t> ids;
+  for (const auto* list : {&impl_->raw_added, &impl_->normalized_added}) {
+    for (const AddedToken& token : *list) {
+      if (token.special) ids.push_back(token.id);
+    }
+  }
+  return ids;
+}
+
 std::string HfBpeTokenizer::decode(std::span<const int32_t> ids) const {
   std::string text;
   text.reserve(ids.size() * 4);

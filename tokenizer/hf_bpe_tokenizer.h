@@ -52,6 +52,10 @@ class HfBpeTokenizer {
   // Ids the tokenizer lacks throw std::invalid_argument.
   std::string decode(std::span<const int32_t> ids) const;
   std::string_view token_bytes(int32_t id) const;
+  // Whether an id is a token at all (a tokenizer.json may leave gaps among its ids).
+  bool has_token(int32_t id) const;
+  // The ids of the added tokens marked "special" (control tokens such as <|bos|>).
+  std::vector<int32_t> special_ids() const;
 
   // One more than the largest id of the vocabulary and the added tokens.
   std::size_t vocab_size() const;

@@ -23,6 +23,11 @@ class CharCodec final : public TextCodec {
   int64_t end_of_text() const override { return -1; }
   TokenizerKind kind() const override { return TokenizerKind::character; }
   std::string data() const override { return tokenizer_.vocabulary(); }
+  std::vector<int64_t> token_byte_counts() const override {
+    std::vector<int64_t> counts(static_cast<size_t>(vocab_size()));
+    for (int64_t id = 0; id < vocab_size(); ++id) counts[static_cast<size_t>(id)] = static_cast<int64_t>(tokenizer_.decode({id}).size());
+    return counts;
+  }
 
  private:
   CharTokenizer tokenizer_;
@@ -54,6 +59,14 @@ class Gpt2Codec final : public TextCodec {
   int64_t end_of_text() const override { return tokenizer_.eot_token(); }
   TokenizerKind kind() const override { return TokenizerKind::gpt2; }
   std::string data() const override { return dir_; }
+  std::vector<int64_t> token_byte_counts() const override {
+    std::vector<int64_t> counts(tokenizer_.vocab_size());
+    for (size_t id = 0; id < counts.size(); ++id) {
+      counts[id] = static_cast<int64_t>(tokenizer_.token_bytes(static_cast<int32_t>(id)).size());
+    }
+    counts[static_cast<size_t>(tokenizer_.eot_token())] = 0;
+    return counts;
+  }
 
  private:
   std::string dir_;
@@ -113,6 +126,15 @@ class HfCodec final : public TextCodec {
   int64_t end_of_text() const override { return delimiter_; }
   TokenizerKind kind() const override { return TokenizerKind::hf; }
   std::string data() const override { return dir_; }
+  std::vector<int64_t> token_byte_counts() const override {
+    std::vector<int64_t> counts(static_cast<size_t>(vocab_size()), 0);
+    for (size_t id = 0; id < counts.size(); ++id) {
+      const auto narrow = static_cast<int32_t>(id);
+      if (tokenizer_.has_token(narrow)) counts[id] = static_cast<int64_t>(tokenizer_.token_bytes(narrow).size());
+    }
+    for (const int32_t id : tokenizer_.special_ids()) counts[static_cast<size_t>(id)] = 0;
+    return counts;
+  }
 
  private:
   std::string dir_;

@@ -31,6 +31,10 @@ class TextCodec {
   virtual int64_t end_of_text() const = 0;  // -1 when the tokenizer has none
   virtual TokenizerKind kind() const = 0;
   virtual std::string data() const = 0;  // what make_text_codec needs to rebuild it
+  // Bytes of text each id stands for, indexed by id (vocab_size() entries): a token's raw bytes (a byte-level
+  // token's may be part of a UTF-8 character), 0 for special tokens (GPT-2's <|endoftext|>, a tokenizer.json's
+  // added tokens marked special) and for ids that are no token. Bits per byte divides by their sum.
+  virtual std::vector<int64_t> token_byte_counts() const = 0;
 };
 
 // The BPE tokenizer a folder holds: hf where it has a tokenizer.json (the whole definition, split pattern

@@ -53,6 +53,8 @@ struct TrainOptions {
   bool final_checkpoint{};  // false: none after the last step (checkpoint-every and a stop still write)
   int64_t hellaswag_every{};     // with a HellaSwag file
   int64_t hellaswag_examples{};  // per evaluation; 0 means all
+  int64_t core_every{};          // with a CORE bundle
+  int64_t core_max_per_task{};   // items per task per evaluation; 0 means all
   int64_t sample_every{};        // rank 0 prints a sample every N steps; 0 disables
   std::string sample_prompt;
   int64_t sample_tokens{};

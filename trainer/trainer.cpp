@@ -171,12 +171,17 @@ double Trainer::evaluate() {
   // Batch b is read by rank b % W (the loader's chunk position + rank): each rank its share of the count.
   const int64_t batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
+  if (p_.val_bpb) p_.val_bpb->reset();
   evaluation_stopped_ = !in_evaluation_rounds(batches, [&] {
     Batch batch = p_.val_loader->next(p_.device);
     AutocastScope autocast(p_.device, precision());
-    loss_sum += p_.model->loss(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
+    // One pass gives both numbers: the batch's mean loss and its sums for bits per byte.
+    const torch::Tensor losses = p_.model->token_losses(batch.x, batch.y, p_.val_vocab_limit);
+    loss_sum += losses.mean();
+    if (p_.val_bpb) p_.val_bpb->add(losses, batch.y);
   });
   comm_.all_reduce(loss_sum, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
+  last_val_bpb_ = p_.val_bpb ? p_.val_bpb->combine(comm_) : std::numeric_limits<double>::quiet_NaN();
   p_.model->train();
   return loss_sum.item<double>() / static_cast<double>(batches);
 }
@@ -444,8 +449,14 @@ bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
       return false;
     }
     summary.last_val_loss = val_loss;
-    output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));
-    output_.metrics({{"step", step}, {"val_loss", val_loss}});
+    if (std::isnan(last_val_bpb_)) {
+      output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));
+      output_.metrics({{"step", step}, {"val_loss", val_loss}});
+    } else {
+      output_.print(strprintf("step %lld | val loss: %.4f | val bpb: %.4f", static_cast<long long>(step), val_loss,
+                              last_val_bpb_));
+      output_.metrics({{"step", step}, {"val_loss", val_loss}, {"val_bpb", last_val_bpb_}});
+    }
   }
   if (!p_.hellaswag.empty() && due(options_.hellaswag_every)) {
     const HellaSwagResult h = evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device,
@@ -459,6 +470,20 @@ bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
     output_.print(strprintf("step %lld | hellaswag: %lld/%lld = %.4f", static_cast<long long>(step),
                             static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
     output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
+  }
+  if (p_.core && due(options_.core_every)) {
+    const CoreScore core = evaluate_core(p_.model, *p_.core, *p_.core_codec, p_.core_codec->end_of_text(),
+                                         options_.core_max_per_task, comm_, p_.device, precision(), p_.core_vocab_limit,
+                                         {}, [this] { return stop_agreed(); });
+    if (core.stopped) {
+      output_.print(cut + "CORE was cut short and is not recorded");
+      return false;
+    }
+    nlohmann::json tasks = nlohmann::json::object();
+    for (const CoreTaskScore& t : core.tasks) tasks[t.label] = t.centered;
+    output_.print(strprintf("step %lld | CORE: %.4f (%zu tasks, centered accuracy)", static_cast<long long>(step),
+                            core.core, core.tasks.size()));
+    output_.metrics({{"step", step}, {"core", core.core}, {"core_tasks", tasks}});
   }
   if (p_.sample && due(options_.sample_every) && output_.writes()) {
     // On lines of its own, as generated (newlines kept), and in metrics.jsonl beside the losses.

@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -16,6 +18,8 @@
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
 #include "trainer/gradient_norm.h"
+#include "trainer/bits_per_byte.h"
+#include "trainer/core_eval.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
@@ -42,7 +46,11 @@ struct TrainerParts {
   // The tokenizer's tokens (GPT-2: 50257 of the 50304 rows); the validation loss is over these, as eval's
   // and transformers' on the exported model are. 0: every row.
   int64_t val_vocab_limit = 0;
+  std::optional<BitsPerByte> val_bpb;  // bits per byte beside the validation loss; empty without a tokenizer
   std::vector<TokenizedHellaSwag> hellaswag;       // empty: no HellaSwag
+  std::optional<CoreBundle> core;                  // empty: no CORE
+  std::shared_ptr<const TextCodec> core_codec;     // the run's tokenizer, with --core
+  int64_t core_vocab_limit = 0;                    // the tokenizer's tokens among the model's rows
   torch::Device device = torch::kCPU;
   CheckpointMeta checkpoint_meta;           // written into every checkpoint, with its step
   std::function<double()> peak_memory_mib;  // CUDA allocator peak, or peak RSS on CPU
@@ -83,6 +91,9 @@ class Trainer {
   StepResult train_step(int64_t step);
   // Mean validation loss over eval_steps batches of all ranks together (trainer/validation_batches.h).
   double evaluate();
+  // The bits per byte of the last evaluate() (trainer/bits_per_byte.h); NaN when the run has no tokenizer
+  // (token data without --vocab) or validates conversations.
+  double last_val_bpb() const { return last_val_bpb_; }
   void save_checkpoint_at(int64_t steps_done);
   // Restores every stateful part; returns the step to continue from. Throws std::invalid_argument when
   // the checkpoint cannot continue this run.
@@ -133,6 +144,7 @@ class Trainer {
   // them, in rounds of one batch per rank, with stop_agreed() between rounds. False when a stop ended it.
   bool in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next);
   bool evaluation_stopped_ = false;  // the last evaluate() ended early by stop_agreed()
+  double last_val_bpb_ = std::numeric_limits<double>::quiet_NaN();
   Precision precision() const { return options_.precision; }
 
   TrainerParts p_;
