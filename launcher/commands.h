@@ -14,7 +14,7 @@
 namespace mygpt {
 
 struct Command {
-  std::string name;
+  std::string name;     // one word, or a group and a word ("tokenizer train"): argv[1] and argv[2]
   std::string usage;    // after "mygpt-ddp ": "train [DATA] [options]"
   std::string summary;  // one line in the command list
   std::function<po::options_description()> options;
@@ -64,5 +64,7 @@ Command eval_command();
 Command prepare_command();
 Command export_command();
 Command chat_command();
+Command tokenizer_train_command();
+Command tokenizer_eval_command();
 
 }  // namespace mygpt
