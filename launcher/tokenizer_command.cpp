@@ -221,8 +221,7 @@ const OptionTable<TokenizerEvalFlags>& eval_flag_table() {
     t.add("input", &F::input, "text files or JSON-lines files to encode; also the positional arguments").required();
     t.positional("input", -1);
     t.add("gpt2-vocab", &F::gpt2_vocab,
-          "folder with GPT-2's tokenizer (encoder.json and vocab.bpe, or a tokenizer.json) to compare with; not "
-          "given: ../shared/data/gpt2 or data/gpt2 where one holds it");
+          "folder with GPT-2's tokenizer (encoder.json and vocab.bpe, or a tokenizer.json) to compare with");
     return t;
   }();
   return table;
@@ -255,15 +254,7 @@ std::unique_ptr<TextCodec> codec_of_folder(const std::string& dir, const std::st
 int run_tokenizer_eval(const Parsed<TokenizerEvalFlags>& flags, const JobSession&) {
   const TokenizerEvalFlags& f = flags.config;
   const auto ours = codec_of_folder(*f.vocab, "--vocab");
-  std::optional<std::string> gpt2_dir = f.gpt2_vocab;
-  if (!gpt2_dir) {
-    for (const char* candidate : {"../shared/data/gpt2", "data/gpt2"}) {
-      if (folder_tokenizer_kind(candidate)) {
-        gpt2_dir = candidate;
-        break;
-      }
-    }
-  }
+  const std::optional<std::string>& gpt2_dir = f.gpt2_vocab;
   const auto gpt2 = gpt2_dir ? codec_of_folder(*gpt2_dir, "--gpt2-vocab") : nullptr;
   const Compression mine = measure(*ours, f.input);
   if (mine.bytes == 0) throw std::invalid_argument("--input: no text to encode (the documents are empty)");
@@ -282,7 +273,7 @@ int run_tokenizer_eval(const Parsed<TokenizerEvalFlags>& flags, const JobSession
                          static_cast<double>(std::max<uint64_t>(1, theirs.tokens));
     std::cout << strprintf("ours: %.1f%% fewer tokens than gpt2's", fewer) << std::endl;
   } else {
-    std::cout << "gpt2: not found; give --gpt2-vocab DIR (GPT-2's encoder.json and vocab.bpe) to compare" << std::endl;
+    std::cout << "gpt2: give --gpt2-vocab DIR (GPT-2's encoder.json and vocab.bpe) to compare" << std::endl;
   }
   return 0;
 }
