@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `mygpt-ddp tokenizer train` against rustbpe (nanochat's tok_train: train_from_iterator over documents
 # streamed from the file), side by side on the same JSON-lines corpus (Tiny Shakespeare's paragraphs and
-# HellaSwag's tasks, repeated to --mb MB), the same split pattern (nanochat's), vocabulary, doc cap and
+# HellaSwag's tasks, repeated to --mb MB; or with --corpus words, documents of words drawn from a pool of
+# --pool random letter strings, which makes millions of distinct chunks: the memory test), the same split pattern (nanochat's), vocabulary, doc cap and
 # threads (rustbpe's rayon pool is set by RAYON_NUM_THREADS): wall time and peak RSS (GNU time) of each
 # whole process, whether the merges are identical, our binary's own floor (LibTorch's libraries, loaded
 # by `mygpt-ddp --help`), and the CPU model. Both run under nice. Prints a table (--append: also to
 # docs/BENCHMARKS.md).
 #
 # usage: scripts/bench_tokenizer_train.sh [--mb 100] [--vocab-size 32768] [--doc-cap 10000] [--threads-list "2"]
-#                                         [--input FILE] [--hellaswag FILE] [--append]
+#                                         [--corpus text|words] [--pool 3000000] [--input FILE] [--hellaswag FILE] [--append]
 set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
@@ -17,7 +18,7 @@ append_flag=0
 args=()
 for a in "$@"; do if [[ $a == --append ]]; then append_flag=1; else args+=("$a"); fi; done
 bench_options input="$repo/../shared/data/tinyshakespeare.txt" hellaswag="$repo/../shared/data/hellaswag/hellaswag_val_full.txt" \
-  mb=100 vocab-size=32768 doc-cap=10000 threads-list="2" -- "${args[@]}"
+  mb=100 vocab-size=32768 doc-cap=10000 threads-list="2" corpus=text pool=3000000 -- "${args[@]}"
 append=$append_flag
 bench_need_built "$repo/build/mygpt-ddp" "$python"
 "$python" -c 'import rustbpe' 2>/dev/null || bench_die "rustbpe is not installed in .venv: $python -m pip install rustbpe"
@@ -26,8 +27,18 @@ bench_need_built "$repo/build/mygpt-ddp" "$python"
 bench_work_dir
 binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
 
-"$python" - "$input" "$hellaswag" "$mb" "$work/corpus.jsonl" <<'PY'
-import json, os, sys
+"$python" - "$input" "$hellaswag" "$mb" "$work/corpus.jsonl" "$corpus" "$pool" <<'PY'
+import json, os, random, string, sys
+if sys.argv[5] == "words":
+    rng = random.Random(7)
+    pool = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 12))) for _ in range(int(sys.argv[6]))]
+    target, written = int(sys.argv[3]) * 1_000_000, 0
+    with open(sys.argv[4], "w", encoding="utf-8") as f:
+        while written < target:
+            line = json.dumps({"text": " ".join(rng.choices(pool, k=1000))}) + "\n"
+            f.write(line)
+            written += len(line)
+    sys.exit(0)
 text = open(sys.argv[1], encoding="utf-8").read()
 docs = [p for p in text.split("\n\n") if p.strip()]
 if os.path.exists(sys.argv[2]):
@@ -44,7 +55,7 @@ with open(sys.argv[4], "w", encoding="utf-8") as f:
             if written >= target:
                 break
 PY
-bench_machine_facts "corpus $(du -m "$work/corpus.jsonl" | cut -f1) MB of JSON lines; vocab $vocab_size; doc cap $doc_cap"
+bench_machine_facts "corpus ($corpus) $(du -m "$work/corpus.jsonl" | cut -f1) MB of JSON lines; vocab $vocab_size; doc cap $doc_cap"
 echo "CPU: $cpu_model"
 export OMP_NUM_THREADS=1
 pattern="'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}{1,2}| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"
@@ -71,6 +82,6 @@ for n in $threads_list; do
 done
 /usr/bin/time -f "%M" -o "$work/time_help" "$binary" --help >/dev/null
 read -r floor_kb <"$work/time_help"
-bench_report "tokenizer train against rustbpe" "$table" \
+bench_report "tokenizer train against rustbpe ($corpus corpus, $mb MB)" "$table" \
   "Both: the whole process (read the JSON lines, split, count, merge; ours also writes tokenizer.json), nanochat's pattern, vocabulary $vocab_size with one special token, doc cap $doc_cap." \
   "Our binary's floor (\`mygpt-ddp --help\`, LibTorch's libraries loaded): $(awk -v k="$floor_kb" 'BEGIN { printf "%.0f MiB", k/1024 }')."
