@@ -144,7 +144,7 @@ class BpeTrainerVersusRustbpe : public ::testing::Test {
     }
   }
 
-  testing::ScratchDir dir_{"bpe_trainer"};
+  ScratchDir dir_;
 };
 
 TEST_F(BpeTrainerVersusRustbpe, SameMergesOnTinyShakespeare) {
