@@ -4,6 +4,7 @@
 // per token of a tokenizer on a text, beside GPT-2's (nanochat's tok_eval).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <optional>
