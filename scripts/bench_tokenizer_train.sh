@@ -20,12 +20,12 @@ for a in "$@"; do if [[ $a == --append ]]; then append_flag=1; else args+=("$a")
 bench_options input="$repo/../shared/data/tinyshakespeare.txt" hellaswag="$repo/../shared/data/hellaswag/hellaswag_val_full.txt" \
   mb=100 vocab-size=32768 doc-cap=10000 threads-list="2" corpus=text pool=3000000 -- "${args[@]}"
 append=$append_flag
-bench_need_built "$repo/build/mygpt-ddp" "$python"
+bench_need_built "$mygpt_bin" "$python"
 "$python" -c 'import rustbpe' 2>/dev/null || bench_die "rustbpe is not installed in .venv: $python -m pip install rustbpe"
 [[ -f "$input" ]] || bench_die "input file $input is missing"
 [[ -x /usr/bin/time ]] || bench_die "/usr/bin/time (GNU time) is needed"
 bench_work_dir
-binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
+binary="$(bench_private_copy "$mygpt_bin")"
 
 "$python" - "$input" "$hellaswag" "$mb" "$work/corpus.jsonl" "$corpus" "$pool" <<'PY'
 import json, os, random, string, sys
