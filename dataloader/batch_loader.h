@@ -15,7 +15,7 @@
 // the gaps between rows add up to fewer than T tokens. Ranks, resume and the N x A == 1 x N*A
 // equivalence work as for the sequential loader, while a small corpus seen for many epochs is not
 // walked in the same consecutive chunks each time (which trains worse: Tiny Shakespeare's validation
-// loss 1.97 against 1.88, docs/BENCHMARKS.md).
+// loss 1.97 against 1.88, docs/benchmarks-log.md).
 //
 // RandomBatchSampler draws B random offsets per batch (nanoGPT's get_batch), from its own generator
 // seeded from (seed, rank) so that ranks see different samples.

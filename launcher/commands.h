@@ -21,6 +21,9 @@ struct Command {
   std::function<int(const std::vector<std::string>& args, const JobSession& job)> run;
   // The value of every option a run with these arguments uses, as "name=value" lines.
   std::function<std::string(const std::vector<std::string>& args)> option_values;
+  // Parses args as run does, ParseScope::given_words (names, types, each option's check; no file read);
+  // throws what run's parse would.
+  std::function<void(const std::vector<std::string>& args)> check_words;
 };
 
 const std::vector<Command>& command_table();
@@ -36,11 +39,12 @@ template <typename Config>
 Command make_command(std::string name, std::string usage, std::string summary, bool multi_rank,
                      const OptionTable<Config>& (*table)(), int (*run)(const Parsed<Config>&, const JobSession&),
                      RowFilter<Config> shown = nullptr) {
-  Command c{name, usage, std::move(summary), nullptr, nullptr, nullptr};
+  Command c{name, usage, std::move(summary), nullptr, nullptr, nullptr, nullptr};
   c.options = [name, table, shown] { return table().description(name + " options", shown); };
   c.option_values = [table](const std::vector<std::string>& args) {
     return table().to_text(table().parse(args).config);
   };
+  c.check_words = [table](const std::vector<std::string>& args) { table().parse(args, ParseScope::given_words); };
   c.run = [name, usage, multi_rank, table, run, options = c.options](const std::vector<std::string>& args,
                                                                        const JobSession& job) {
     const Parsed<Config> parsed = table().parse(args);

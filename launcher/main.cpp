@@ -12,6 +12,7 @@
 
 #include "common/file_io.h"
 #include "distributed/job_session.h"
+#include "launcher/command_line_check.h"
 #include "launcher/commands.h"
 
 namespace {
@@ -88,6 +89,12 @@ int fail(const mygpt::JobSession* job, int code, const std::string& message,
 int main(int argc, char** argv) {
   std::unique_ptr<mygpt::JobSession> job;
   try {
+    // Before the job starts: a parse-only check initializes no MPI and starts no rank.
+    if (argc >= 2 && std::string(argv[1]) == mygpt::kParseOnlyFlag) {
+      const int code = mygpt::check_command_lines(std::vector<std::string>(argv + 2, argv + argc), std::cin, std::cout);
+      mygpt::check_standard_output();
+      return code;
+    }
     job = std::make_unique<mygpt::JobSession>();
     const int code = dispatch(argc, argv, *job);
     mygpt::check_standard_output();  // what exit would flush, with its failure named

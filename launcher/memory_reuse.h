@@ -5,7 +5,7 @@
 // On nanoGPT's CPU Shakespeare configuration that was a fifth of the process's time in the kernel (perf,
 // Intel Xeon) and 1.18M page faults in 200 steps (AMD EPYC); told to keep freed memory, 66k, about
 // the start-up's. Debian's jemalloc faulted more than glibc with its default decay and as little only
-// with decay off, for a library more to ship; mimalloc in between (docs/BENCHMARKS.md, "allocator").
+// with decay off, for a library more to ship; mimalloc in between (docs/benchmarks-log.md, "allocator").
 // So `train` keeps freed memory by default on glibc (--keep-freed-memory false restores glibc's policy).
 // The cost is a little peak RSS, which plan counts ("kept heap" in trainer/memory_estimate.cpp): the
 // never-trimmed heap ends about one block above what glibc's defaults reach, the largest block a step

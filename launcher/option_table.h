@@ -32,6 +32,12 @@ namespace mygpt {
 
 namespace po = boost::program_options;
 
+// How much of a command line parse() takes in. `whole`: all that a run needs (--config's files read, the
+// required options asked for). `given_words`: only the words given, each option's name, its value's type and
+// its own check; --config's FILE is not opened and a required option may be missing. That is the check of the
+// command lines in the docs (launcher/command_line_check.h), where fragments and placeholders stand.
+enum class ParseScope { whole, given_words };
+
 // A command's typed options and which of them the user gave (on the command line or in --config).
 template <typename Config>
 struct Parsed {
@@ -346,7 +352,7 @@ class OptionTable {
 
   // Parses the command line and, with --config FILE, that file (command-line values win). Bad usage
   // throws po::error or std::invalid_argument; both mean exit code 2.
-  Parsed<Config> parse(const std::vector<std::string>& args) const;
+  Parsed<Config> parse(const std::vector<std::string>& args, ParseScope scope = ParseScope::whole) const;
 
   // Every set option as "name=value" lines, in table order: stored in checkpoints, compared across ranks.
   // Values are escaped_line()s, so each option is one line whatever it holds.
@@ -451,7 +457,7 @@ void refuse_unknown_config_names(const std::vector<ConfigFile>& files, const std
 void refuse_placeholder_text(const std::string& text, const std::string& where);
 
 template <typename Config>
-Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) const {
+Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args, ParseScope scope) const {
   const po::options_description desc = description("");
   po::positional_options_description positional;
   for (const auto& [name, count] : positional_) positional.add(name.c_str(), count);
@@ -467,7 +473,7 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
   Parsed<Config> parsed;
   parsed.help = values.count("help") > 0;
   if (parsed.help) return parsed;
-  if (values.count("config")) {
+  if (values.count("config") && scope == ParseScope::whole) {
     const std::vector<ConfigFile> files = read_config_files(values["config"].as<std::string>());
     refuse_unknown_config_names(files, known);
     for (const auto& [path, entries] : files) {
@@ -489,15 +495,21 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args) 
       }
     }
   }
-  po::notify(values);
+  if (scope == ParseScope::whole) po::notify(values);  // (asks for the required options)
   for (const auto& row : rows_) {
     if (values.count(row->name()) > 0 && !values[row->name()].defaulted()) parsed.given.insert(row->name());
   }
   // Plain values first (the recipe depends on the preset), then the recipe where it applies, then checks.
-  for (const auto& row : rows_) row->fill(values, parsed.config, /*recipe=*/"");
+  // given_words leaves a row without any value (a required option not given) as the config has it.
+  const auto fills = [&](const OptionRow<Config>& row) { return scope == ParseScope::whole || values.count(row.name()) > 0; };
+  for (const auto& row : rows_) {
+    if (fills(*row)) row->fill(values, parsed.config, /*recipe=*/"");
+  }
   const std::string recipe = recipe_of_ ? recipe_of_(parsed.config) : "";
   if (!recipe.empty()) {
-    for (const auto& row : rows_) row->fill(values, parsed.config, recipe);
+    for (const auto& row : rows_) {
+      if (fills(*row)) row->fill(values, parsed.config, recipe);
+    }
   }
   return parsed;
 }

@@ -175,7 +175,7 @@ ChunkedHeadResult run_chunked_head(const torch::Tensor& hidden, const torch::Ten
 // those two (N x C and V x C, small) and never the logits. The loss is a scalar, so the backward only
 // scales them by the incoming gradient. Computing the gradients here rather than recomputing each
 // chunk's logits in the backward saves one of the head's four matmuls and one exp pass over the
-// logits (measured on CPU: see docs/BENCHMARKS.md, "Fused LM loss").
+// logits (measured on CPU: see docs/benchmarks-log.md, "Fused LM loss").
 class ChunkedLmLossFunction : public torch::autograd::Function<ChunkedLmLossFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,

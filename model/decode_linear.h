@@ -4,7 +4,7 @@
 // fp32) and the speed is the memory bandwidth one core reaches. Reading 16 consecutive rows of the
 // row-major (out, in) weight together (x held in L1) streams as fast as the BLAS's one-row GEMM on a
 // column-major copy, 1.4x faster than that GEMM on the row-major weight the model keeps, and needs no
-// copy (measured on the 2-core AMD EPYC VM, torch 2.11's MKL; docs/BENCHMARKS.md, the generate table).
+// copy (measured on the 2-core AMD EPYC VM, torch 2.11's MKL; docs/benchmarks-log.md, the generate table).
 #include <torch/torch.h>
 
 namespace mygpt {

@@ -2,7 +2,7 @@
 // A decoding step reads every weight of the model once (model/decode_linear.h): hundreds of MB in 4 KiB
 // pages cost a TLB miss every few rows, and in a virtual machine each miss walks two page tables. The
 // same reads from 2 MiB pages ran 1.2-1.9x faster on the 2-core AMD EPYC VM this project is measured on
-// (docs/BENCHMARKS.md, the generate table). Transparent huge pages are only given where asked for on
+// (docs/benchmarks-log.md, the generate table). Transparent huge pages are only given where asked for on
 // most Linux systems (/sys/kernel/mm/transparent_hugepage/enabled = madvise), and LibTorch's CPU
 // allocator asks only when THP_MEM_ALLOC_ENABLE is set at start-up, for the whole process: this asks
 // for the weights of a model that only infers, nothing else.

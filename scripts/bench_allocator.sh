@@ -7,7 +7,7 @@
 # mmap threshold) and the same model at block 256, batch 32 (attention blocks of 64 MiB, above it).
 # Per variant: the median step time over the steps after --skip, minor page faults, kernel (sys) and
 # user CPU seconds of the whole run, and peak RSS. One run at a time, --repeat runs per variant in
-# rotating order. Prints the CPU model and appends the table to docs/BENCHMARKS.md.
+# rotating order. Prints the CPU model and appends the table to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_allocator.sh [--small-steps 300] [--large-steps 30] [--skip 10] [--repeat 1]
 #          [--data FILE] [--no-append]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gradient all-reduce bandwidth on N CPU ranks: our MPI path (scripts/bench/allreduce_bench.cpp, built as
 # build/bench/mygpt_allreduce_bench) next to torch.distributed with gloo (scripts/bench/pytorch_allreduce.py,
-# the .venv torch), in one invocation. Prints a markdown table and appends it to docs/BENCHMARKS.md.
+# the .venv torch), in one invocation. Prints a markdown table and appends it to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_allreduce.sh [--np 2] [--reps 10] [--warmup 2] [--repeat 2] [--bucket-mb 25[,MB...]]
 #          [--preset gpt2] [--threads 1] [--no-append]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Single-process CPU training throughput: `mygpt-ddp train` next to the same model and loop in Python
 # PyTorch (scripts/bench/pytorch_gpt_train.py), same torch build (.venv), same data, config, seed and
-# thread count, in one invocation. Prints a markdown table and appends it to docs/BENCHMARKS.md.
+# thread count, in one invocation. Prints a markdown table and appends it to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_cpu_train.sh [--threads "1 2"] [--configs "small shakespeare-char"]
 #          [--small-steps 100] [--char-steps 30] [--repeat 2] [--skip 5] [--data FILE] [--no-append]

@@ -3,7 +3,7 @@
 # gradient sync, and again with --ddp-overlap false) next to the same model and loop under PyTorch's own
 # DistributedDataParallel (torchrun, gloo; scripts/bench/pytorch_ddp_train.py), same torch build (.venv),
 # data, config, seed and threads, in one invocation. Prints a markdown table and appends it to
-# docs/BENCHMARKS.md.
+# docs/benchmarks-log.md.
 #
 # usage: scripts/bench_ddp_cpu.sh [--np 2] [--steps 40] [--skip 5] [--repeat 2] [--threads 1]
 #          [--model "--preset small --n-layer 6 --n-embd 256"] [--batch 8] [--seq-len 128] [--grad-accum 1]

@@ -2,7 +2,7 @@
 # Peak memory and step time of `mygpt-ddp train` with the fused (chunked) LM loss on and off, on CPU:
 # a 2-layer, 64-wide model with GPT-2's 50304-token vocabulary at batch 16 x 256, where the head's
 # (4096 x 50304) fp32 logits, their log-softmax and their gradient dominate memory when unfused.
-# Prints a markdown table and appends it to docs/BENCHMARKS.md.
+# Prints a markdown table and appends it to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_fused_loss.sh [--steps 5] [--repeat 2] [--threads 1] [--no-append]
 #
@@ -112,6 +112,6 @@ if ((append)); then
     echo "- each run: \`OMP_NUM_THREADS=$threads /usr/bin/time -v build/mygpt-ddp train TMP/train.bin ${train_flags[*]} --fused-loss true|false --out TMP/out\` (random uint16 tokens below 50304), $repeat runs per setting alternating which goes first; fp32 on CPU"
     echo
     echo "$table"
-  } >>docs/BENCHMARKS.md
-  echo "appended to docs/BENCHMARKS.md"
+  } >>docs/benchmarks-log.md
+  echo "appended to docs/benchmarks-log.md"
 fi

@@ -5,7 +5,7 @@
 # in Hugging Face's layout, which `generate --checkpoint` reads), the same prompt ids and the same torch
 # build (.venv). Also our uncached path (`--kv-cache false`) once, for scale. Checks that both sides
 # produce the same token ids (failing, with nothing appended, where they differ), prints a markdown
-# table and appends it to docs/BENCHMARKS.md.
+# table and appends it to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_generate.sh [--preset gpt2] [--new-tokens 200] [--reps 3] [--threads 1] [--uncached-tokens 50]
 #          [--prompt TEXT] [--model-flags "--n-layer 2"] [--vocab DIR] [--text FILE] [--no-append]
@@ -64,7 +64,14 @@ ours() {
   local name=$1 tokens=$2
   shift 2
   echo "== ours ($name): $tokens new tokens"
-  echo "${ours[*]} --max-new-tokens $tokens $*" >"$work/$name.cmd"
+  # As a shell reads it back: a word with spaces (the prompt) in single quotes, one with a quote in %q's form.
+  local word words=()
+  for word in "${ours[@]}" --max-new-tokens "$tokens" "$@"; do
+    if [[ $word == *"'"* ]]; then words+=("$(printf '%q' "$word")")
+    elif [[ $word =~ [[:space:]] || -z $word ]]; then words+=("'$word'")
+    else words+=("$word"); fi
+  done
+  echo "${words[*]}" >"$work/$name.cmd"
   bench_run "$work/$name.log" "ours ($name)" "${ours[@]}" --max-new-tokens "$tokens" "$@"
   grep '^timing:' "$work/$name.log"
 }
@@ -114,7 +121,7 @@ sys.exit(0 if same else 1)  # a speed of different work is no figure
 PY
 if [[ ${ids_differ:-0} == 1 ]]; then
   cat "$table"
-  bench_die "our token ids differ from transformers': no speed is reported (nothing appended to docs/BENCHMARKS.md)"
+  bench_die "our token ids differ from transformers': no speed is reported (nothing appended to docs/benchmarks-log.md)"
 fi
 run_commands=()
 for name in cached-1 hf uncached; do

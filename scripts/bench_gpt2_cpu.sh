@@ -7,7 +7,7 @@
 #   and both Python runs again with --compile (torch.compile),
 # in one invocation, on the same torch build (.venv), the same GPT-2 shards (made here with
 # `mygpt-ddp prepare` from Tiny Shakespeare), the same seed, batch and fp32 precision. Prints a
-# markdown table and appends it to docs/BENCHMARKS.md, or fails when the sides' losses disagree.
+# markdown table and appends it to docs/benchmarks-log.md, or fails when the sides' losses disagree.
 #
 # usage: scripts/bench_gpt2_cpu.sh [--preset gpt2] [--steps 6] [--skip 2] [--batch-size 1] [--seq-len 256]
 #          [--threads 2] [--ranks 2] [--model-flags "--n-layer 2"] [--text FILE] [--vocab DIR] [--no-append]
@@ -162,7 +162,7 @@ PY
 if [[ ${loss_check_failed:-0} == 1 ]]; then
   cat "$table"
   cat "$work/loss_check.txt" >&2
-  bench_die "the losses disagree: no speed ratio is reported (nothing appended to docs/BENCHMARKS.md)"
+  bench_die "the losses disagree: no speed ratio is reported (nothing appended to docs/benchmarks-log.md)"
 fi
 model_line="$(grep -m1 '^model:' "$work/cpp-1.log" || true)"
 run_commands=()

@@ -6,7 +6,7 @@
 #   Python eager    scripts/bench/pytorch_gpt2_gpu.py --batch-size B
 #   Python compile  scripts/bench/pytorch_gpt2_gpu.py --batch-size B --compile
 # for each micro-batch of --batches. Prints a markdown table (ms/step, tok/s, MFU, peak memory) and
-# appends it to docs/BENCHMARKS.md with the GPU, driver and versions.
+# appends it to docs/benchmarks-log.md with the GPU, driver and versions.
 #
 # usage: scripts/bench_gpt2_gpu.sh [--batches "16 32 64"] [--steps 60] [--skip 10] [--seq-len 1024]
 #          [--model-flags ""] [--device cuda] [--precision bf16] [--variants "LABEL:FLAGS;..."] [--no-append]

@@ -6,7 +6,7 @@
 # same torch build (.venv). The folder is a randomly initialized GPT2LMHeadModel(GPT2Config()) saved with
 # save_pretrained (scripts/bench/hf_generate.py make; no network); the checkpoint is a one-step `train
 # --init-from` of it (a checkpoint holds the optimizer's state too, which generate does not read). Prints
-# a markdown table and appends it to docs/BENCHMARKS.md.
+# a markdown table and appends it to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_load.sh [--reps 3] [--threads 1] [--baseline BINARY] [--model-flags "--n-layer 2"]
 #          [--vocab DIR] [--text FILE] [--no-append]

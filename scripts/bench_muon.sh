@@ -7,7 +7,7 @@
 # more with a full schedule of --short-fraction of those steps (the goal: AdamW's loss in 0.7x the steps).
 # The data order is given explicitly (sequential) so the runs compare whatever the default is. The
 # variants of one seed run at the same time (one thread each), so their step times share the load.
-# Prints markdown tables and appends them to docs/BENCHMARKS.md.
+# Prints markdown tables and appends them to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_muon.sh [--seeds "1337 1338"] [--configs "char gpt2"] [--char-steps 2000]
 #          [--gpt2-steps 1000] [--eval-every 100] [--short-fraction 0.7] [--threads 1]

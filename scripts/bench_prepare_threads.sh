@@ -5,7 +5,7 @@
 # for N = 1 and 2 (and --threads-list): MB/s of each (ours: the whole command, read + tokenize + write;
 # tiktoken: the encode call alone, its documents already in memory), the token counts (which must agree),
 # whether our shards are byte-identical across N, and our peak RSS on the corpus and on a --big-mb MB one
-# (flat memory: the corpus streams through). Prints the CPU model and appends to docs/BENCHMARKS.md.
+# (flat memory: the corpus streams through). Prints the CPU model and appends to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_prepare_threads.sh [--input FILE] [--hellaswag FILE] [--vocab DIR] [--mb 400] [--big-mb 3000]
 #                                         [--threads-list "1 2"] [--no-append]

@@ -3,7 +3,7 @@
 # config/train_shakespeare_char.py and the README's CPU overrides (nanoGPT's own README: val loss about
 # 1.88), on the same torch (.venv), at the same time, one thread each, the same model (no biases, as
 # nanoGPT's config has it). Prints the validation loss of
-# both at every evaluation and appends the table to docs/BENCHMARKS.md.
+# both at every evaluation and appends the table to docs/benchmarks-log.md.
 # Then the speed, one run at a time (each alone on the machine): ours (also with --keep-freed-memory
 # false: glibc's malloc defaults), nanoGPT eager and nanoGPT with
 # --compile=True (torch.compile, inductor's C++ code), --speed-steps iterations each, --speed-repeat

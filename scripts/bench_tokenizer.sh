@@ -3,7 +3,7 @@
 # tokenizer/gpt2_bpe_tokenizer.cpp) next to tiktoken's "gpt2" encoding (encode_ordinary, Rust, one
 # thread; scripts/bench/tokenize_tiktoken.py) on the same text and the same encoder.json/vocab.bpe,
 # in one invocation. Checks that both produce the same ids (prepare adds one <|endoftext|> in front),
-# prints a markdown table and appends it to docs/BENCHMARKS.md.
+# prints a markdown table and appends it to docs/benchmarks-log.md.
 #
 # usage: scripts/bench_tokenizer.sh [--input FILE] [--vocab DIR] [--repeat 5] [--core 0] [--no-append]
 #

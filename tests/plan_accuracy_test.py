@@ -9,7 +9,7 @@ With --mpirun, also --zero 1 on 2 ranks against --zero 0 on 2 ranks, for a model
 dominates: rank 0's peak RSS during training (metrics.jsonl's peak_mem_mib at the last step, before the
 final checkpoint gathers the whole state onto rank 0) must be within 15% of plan's estimate per rank.
 
-Usage: plan_accuracy_test.py MYGPT_DDP [--mpirun MPIRUN] [--table]   (--table: a Markdown table for BENCHMARKS.md)
+Usage: plan_accuracy_test.py MYGPT_DDP [--mpirun MPIRUN] [--table]   (--table: a Markdown table for docs/benchmarks-log.md)
 """
 import os
 import random

@@ -4,7 +4,7 @@
 // backward, and the working set of the loss and of the embedding's backward.
 //
 // The per-element costs of the activations were measured on CPU (fp32, glibc malloc, peak RSS of real
-// runs: tests/plan_accuracy_test.sh and docs/BENCHMARKS.md); the bf16/fp16 (CUDA) ones follow from which
+// runs: tests/plan_accuracy_test.sh and docs/benchmarks-log.md); the bf16/fp16 (CUDA) ones follow from which
 // tensors autocast keeps in 16 bits and have not been checked on a GPU yet.
 #include <cstdint>
 #include <string>

@@ -33,7 +33,7 @@ __device__ float warp_sum(float v) {
 
 // A lane reads and writes V consecutive columns at a time: V = 4 (one 16-byte fp32 access, one 8-byte
 // 16-bit one) where the width is a multiple of 4 and every array is so aligned, else V = 1. Scalar loads
-// left the kernels at about 2.1 TB/s of an H100's 3.35 (docs/BENCHMARKS.md, 2026-11-27).
+// left the kernels at about 2.1 TB/s of an H100's 3.35 (docs/benchmarks-log.md, 2026-11-27).
 template <int V>
 __device__ void load_f32(const float* p, float (&v)[V]) {
   if constexpr (V == 4) {

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # What the benchmark scripts (scripts/bench_*.sh) share: finding the repository, the built binary and
 # the Python that has torch (scripts/torch_python.sh), their options, a scratch directory, the facts about the machine a result depends on, the
-# order of the runs, and appending a result to docs/BENCHMARKS.md. Sourced first thing:
+# order of the runs, and appending a result to docs/benchmarks-log.md. Sourced first thing:
 #   source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 #   bench_options NAME=DEFAULT... -- "$@"
 # Every script's header comment (from line 2 to the first line that is not a comment) is its --help.
@@ -23,7 +23,7 @@ bench_usage_error() { echo "$bench_name: $*" >&2; exit 2; }
 
 # bench_options NAME=DEFAULT... -- ARGS...: declares the script's options and reads them. Each
 # NAME=DEFAULT sets the variable NAME (dashes read as underscores) to DEFAULT, and `--NAME VALUE` in
-# ARGS to VALUE; --no-append keeps the result out of docs/BENCHMARKS.md; --help prints the header.
+# ARGS to VALUE; --no-append keeps the result out of docs/benchmarks-log.md; --help prints the header.
 # Sets command_line, the command as run.
 bench_options() {
   local -a names=()
@@ -145,14 +145,14 @@ bench_run() {
 }
 
 # bench_report TITLE TABLE BULLET...: prints TABLE and, unless --no-append, appends a section to
-# docs/BENCHMARKS.md: "## TITLE, <UTC time>", the machine, the command, the BULLETs, then TABLE.
+# docs/benchmarks-log.md: "## TITLE, <UTC time>", the machine, the command, the BULLETs, then TABLE.
 bench_report() {
   local title=$1 table=$2
   shift 2
   echo
   cat "$table"
   (( append )) || return 0
-  local out="$repo/docs/BENCHMARKS.md"
+  local out="$repo/docs/benchmarks-log.md"
   [[ -f $out ]] || bench_die "$out is missing"
   {
     echo
@@ -165,5 +165,5 @@ bench_report() {
     cat "$table"
   } >>"$out"
   echo
-  echo "appended to docs/BENCHMARKS.md"
+  echo "appended to docs/benchmarks-log.md"
 }
