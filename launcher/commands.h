@@ -27,6 +27,10 @@ struct Command {
 };
 
 const std::vector<Command>& command_table();
+// The command that `words` (the arguments after the program's name) start with: its one-word name, or a
+// group and a word ("tokenizer train"); `used` is how many words named it. An unknown name, or a group
+// without one of its words, throws std::invalid_argument naming what was expected.
+const Command& find_command(const std::vector<std::string>& words, std::size_t& used);
 // `mygpt-ddp --help`: the commands, one line each, and the model presets (each command's --help lists
 // its options).
 std::string usage_text();
