@@ -5,21 +5,17 @@
 # --pool random letter strings, which makes millions of distinct chunks: the memory test), the same split pattern (nanochat's), vocabulary, doc cap and
 # threads (rustbpe's rayon pool is set by RAYON_NUM_THREADS): wall time and peak RSS (GNU time) of each
 # whole process, whether the merges are identical, our binary's own floor (LibTorch's libraries, loaded
-# by `mygpt-ddp --help`), and the CPU model. Both run under nice. Prints a table (--append: also to
-# docs/BENCHMARKS.md).
+# by `mygpt-ddp --help`), and the CPU model. Both run under nice. Prints a table and appends it to
+# docs/benchmarks-log.md (not with --no-append).
 #
 # usage: scripts/bench_tokenizer_train.sh [--mb 100] [--vocab-size 32768] [--doc-cap 10000] [--threads-list "2"]
-#                                         [--corpus text|words] [--pool 3000000] [--input FILE] [--hellaswag FILE] [--append]
+#                                         [--corpus text|words] [--pool 3000000] [--input FILE] [--hellaswag FILE] [--no-append]
 set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-append_flag=0
-args=()
-for a in "$@"; do if [[ $a == --append ]]; then append_flag=1; else args+=("$a"); fi; done
 bench_options input="$repo/../shared/data/tinyshakespeare.txt" hellaswag="$repo/../shared/data/hellaswag/hellaswag_val_full.txt" \
-  mb=100 vocab-size=32768 doc-cap=10000 threads-list="2" corpus=text pool=3000000 -- "${args[@]}"
-append=$append_flag
+  mb=100 vocab-size=32768 doc-cap=10000 threads-list="2" corpus=text pool=3000000 -- "$@"
 bench_need_built "$mygpt_bin" "$python"
 "$python" -c 'import rustbpe' 2>/dev/null || bench_die "rustbpe is not installed in .venv: $python -m pip install rustbpe"
 [[ -f "$input" ]] || bench_die "input file $input is missing"
