@@ -15,13 +15,9 @@ void check_command_line(const std::vector<std::string>& words) {
   if (words.empty()) throw std::invalid_argument("missing command (see mygpt-ddp --help)");
   const std::string& name = words.front();
   if (name == "--help" || name == "-h" || name == "help" || name == "--version" || name == "version") return;
-  for (const Command& command : command_table()) {
-    if (command.name == name) {
-      command.check_words(std::vector<std::string>(words.begin() + 1, words.end()));
-      return;
-    }
-  }
-  throw std::invalid_argument("unknown command '" + name + "'");
+  std::size_t used = 0;
+  const Command& command = find_command(words, used);
+  command.check_words(std::vector<std::string>(words.begin() + static_cast<std::ptrdiff_t>(used), words.end()));
 }
 
 namespace {

@@ -13,8 +13,35 @@ namespace mygpt {
 
 const std::vector<Command>& command_table() {
   static const std::vector<Command> table = {train_command(), generate_command(), eval_command(), prepare_command(),
-                                             plan_command(), export_command(), chat_command()};
+                                             plan_command(), export_command(), chat_command(),
+                                             tokenizer_train_command(), tokenizer_eval_command()};
   return table;
+}
+
+const Command& find_command(const std::vector<std::string>& words, std::size_t& used) {
+  const std::string name = words.empty() ? std::string() : words.front();
+  std::string names, subcommands;  // subcommands: of a group such as "tokenizer"
+  for (const Command& command : command_table()) {
+    names += (names.empty() ? "" : ", ") + command.name;
+    if (command.name == name) {
+      used = 1;
+      return command;
+    }
+    if (command.name.rfind(name + " ", 0) == 0) {
+      const std::string word = command.name.substr(name.size() + 1);
+      if (words.size() > 1 && words[1] == word) {
+        used = 2;
+        return command;
+      }
+      subcommands += (subcommands.empty() ? "" : ", ") + word;
+    }
+  }
+  if (name.empty()) throw std::invalid_argument("missing command (" + names + "; see mygpt-ddp --help)");
+  if (!subcommands.empty()) {
+    throw std::invalid_argument("'" + name + "' needs one of: " + subcommands +
+                                (words.size() > 1 ? " (not '" + words[1] + "')" : ""));
+  }
+  throw std::invalid_argument("unknown command '" + name + "' (expected " + names + ")");
 }
 
 std::string usage_text() {

@@ -14,7 +14,7 @@
 namespace mygpt {
 
 struct Command {
-  std::string name;
+  std::string name;     // one word, or a group and a word ("tokenizer train"): argv[1] and argv[2]
   std::string usage;    // after "mygpt-ddp ": "train [DATA] [options]"
   std::string summary;  // one line in the command list
   std::function<po::options_description()> options;
@@ -27,6 +27,10 @@ struct Command {
 };
 
 const std::vector<Command>& command_table();
+// The command that `words` (the arguments after the program's name) start with: its one-word name, or a
+// group and a word ("tokenizer train"); `used` is how many words named it. An unknown name, or a group
+// without one of its words, throws std::invalid_argument naming what was expected.
+const Command& find_command(const std::vector<std::string>& words, std::size_t& used);
 // `mygpt-ddp --help`: the commands, one line each, and the model presets (each command's --help lists
 // its options).
 std::string usage_text();
@@ -68,5 +72,7 @@ Command eval_command();
 Command prepare_command();
 Command export_command();
 Command chat_command();
+Command tokenizer_train_command();
+Command tokenizer_eval_command();
 
 }  // namespace mygpt

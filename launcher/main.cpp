@@ -38,10 +38,10 @@ int dispatch(int argc, char** argv, const mygpt::JobSession& job) {
     std::cout << mygpt::version_text() << std::endl;
     return 0;
   }
-  for (const auto& command : mygpt::command_table()) {
-    if (command.name == name) return command.run(std::vector<std::string>(argv + 2, argv + argc), job);
-  }
-  throw std::invalid_argument("unknown command '" + name + "' (expected " + command_names() + ")");
+  const std::vector<std::string> words(argv + 1, argv + argc);
+  std::size_t used = 0;
+  const mygpt::Command& command = mygpt::find_command(words, used);
+  return command.run(std::vector<std::string>(words.begin() + static_cast<std::ptrdiff_t>(used), words.end()), job);
 }
 
 // LibTorch messages can span lines (and carry backtraces) or start with a line break; the contract is

@@ -296,6 +296,12 @@ if [ -z "$torch_prefix" ]; then
     "$venv/bin/python" -m pip install -q transformers safetensors \
       || say "warning: pip install transformers safetensors failed; the transformers comparison tests will skip"
   fi
+  # rustbpe + tiktoken: the references of `tokenizer train` (nanochat's trainer and encoder; its tests skip without them).
+  if ! "$venv/bin/python" -c 'import rustbpe, tiktoken' >/dev/null 2>&1; then
+    say "installing rustbpe and tiktoken (reference for the tokenizer trainer's tests)"
+    "$venv/bin/python" -m pip install -q rustbpe tiktoken \
+      || say "warning: pip install rustbpe tiktoken failed; the rustbpe comparison tests will skip"
+  fi
   # matplotlib: scripts/plot_run.py draws a run's curves (its test skips without it).
   if ! "$venv/bin/python" -c 'import matplotlib' >/dev/null 2>&1; then
     say "installing matplotlib (scripts/plot_run.py)"

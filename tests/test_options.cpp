@@ -184,7 +184,9 @@ TEST(OptionTables, EveryDefaultInHelpIsTheDefaultARunUses) {
                                                                    {"eval", {"--checkpoint", "c"}},
                                                                    {"prepare", {"--input", "a", "--out", "o"}},
                                                                    {"export", {"--checkpoint", "c", "--out", "o"}},
-                                                                   {"chat", {"--checkpoint", "c"}}};
+                                                                   {"chat", {"--checkpoint", "c"}},
+                                                                   {"tokenizer train", {"--input", "a", "--vocab-size", "300", "--out", "o"}},
+                                                                   {"tokenizer eval", {"--vocab", "v", "--input", "a"}}};
   for (const Command& c : command_table()) {
     const auto shown = help_defaults(c);
     const auto used = values_of(c.option_values(minimal.at(c.name)));

@@ -28,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mygpt {
@@ -76,5 +77,13 @@ class HfBpeTokenizer {
 // contents of encoder.json and vocab.bpe: so that an exported GPT-2-tokenizer model loads in AutoTokenizer
 // from the one file.
 std::string gpt2_tokenizer_json(const std::string& encoder_json, const std::string& vocab_bpe);
+
+// A byte-level BPE that was trained here as a tokenizer.json in the same layout (which load() reads back):
+// token_bytes[id] the bytes of each id (the 256 bytes first), merges in rank order as id pairs, the split
+// regex as Oniguruma reads it (a Split before a ByteLevel without its own regex, as nanochat writes it),
+// the special tokens after the vocabulary. Tokens with the same bytes throw std::runtime_error.
+std::string trained_tokenizer_json(std::span<const std::string> token_bytes,
+                                   std::span<const std::pair<int32_t, int32_t>> merges,
+                                   const std::string& split_regex, std::span<const std::string> special_tokens);
 
 }  // namespace mygpt
