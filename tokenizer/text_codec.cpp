@@ -113,6 +113,7 @@ class HfCodec final : public TextCodec {
   int64_t end_of_text() const override { return delimiter_; }
   TokenizerKind kind() const override { return TokenizerKind::hf; }
   std::string data() const override { return dir_; }
+  bool restarts_at(std::string_view text, std::size_t cut) const override { return tokenizer_.restarts_at(text, cut); }
 
  private:
   std::string dir_;
@@ -121,6 +122,15 @@ class HfCodec final : public TextCodec {
 };
 
 }  // namespace
+
+bool restarts_between_printable_lines(std::string_view text, std::size_t cut) {
+  const auto printable = [&](std::size_t at) { return at < text.size() && text[at] > ' ' && text[at] < 0x7f; };
+  return cut >= 2 && text[cut - 1] == '\n' && printable(cut - 2) && printable(cut);
+}
+
+bool TextCodec::restarts_at(std::string_view text, std::size_t cut) const {
+  return restarts_between_printable_lines(text, cut);
+}
 
 std::optional<TokenizerKind> folder_tokenizer_kind(const std::string& dir) {
   std::error_code ec;

@@ -31,7 +31,18 @@ class TextCodec {
   virtual int64_t end_of_text() const = 0;  // -1 when the tokenizer has none
   virtual TokenizerKind kind() const = 0;
   virtual std::string data() const = 0;  // what make_text_codec needs to rebuild it
+  // Whether encode(text[0, cut)) then encode(text[cut, end)) is provably encode(text): where `prepare` may
+  // cut a long document into pieces encoded apart. text starts at a document's start or an earlier such cut.
+  // The character tokenizer's and GPT-2's: restarts_between_printable_lines; a tokenizer.json's: what its
+  // definition proves (HfBpeTokenizer::restarts_at).
+  virtual bool restarts_at(std::string_view text, std::size_t cut) const;
 };
+
+// A cut right after a '\n' with a printable ASCII character (not space) on each side. GPT-2's pre-tokenizer
+// ends a piece exactly there whether the text is cut or not (a longer run of whitespace would not: "\n\n"
+// at the end of a piece is one token, before a letter two), its <|endoftext|> holds no '\n', and the
+// character tokenizer maps characters one by one.
+bool restarts_between_printable_lines(std::string_view text, std::size_t cut);
 
 // The BPE tokenizer a folder holds: hf where it has a tokenizer.json (the whole definition, split pattern
 // and special tokens included, so it wins over vocab.json + merges.txt beside it), else gpt2 where it has
