@@ -39,7 +39,8 @@ awk -v suites="$suites" '
       if (other) {
         line = line sprintf(", %d for other reasons:", other);
         for (i = 1; i <= n && i <= 4; i++) line = line sprintf(" %s (x%d);", order[i], count[order[i]]);
-        if (n > 4) line = line sprintf(" and %d more", n - 4);
+        sub(/;$/, "", line);
+        if (n > 4) line = line sprintf("; and %d more", n - 4);
       }
     }
     print line;
