@@ -47,10 +47,20 @@ inline std::string generated_english(std::size_t bytes) {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
     return state % n;
   };
+  // Made-up words of 1 to 4 syllables beside the common ones: enough distinct words that a BPE trained on
+  // the text finds thousands of merges (the tests' tokenizers have 1024 and 2048 tokens).
+  static const char* const syllables[] = {"ka", "lo", "mi", "ther", "an", "st", "re", "qu", "on", "ph", "ul",
+                                          "ze", "brö", "in", "gh", "ed", "ou", "vy", "ch", "ar", "té", "wn"};
+  const auto word = [&] {
+    if (next(2) == 0) return std::string(words[next(std::size(words))]);
+    std::string made;
+    for (uint64_t s = 0, n = 1 + next(4); s < n; ++s) made += syllables[next(std::size(syllables))];
+    return next(8) == 0 ? std::string(1, static_cast<char>(made[0] - 'a' + 'A')) + made.substr(1) : made;
+  };
   while (text.size() < bytes) {
     const uint64_t length = 3 + next(10);
     for (uint64_t i = 0; i < length; ++i) {
-      text += words[next(std::size(words))];
+      text += word();
       text += i + 1 < length ? marks[next(std::size(marks))] + std::string(" ") : std::string(".");
     }
     text += next(5) == 0 ? "\n\n" : "\n";
