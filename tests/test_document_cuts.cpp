@@ -1,6 +1,6 @@
 // prepare cuts a long document into pieces that are tokenized apart; with a tokenizer.json the ids of
 // the pieces must be `tokenizers`' ids of the whole document. Judged by `tokenizers` itself, over a text
-// of ~50 pieces whose lines start and end with what a cut sits between, for every pre-tokenizer and
+// of ~50 pieces (100 KB) whose lines start and end with what a cut sits between, for every pre-tokenizer and
 // added-token flag the reader accepts: where a cut is proven (GPT-2's, Llama 3's, Qwen2's, nanochat's
 // patterns) the text is cut, elsewhere it stays whole; either way the ids are the reference's.
 #include <gtest/gtest.h>
@@ -57,13 +57,13 @@ TEST(DocumentCutsVersusTokenizers, PiecesGiveTheWholeDocumentsIdsForEveryPreToke
                      .is_null());
     tokenizers.push_back(dir.path() / "gpt2");
   }
-  EXPECT_GE(tokenizers.size(), 27u);
+  EXPECT_EQ(tokenizers.size(), 26u + (fs::exists(testing::test_data_dir() / "gpt2" / "encoder.json") ? 1 : 0));
 
   const fs::path texts = dir.path() / "long.json";
   ASSERT_FALSE(run_python_json(kScript, {"long-text", texts.string()}, dir.path()).is_null());
   const std::string text = nlohmann::json::parse(read_whole_file(texts, "test"))["long"].get<std::string>();
   const fs::path document = dir.write("long.txt", text);
-  constexpr std::size_t kPieceBytes = 4096;  // prepare's are 1 MiB: the same cuts, 50 of them in 200 KB
+  constexpr std::size_t kPieceBytes = 2048;  // prepare's are 1 MiB: the same cuts, 50 of them in 100 KB
 
   for (const fs::path& folder : tokenizers) {
     const std::string name = folder.filename().string();

@@ -11,7 +11,7 @@
   cut-variants GPT4_DIR OUT_DIR     that tokenizer with the pre-tokenizers and added tokens prepare's cuts must
                                     respect (ByteLevel's prefix space and regex, Llama 3's, Qwen2's and GPT-2's
                                     Split, Digits first, lstrip or rstrip alone): OUT_DIR/<name>/tokenizer.json
-  long-text OUT                    one text of about 200 KB whose lines start and end with what a cut must get
+  long-text OUT                    one text of about 100 KB whose lines start and end with what a cut must get
                                     right (letters, digits, spaces, punctuation, added tokens, '/'), as JSON
                                     {"long": text}
   make-normalized TEXT OUT_DIR     small BPEs trained on TEXT with a Unicode normalizer, as Qwen2/Qwen3's
@@ -168,7 +168,7 @@ def long_text(out):
               "'s ", "12", "\t", "(", "-", "cafe\u0301"]
     ends = ["", "", ".", ",", "!", "<mask>", "<sep>", " ", "  ", " hello", "<|endoftext|>", ":", "'", "9", ".\r", "A\u030a!"]
     lines = []
-    while sum(len(line) + 1 for line in lines) < 200_000:
+    while sum(len(line) + 1 for line in lines) < 100_000:
         body = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
         if rng.random() < 0.1:
             body += random_unicode(rng, rng.randint(1, 20)).replace("\n", " ")
