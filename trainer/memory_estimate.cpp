@@ -62,7 +62,7 @@ constexpr double kMpiRankBytes = 22.0 * (1 << 20);
 constexpr double kKeptHeapBlocks = 1.0;
 // With more than one intra-op thread the kept heap holds about one such block more: the threads that
 // allocate inside parallel regions get malloc arenas of their own, and each keeps its own hole. Peak RSS
-// of 3 steps against 1 thread (AMD EPYC, 2 cores, glibc 2.36, process exit not counted; launcher/main.cpp):
+// of 3 steps against 1 thread (Intel Xeon, 2 cores, glibc 2.36, process exit not counted; launcher/main.cpp):
 // a 4 x 256 model with GPT-2's vocabulary at batch 8 x 128 (largest block 49 MiB) +70 MiB at 2 threads and
 // +38 at 4, shakespeare-char at batch 32 x 128 (24 MiB) +40 and +37, the small preset on char text at
 // batch 8 (2 MiB) +1 and +5: one block more, not one per thread.
