@@ -9,8 +9,6 @@
 namespace mygpt {
 namespace {
 
-bool printable_ascii(char c) { return c > ' ' && c < 0x7f; }
-
 bool is_json_lines_start(const std::string& path, const std::string& head) {
   const auto ext = std::filesystem::path(path).extension().string();
   if (ext == ".jsonl" || ext == ".json") return true;
@@ -81,16 +79,19 @@ std::string text_of(const TextPiece& piece) {
   return piece.json_line.empty() ? piece.text : json_line_text(piece.text, piece.json_line);
 }
 
-std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t from, std::size_t before) {
+std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t from, std::size_t before,
+                                         const CutRule& restarts_at) {
   if (text.size() < 3) return std::nullopt;
   for (std::size_t cut = std::min(before, text.size() - 1); cut >= std::max<std::size_t>(from, 2); --cut) {
-    if (text[cut - 1] == '\n' && printable_ascii(text[cut - 2]) && printable_ascii(text[cut])) return cut;
+    // Every rule cuts after a '\n': the other places need no asking.
+    if (text[cut - 1] == '\n' && restarts_at(text, cut)) return cut;
   }
   return std::nullopt;
 }
 
-DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes, JsonParsing json_parsing)
-    : path_(path), piece_bytes_(piece_bytes), json_parsing_(json_parsing) {
+DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes, JsonParsing json_parsing,
+                               CutRule restarts_at)
+    : path_(path), piece_bytes_(piece_bytes), json_parsing_(json_parsing), restarts_at_(std::move(restarts_at)) {
   require_regular_file(path, "input file");
   std::error_code ec;
   size_ = std::filesystem::file_size(path, ec);
@@ -134,9 +135,10 @@ std::optional<TextPiece> DocumentReader::next_text_piece() {
   std::size_t searched = 0;  // no safe cut at or below this offset of carry_
   while (true) {
     if (carry_.size() > piece_bytes_) {
-      const auto cut = last_safe_cut(carry_, searched, carry_.size() - 1);
+      const auto cut = last_safe_cut(carry_, searched, carry_.size() - 1, restarts_at_);
       if (cut) return hand_out(*cut);
-      searched = carry_.size() - 1;
+      // A rule may have refused the last cuts for want of text after them: they are asked again.
+      searched = carry_.size() > kCutRuleLookahead ? carry_.size() - kCutRuleLookahead : 0;
     }
     std::string block(piece_bytes_, '\0');
     in_.read(block.data(), static_cast<std::streamsize>(block.size()));

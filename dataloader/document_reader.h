@@ -2,15 +2,18 @@
 // The documents of `prepare`'s input files, read as a stream (a corpus of any size passes through a few
 // MiB of memory): a JSON-lines file (.jsonl/.json, or text starting with '{') gives one document per
 // line (its "text" field); any other file is one document, handed out in pieces cut only where cutting
-// cannot change its tokens. A cut goes right after a '\n' that has a printable ASCII character on each
-// side: GPT-2's pre-tokenizer then ends a piece exactly there whether the text is cut or not (a longer
-// run of whitespace would not: "\n\n" at the end of a piece is one token, before a letter two), and
-// the character tokenizer maps characters one by one. A file without such a place stays in one piece.
+// cannot change its tokens: where the tokenizer says it restarts (TextCodec::restarts_at; by default
+// restarts_between_printable_lines, GPT-2's and the character tokenizer's). A file without such a place
+// stays in one piece, tokenized whole.
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "tokenizer/text_codec.h"
 
 namespace mygpt {
 
@@ -24,12 +27,16 @@ struct TextPiece {
 // with text_of (on the threads that tokenize: parsing is about a third of `prepare`'s work).
 enum class JsonParsing { by_reader, by_caller };
 
+// Whether a text may be cut at a place right after a '\n' (TextCodec::restarts_at); asked of no other place.
+using CutRule = std::function<bool(std::string_view text, std::size_t cut)>;
+
 class DocumentReader {
  public:
   // Opens `path` (std::invalid_argument naming it when it is not a readable regular file, or empty).
-  // Pieces of plain text are about piece_bytes long.
+  // Pieces of plain text are about piece_bytes long (more where the rule allows no cut sooner).
   explicit DocumentReader(const std::string& path, std::size_t piece_bytes = std::size_t{1} << 20,
-                          JsonParsing json_parsing = JsonParsing::by_reader);
+                          JsonParsing json_parsing = JsonParsing::by_reader,
+                          CutRule restarts_at = restarts_between_printable_lines);
   // The next piece, or none at the end. Throws std::invalid_argument naming the file (and line) for text
   // that is not UTF-8, a line that is not JSON, or one without a "text" string.
   std::optional<TextPiece> next();
@@ -48,6 +55,7 @@ class DocumentReader {
   uint64_t size_ = 0, consumed_ = 0;
   bool json_lines_ = false;
   JsonParsing json_parsing_;
+  CutRule restarts_at_;
   bool started_ = false;  // a plain text's first piece was handed out
   uint64_t line_number_ = 0;
   std::string carry_;  // plain text read but not handed out yet
@@ -57,8 +65,11 @@ class DocumentReader {
 // std::invalid_argument naming the line when it is not JSON or has no "text" string.
 std::string text_of(const TextPiece& piece);
 
-// The largest position in [from, before] of `text` at which a cut is safe (see above); none when there is
-// no such place there.
-std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t from, std::size_t before);
+// The largest position in [from, before] of `text` at which `restarts_at` allows a cut; none when there is
+// no such place there. A rule may refuse a cut for want of text after it: it sees at most
+// kCutRuleLookahead bytes there before the reader gives up on that cut.
+std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t from, std::size_t before,
+                                         const CutRule& restarts_at = restarts_between_printable_lines);
+inline constexpr std::size_t kCutRuleLookahead = 4096;
 
 }  // namespace mygpt

@@ -6,7 +6,9 @@
 // micro-batch that would.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include "common/strprintf.h"
@@ -128,6 +130,10 @@ int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
 
   MemoryPlanInput input = memory_plan_input(config, o, ranks, gpu);
   input.kept_heap = !gpu && keeps_freed_memory(f.runtime.keep_freed_memory);
+  // The threads train would run (launcher/device.cpp's set_cpu_threads: 0 is the cores over the ranks).
+  input.threads = f.runtime.threads > 0
+                      ? f.runtime.threads
+                      : std::max<int64_t>(1, std::thread::hardware_concurrency() / std::max<int64_t>(1, ranks));
   // Measured with text data loaded: its ids are counted apart, as data.
   if (!gpu) {
     input.baseline_bytes =

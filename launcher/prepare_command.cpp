@@ -191,7 +191,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   std::optional<TokenShardWriter> val;
   if (val_tokens > 0) val.emplace(staging, "val", shard_tokens);
   TokenShardWriter train(staging, "train", shard_tokens);
-  uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0;
+  uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0, documents = 0;
   Progress progress("prepare", static_cast<double>(corpus_bytes) / 1e6, "MB", f.quiet, std::cout);
   // The newest val_tokens tokens wait here; what falls out of that window is training data.
   std::vector<int32_t> held_back;
@@ -215,7 +215,9 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     };
     uint64_t bytes_before = 0;  // of the files already read
     for (size_t i = 0; i < inputs.size(); ++i) {
-      DocumentReader reader(inputs[i], std::size_t{1} << 20, JsonParsing::by_caller);
+      // Pieces are cut only where the tokenizer restarts, so their ids are those of the whole document.
+      DocumentReader reader(inputs[i], std::size_t{1} << 20, JsonParsing::by_caller,
+                            [&codec](std::string_view text, std::size_t cut) { return codec->restarts_at(text, cut); });
       std::vector<TextPiece> batch;
       std::size_t batch_bytes = 0;
       auto submit = [&] {
@@ -226,6 +228,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
         batch_bytes = 0;
       };
       while (auto piece = reader.next()) {
+        documents += piece->starts_document ? 1 : 0;
         batch_bytes += piece->text.size();
         batch.push_back(std::move(*piece));
         if (batch_bytes >= (std::size_t{4} << 20)) submit();
@@ -276,6 +279,20 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     std::error_code ignored;
     std::filesystem::remove_all(staging, ignored);
     throw;
+  }
+  // Without a delimiter token the documents follow one another with nothing between them. That is what
+  // nanoGPT's character-level prepare does (one text) and what transformers' run_clm does (group_texts
+  // concatenates whatever the tokenizer gives, and a tokenizer without BOS/EOS gives no delimiter), so it is
+  // not refused; but a model trained on it cannot tell where one document ends, so it is said once.
+  if (codec->end_of_text() < 0 && documents > 1) {
+    const std::string tokenizer =
+        kind == TokenizerKind::character
+            ? std::string("--tokenizer char has no token")
+            : "the tokenizer of --vocab " + *f.vocab +
+                  " has no token (no bos_token or eos_token in tokenizer_config.json, no <|endoftext|> or <|bos|>)";
+    std::cout << strprintf("note: %s to delimit documents: the %llu documents run together with nothing between them",
+                           tokenizer.c_str(), static_cast<unsigned long long>(documents))
+              << std::endl;
   }
   std::cout << strprintf("wrote %llu val and %llu train tokens in %zu shard(s) to %s",
                          static_cast<unsigned long long>(to_val), static_cast<unsigned long long>(to_train),

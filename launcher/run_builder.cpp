@@ -1,6 +1,7 @@
 #include "launcher/run_builder.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -124,6 +125,7 @@ void require_memory_for_run(const GptConfig& config, const TrainOptions& o, int 
   if (available.bytes <= 0) return;  // nothing to compare with (the system did not say)
   MemoryPlanInput input = memory_plan_input(config, o, ranks, device.is_cuda());
   input.kept_heap = device.is_cpu() && kept_heap;  // as plan counts it
+  input.threads = at::get_num_threads();            // set by train before the run is built
   const double needed = estimate_memory(input).total_bytes;
   if (needed <= available.bytes) return;
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

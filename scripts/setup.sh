@@ -42,7 +42,8 @@ usage_error() { printf 'setup.sh: %s (usage: setup.sh [--deps-only | --download-
 # has no formula, so a Mac build's CPU ranks talk over MPI); python@3.12 for the torch wheel.
 brew_packages=(cmake pkgconf boost open-mpi googletest pcre2 utf8proc nlohmann-json yaml-cpp python@3.12)
 apt_packages=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev libgloo-dev
-              libgtest-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libyaml-cpp-dev)
+              libgtest-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libyaml-cpp-dev
+              curl bzip2)  # scripts/fetch_test_data.sh: the tests' public files where ../shared/data is absent
 # --- offline route: the Debian packages as .deb files, unpacked into .deps/ without root or apt ----
 # What a GPU node is assumed to have already: Debian's required packages (any Debian/Ubuntu system),
 # build-essential, cmake and python3 (and, for LibTorch, a python with torch or Torch_DIR).

@@ -6,7 +6,7 @@
 # Usage: chat_test.sh MYGPT_DDP SHARED_DATA_DIR PYTHON
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 use_binary "${1:-}"
-DATA_DIR=${2:-}
+DATA_DIR=$(test_data_dir "${2:-}")
 PY=${3:-python3}
 make_work_dir chat
 GPT2_DIR=$DATA_DIR/gpt2

@@ -10,7 +10,7 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 use_binary "${1:-}"
-DATA_DIR=${2:-}
+DATA_DIR=$(test_data_dir "${2:-}")
 make_work_dir e2e
 RUN_TIMEOUT=0  # the real training run below takes as long as the machine needs
 

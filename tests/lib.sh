@@ -37,6 +37,19 @@ with_timeout() {
 # absolute_path PATH: PATH from the root (macOS before 13 has no realpath).
 absolute_path() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 
+# --- the public test data ---------------------------------------------------------------------------
+# test_data_dir [DIR]: where the suites find Tiny Shakespeare, GPT-2's encoder.json/vocab.bpe and HellaSwag,
+# in the order of tests/test_data.h: $MYGPT_TEST_DATA when set (scripts/test.sh sets it to its download
+# cache where ../shared/data is absent); else DIR (CMake passes ../shared/data beside the checkout) where it
+# is a folder; else the cache scripts/fetch_test_data.sh fills.
+test_data_dir() {
+  if [[ -n ${MYGPT_TEST_DATA:-} ]]; then echo "$MYGPT_TEST_DATA"
+  elif [[ -n ${1:-} && -d ${1:-} ]]; then echo "$1"
+  elif [[ -d $REPO_DIR/../shared/data ]]; then (cd "$REPO_DIR/../shared/data" && pwd)
+  else echo "${XDG_CACHE_HOME:-${HOME:-.}/.cache}/mygpt-ddp/data"
+  fi
+}
+
 # --- checks and the verdict -----------------------------------------------------------------------
 START=$SECONDS
 passed=0

@@ -95,7 +95,7 @@ if expect_ok char_model train "$WORK/text.txt" "${TINY[@]}" --steps 2 --out "$WO
 fi
 
 # --- the GPT-2 tokenizer beside prepared shards; HellaSwag counts -------------------------------------
-GPT2=${MYGPT_SHARED_DATA:-$REPO_DIR/../shared/data}/gpt2
+GPT2=$(test_data_dir)/gpt2
 if [[ -f $GPT2/encoder.json && -f $GPT2/vocab.bpe ]]; then
   for i in $(seq 1 200); do echo "And so the story of line $i goes on."; done >"$WORK/words.txt"
   if expect_ok prep_gpt2 prepare --vocab "$GPT2" --input "$WORK/words.txt" --out "$WORK/bpe" --val-tokens 400; then

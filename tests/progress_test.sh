@@ -5,7 +5,7 @@
 # Usage: progress_test.sh MYGPT_DDP SHARED_DATA_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 use_binary "${1:-}"
-DATA_DIR=${2:-}
+DATA_DIR=$(test_data_dir "${2:-}")
 make_work_dir progress
 export MYGPT_PROGRESS_SECONDS=0
 for i in $(seq 300); do printf '{"text": "document %d: the quick brown fox jumps over the lazy dog"}\n' "$i"; done >"$WORK/docs.jsonl"

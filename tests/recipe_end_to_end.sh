@@ -13,7 +13,7 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 use_binary "${1:-}"
-DATA_DIR=${2:-}
+DATA_DIR=$(test_data_dir "${2:-}")
 use_mpirun "${3:-}"
 make_work_dir recipe_e2e
 PY=python3
@@ -134,6 +134,8 @@ prepare_checks() {
     want="8 50256 15496 995 50256 12211 2205 994 13"
     [[ $tokens == "$want" ]] && pass "prepare of JSON lines: 2 documents, EOT before each ($tokens)" ||
       fail "prepare of JSON lines" "tokens '$tokens', want '$want'"
+    check "prepare of JSON lines with GPT-2's <|endoftext|>: no note about documents running together" \
+      bash -c "! grep -q 'run together' '$WORK/prepare_jsonl.out'"
   fi
 
   printf '{"text": "fine"}\n{"txt": "no text field"}\n' >"$WORK/notext.jsonl"
@@ -148,6 +150,33 @@ prepare_checks() {
 }
 
 echo "== prepare"
+# A tokenizer without a delimiter token (the character tokenizer; a tokenizer.json with no special token, no
+# bos/eos) runs documents together, as nanoGPT's char prepare and transformers' run_clm do: prepare says so
+# in one line; with GPT-2's <|endoftext|> (prepare_jsonl above) it says nothing.
+printf '{"text": "Hello world"}\n{"text": "Second doc here."}\n{"text": "Third."}\n' >"$WORK/three.jsonl"
+if expect_ok prepare_char_docs prepare --tokenizer char --input "$WORK/three.jsonl" --out "$WORK/char_docs" --val-tokens 0; then
+  check "prepare --tokenizer char of 3 documents: one note that they run together ($(grep 'run together' "$WORK/prepare_char_docs.out"))" \
+    test "$(grep -c '^note: --tokenizer char has no token to delimit documents: the 3 documents run together with nothing between them$' "$WORK/prepare_char_docs.out")" -eq 1
+fi
+mkdir -p "$WORK/bytes_only"
+python3 -c '
+import json, sys
+# GPT-2'"'"'s byte alphabet: every byte one token, no merges, no added token.
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+vocab = {chr(c): i for i, c in enumerate(cs)}
+byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+json.dump({"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": byte_level,
+           "post_processor": None, "decoder": byte_level,
+           "model": {"type": "BPE", "vocab": vocab, "merges": []}}, open(sys.argv[1], "w"))
+' "$WORK/bytes_only/tokenizer.json"
+if expect_ok prepare_hf_docs prepare --vocab "$WORK/bytes_only" --input "$WORK/three.jsonl" --out "$WORK/hf_docs" --val-tokens 0; then
+  check "prepare with a tokenizer.json without special tokens: one note naming it ($(grep 'run together' "$WORK/prepare_hf_docs.out"))" \
+    test "$(grep -c "^note: the tokenizer of --vocab $WORK/bytes_only has no token (no bos_token or eos_token in tokenizer_config.json, no <|endoftext|> or <|bos|>) to delimit documents: the 3 documents run together" "$WORK/prepare_hf_docs.out")" -eq 1
+fi
 SHARDS=$WORK/shards
 if [[ $HAVE_DATA -eq 1 ]]; then
   prepare_checks

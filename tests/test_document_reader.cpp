@@ -12,12 +12,13 @@
 #include "dataloader/parallel_encoder.h"
 #include "tokenizer/text_codec.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_data.h"
 
 namespace mygpt {
 namespace {
 
-const std::string kGpt2Dir = std::string(MYGPT_SHARED_DATA_DIR) + "/gpt2";
-const std::string kShakespeare = std::string(MYGPT_SHARED_DATA_DIR) + "/tinyshakespeare.txt";
+const std::string kGpt2Dir = (testing::test_data_dir() / "gpt2").string();
+const std::string kShakespeare = (testing::test_data_dir() / "tinyshakespeare.txt").string();
 
 std::string write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

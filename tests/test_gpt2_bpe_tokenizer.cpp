@@ -15,17 +15,15 @@
 
 #include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_data.h"
 
-#ifndef MYGPT_SHARED_DATA_DIR
-#define MYGPT_SHARED_DATA_DIR "../shared/data"
-#endif
 
 namespace mygpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSharedData = MYGPT_SHARED_DATA_DIR;
+const fs::path kSharedData = testing::test_data_dir();
 const fs::path kGpt2Dir = kSharedData / "gpt2";
 
 std::string read_file(const fs::path& path) {

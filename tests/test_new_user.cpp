@@ -236,7 +236,7 @@ TEST(ResumeChanges, NamesWhatChangesInOneLine) {
 }
 
 TEST(Gpt2Tokenizer, ReadsAHuggingFaceTokenizerJsonAlone) {
-  const std::filesystem::path gpt2 = std::filesystem::path(MYGPT_SHARED_DATA_DIR) / "gpt2";
+  const std::filesystem::path gpt2 = testing::test_data_dir() / "gpt2";
   if (!std::filesystem::exists(gpt2 / "encoder.json") || !std::filesystem::exists(gpt2 / "vocab.bpe")) {
     GTEST_SKIP() << gpt2.string() << "/{encoder.json,vocab.bpe} absent; see README";
   }

@@ -8,15 +8,13 @@
 #include <utility>
 
 #include "model/gpt_config.h"
-
-#ifndef MYGPT_SHARED_DATA_DIR
-#define MYGPT_SHARED_DATA_DIR "../shared/data"
-#endif
+#include "tests/test_data.h"
 
 namespace mygpt::testing {
 
-// The real public data beside the checkout; tests that need it skip when it is absent.
-inline const std::filesystem::path kSharedData = MYGPT_SHARED_DATA_DIR;
+// The real public data (tests/test_data.h: ../shared/data, or the download cache); tests that need it skip
+// when it is absent.
+inline const std::filesystem::path kSharedData = test_data_dir();
 
 // A model small enough for unit tests: `layers` blocks of `heads` heads, `width` wide.
 inline GptConfig small_config(int64_t vocab, int64_t block, int64_t layers = 2, int64_t heads = 2, int64_t width = 32,

@@ -254,10 +254,10 @@ TEST_F(TokenFilesTest, RefusesTextUnderABinName) {
 TEST_F(TokenFilesTest, RealTokenFilesAreNeverText) {
   // Real text's tokens: a character vocabulary's ids are all below 256 (a NUL high byte); GPT-2's frequent
   // ids are below 8192 (a control high byte). Both must read as tokens.
-  const fs::path text_path = fs::path(MYGPT_SHARED_DATA_DIR) / "tinyshakespeare.txt";
-  const fs::path gpt2_dir = fs::path(MYGPT_SHARED_DATA_DIR) / "gpt2";
+  const fs::path text_path = testing::test_data_dir() / "tinyshakespeare.txt";
+  const fs::path gpt2_dir = testing::test_data_dir() / "gpt2";
   if (!fs::exists(text_path) || !fs::exists(gpt2_dir / "encoder.json")) {
-    GTEST_SKIP() << "tinyshakespeare.txt or gpt2/encoder.json absent under " << MYGPT_SHARED_DATA_DIR;
+    GTEST_SKIP() << "tinyshakespeare.txt or gpt2/encoder.json absent under " << testing::test_data_dir().string();
   }
   std::ifstream in(text_path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

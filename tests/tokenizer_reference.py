@@ -8,6 +8,12 @@
   variants GPT4_DIR OUT_DIR         that tokenizer with other pre-tokenizers (each Split behaviour, Digits,
                                     ByteLevel's prefix space and regex), added tokens with lstrip, rstrip and
                                     single_word, and ignore_merges: OUT_DIR/<name>/tokenizer.json
+  cut-variants GPT4_DIR OUT_DIR     that tokenizer with the pre-tokenizers and added tokens prepare's cuts must
+                                    respect (ByteLevel's prefix space and regex, Llama 3's, Qwen2's and GPT-2's
+                                    Split, Digits first, lstrip or rstrip alone): OUT_DIR/<name>/tokenizer.json
+  long-text OUT                    one text of about 100 KB whose lines start and end with what a cut must get
+                                    right (letters, digits, spaces, punctuation, added tokens, '/'), as JSON
+                                    {"long": text}
   make-normalized TEXT OUT_DIR     small BPEs trained on TEXT with a Unicode normalizer, as Qwen2/Qwen3's
                                     tokenizer.json has one: OUT_DIR/nfc (NFC, Qwen2's Split pattern and
                                     ByteLevel(use_regex=False)), OUT_DIR/nfkc (the same with NFKC) and
@@ -112,6 +118,65 @@ def variants(gpt4_dir, out_dir):
             data["model"]["ignore_merges"] = True
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(data, f, ensure_ascii=False)
+
+
+# Llama 3's pre-tokenizer pattern, from its tokenizer.json.
+LLAMA3 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def cut_variants(gpt4_dir, out_dir):
+    from tokenizers import AddedToken, Regex, Tokenizer, pre_tokenizers
+    no_regex = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    changes = {
+        "prefix_space": pre_tokenizers.ByteLevel(add_prefix_space=True),
+        "byte_level_regex": pre_tokenizers.ByteLevel(add_prefix_space=False),
+        "split_then_prefix_space": pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(GPT4_STYLE), "isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False)]),
+        "llama3": pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3), "isolated"), no_regex]),
+        "qwen2_after_digits": pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=False), pre_tokenizers.Split(Regex(QWEN2), "isolated"), no_regex]),
+        "gpt2_split": pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(GPT2_PATTERN), "isolated"), no_regex]),
+        "no_regex": no_regex,
+    }
+    added = {
+        "lstrip": [AddedToken("<mask>", lstrip=True)],
+        "rstrip": [AddedToken("<sep>", rstrip=True)],
+        "lstrip_special": [AddedToken("<|endoftext|>", lstrip=True, special=True)],
+    }
+    for name in list(changes) + list(added):
+        tok = Tokenizer.from_file(os.path.join(gpt4_dir, "tokenizer.json"))
+        if name in changes:
+            tok.pre_tokenizer = changes[name]
+        elif added[name][0].special:
+            tok.add_special_tokens(added[name])
+        else:
+            tok.add_tokens(added[name])
+        path = os.path.join(out_dir, name, "tokenizer.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tok.save(path)
+
+
+def long_text(out):
+    """Lines that begin and end with each kind of character a cut sits between: letters, digits, punctuation,
+    '/', a space, and added tokens (<mask>, <sep>, hello, <|endoftext|>, <|bos|>); blank lines; non-ASCII."""
+    rng = random.Random(53)
+    words = ["the", "King", "said", "hello", "thou", "art", "ROMEO", "don't", "we'll", "caf\u00e9", "na\u00efve",
+             "\u4e2d\u6587", "2024", "7", "x1", "A\u030a"]
+    starts = ["", "", "", " ", "  ", "<mask>", " <mask>", "<sep>", "hello ", "<|endoftext|>", "<|bos|>", "/", ".",
+              "'s ", "12", "\t", "(", "-", "cafe\u0301"]
+    ends = ["", "", ".", ",", "!", "<mask>", "<sep>", " ", "  ", " hello", "<|endoftext|>", ":", "'", "9", ".\r", "A\u030a!"]
+    lines = []
+    while sum(len(line) + 1 for line in lines) < 100_000:
+        body = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+        if rng.random() < 0.1:
+            body += random_unicode(rng, rng.randint(1, 20)).replace("\n", " ")
+        lines.append(rng.choice(starts) + body + rng.choice(ends))
+        if rng.random() < 0.05:
+            lines.append("")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"long": "\n".join(lines) + "\n"}, f, ensure_ascii=False)
 
 
 # Qwen2's (and Qwen3's) pre-tokenizer pattern, from their tokenizer.json.
@@ -303,6 +368,10 @@ def main():
         make_gpt4(*args)
     elif mode == "variants":
         variants(*args)
+    elif mode == "cut-variants":
+        cut_variants(*args)
+    elif mode == "long-text":
+        long_text(*args)
     elif mode == "make-normalized":
         make_normalized(*args)
     elif mode == "texts":

@@ -7,7 +7,7 @@
 # Parts needing transformers, or the shared GPT-2 tokenizer files, skip with a line saying so.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 use_binary "${1:-}"
-DATA_DIR=${2:-}
+DATA_DIR=$(test_data_dir "${2:-}")
 PY=${3:-python3}
 HF_REF=${4:-$TESTS_DIR/hf_reference.py}
 make_work_dir weights

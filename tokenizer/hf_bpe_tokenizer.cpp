@@ -22,12 +22,44 @@ using nlohmann::json;
 // How a Split keeps what its pattern matches, as tokenizers' SplitDelimiterBehavior.
 enum class SplitBehavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 
+// What a pre-tokenizer step does at a cut "x\n|y" or "x\n| y" (x, y printable ASCII other than space), as
+// restarts_at reasons about it.
+enum class StepAtCut {
+  splits_there,  // a pattern proven to end a piece at the cut and to scan on from it as from a text's start
+  digits,        // Digits: splits only between digits and the rest, so the piece at the cut may end after y
+  prefix_space,  // ByteLevel's prefix space: a piece that starts at a cut gains a space
+  unknown,       // any other pattern: nothing is proven
+};
+
 // One step of the pre-tokenizer, applied to every piece the steps before it left.
 struct PretokenStep {
   std::optional<bpe::PretokenPattern> pattern;  // a split; none for ByteLevel's prefix space
   SplitBehavior behavior = SplitBehavior::isolated;
   bool invert = false;
+  StepAtCut at_cut = StepAtCut::unknown;
 };
+
+// Split patterns (as tokenizer.json spells them) proven to restart at "x\n|y" and "x\n| y" (x, y printable
+// ASCII, not space), with the whole of y in the piece: the match holding x ends before the '\n' (letters,
+// digits) or takes it and stops at y (punctuation runs with [\r\n]*, never more since y is neither '\r' nor
+// '\n'); a match starting at the '\n' is that '\n' alone (no alternative lets '\n' lead letters or
+// punctuation; \s*[\r\n]+ and \s*[\r\n] backtrack to it; GPT-2's \s+(?!\S) and \s+ give "\n" before y or
+// " y" and at a text's end alike); none looks behind. So the text before the cut ends with the same pieces as
+// alone, and the scan goes on from the cut. GPT-4o's pattern is not here: its [\r\n/]* joins ".\n/".
+bool restarts_at_lines(const std::string& pattern) {
+  static const std::vector<std::string> proven = {
+      // GPT-2's (ByteLevel's use_regex, and as a Split)
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+      // Llama 3's
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+      // Qwen2's and Qwen3's
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+      // GPT-4's (cl100k) and nanochat's
+      R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)",
+      R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)",
+  };
+  return std::find(proven.begin(), proven.end(), pattern) != proven.end();
+}
 
 struct AddedToken {
   std::string content;
@@ -104,6 +136,9 @@ struct HfBpeTokenizer::Impl {
   std::vector<AddedToken> raw_added, normalized_added;  // the two passes tokenizers makes over the text
   std::vector<NormalForm> normalizer;                   // applied in order; empty: none
   bool ignore_merges = false;
+  // Which cuts restarts_at allows, from the pre-tokenizer (decide_cuts); the longest added token's bytes.
+  bool tight_cuts = false, spaced_cuts = false;
+  std::size_t longest_added = 0;
 
   std::mutex encode_mutex;  // guards everything below: encode() reuses it between calls
   std::vector<PretokenStep> steps;
@@ -115,6 +150,8 @@ struct HfBpeTokenizer::Impl {
   std::string normalized(std::string_view text) const;
   void read_pretokenizer(const json& node, bool& byte_level_seen);
   void read_model(const json& model, const json& added);
+  void decide_cuts();
+  bool added_token_near(std::string_view text, std::size_t cut) const;
   void encode_between_added(std::string_view text, std::size_t pass, bool specials_are_text, std::vector<int32_t>& out);
   void split_on_added(std::string_view text, std::size_t pass, bool specials_are_text, std::vector<int32_t>& out);
   void encode_pretokenized(std::string_view text, std::vector<int32_t>& out);
@@ -162,22 +199,30 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
   }
   if (type == "ByteLevel") {
     byte_level_seen = true;
-    if (flag(node, "add_prefix_space", false)) steps.push_back(PretokenStep{});
-    if (flag(node, "use_regex", true))
+    if (flag(node, "add_prefix_space", false)) {
+      steps.push_back(PretokenStep{});
+      steps.back().at_cut = StepAtCut::prefix_space;
+    }
+    if (flag(node, "use_regex", true)) {
       steps.push_back(PretokenStep{bpe::PretokenPattern(bpe::gpt2_split_pattern(), where)});
+      steps.back().at_cut = StepAtCut::splits_there;
+    }
     return;
   }
   if (type == "Digits") {
     const bool individual = flag(node, "individual_digits", false);
     steps.push_back(PretokenStep{bpe::PretokenPattern(bpe::pcre2_pattern_of(R"(\p{N})"), where),
                                  individual ? SplitBehavior::isolated : SplitBehavior::contiguous});
+    steps.back().at_cut = StepAtCut::digits;
     return;
   }
   if (type != "Split") refuse("pre_tokenizer " + type + " is not supported (ByteLevel, Split, Digits, Sequence are)");
   const json& pattern = node.value("pattern", json());
   std::string regex;
+  bool proven = false;
   if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
     regex = bpe::pcre2_pattern_of(pattern["Regex"].get<std::string>());
+    proven = restarts_at_lines(pattern["Regex"].get<std::string>());
   } else if (pattern.is_object() && pattern.contains("String") && pattern["String"].is_string()) {
     regex = escaped_literal(pattern["String"].get<std::string>());
   } else {
@@ -194,6 +239,9 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
     refuse("Split pre_tokenizer with an unknown behavior " + node.value("behavior", json()).dump());
   steps.push_back(PretokenStep{bpe::PretokenPattern(regex, where + "pre_tokenizer Split"), behavior->second,
                                flag(node, "invert", false)});
+  if (proven && behavior->second == SplitBehavior::isolated && !steps.back().invert) {
+    steps.back().at_cut = StepAtCut::splits_there;
+  }
 }
 
 void HfBpeTokenizer::Impl::read_model(const json& model, const json& added) {
@@ -480,6 +528,60 @@ void HfBpeTokenizer::Impl::encode_pretokenized(std::string_view text, std::vecto
   }
 }
 
+// The pre-tokenizer's steps up to the first that splits at a cut (after it every step sees the two sides
+// apart, in the whole text as in the pieces). Before it, a prefix space would give the piece at a cut a
+// space it lacks in the whole text unless it starts with one ("x\n| y"); Digits may end the piece at the cut
+// right after a space before a digit, where GPT-2's \s+(?!\S) would then take "\n " whole, so the spaced
+// cut needs no Digits before; Digits keep "x\n|y" (they split only at digits, which the patterns split at
+// too). Any other step before it: no cut is proven.
+void HfBpeTokenizer::Impl::decide_cuts() {
+  bool prefix_space = false, digits = false;
+  for (const PretokenStep& step : steps) {
+    if (step.at_cut == StepAtCut::splits_there) {
+      tight_cuts = !prefix_space;
+      spaced_cuts = !digits;
+      return;
+    }
+    if (step.at_cut == StepAtCut::unknown) return;
+    (step.at_cut == StepAtCut::prefix_space ? prefix_space : digits) = true;
+  }
+}
+
+// Whether an added token may take part in tokenizing the cut: one overlapping the two characters on each
+// side (a token across the cut, a single_word token that sees its neighbour, an lstrip/rstrip token that
+// takes the '\n'). Tokens matched after the normalizer are looked for in the normalized text around the cut,
+// normalized in two halves (a cut before an ASCII character is a boundary of NFC and NFKC: no ASCII
+// character composes with what precedes it), from and to an ASCII character far enough away that the
+// normalized text covers the longest token on each side; then no token matched on the raw text may lie
+// in that stretch, as tokenizers normalizes the text between those apart.
+bool HfBpeTokenizer::Impl::added_token_near(std::string_view text, std::size_t cut) const {
+  const auto overlaps = [](const std::vector<AddedToken>& tokens, std::string_view in, std::size_t from,
+                           std::size_t to) {
+    for (const AddedToken& token : tokens) {
+      const std::size_t n = token.content.size();
+      const std::size_t first = from + 1 > n ? from + 1 - n : 0;  // starts from here end after `from`
+      const std::size_t at = in.find(token.content, first);
+      if (at != std::string_view::npos && at < to) return true;
+    }
+    return false;
+  };
+  const bool normalizes = !normalizer.empty() && !normalized_added.empty();
+  if (!normalizes) {
+    const std::size_t from = cut > 3 ? cut - 3 : 0;
+    return overlaps(raw_added, text, from, cut + 3) || overlaps(normalized_added, text, from, cut + 3);
+  }
+  const std::size_t reach = 4 * (longest_added + 3) + 16;  // NFC/NFKC shrink text by at most 3 times
+  std::size_t lo = cut > reach ? cut - reach : 0, hi = cut + reach;
+  while (lo > 0 && static_cast<unsigned char>(text[lo]) >= 0x80) --lo;
+  while (hi < text.size() && static_cast<unsigned char>(text[hi]) >= 0x80) ++hi;
+  if (hi >= text.size()) return true;  // not enough text after the cut to decide
+  if (overlaps(raw_added, text, lo, hi)) return true;
+  const std::string_view before = text.substr(lo, cut - lo), after = text.substr(cut, hi - cut);
+  if (first_invalid_utf8(before) || first_invalid_utf8(after)) return true;
+  const std::string left = normalized(before), joined = left + normalized(after);
+  return overlaps(normalized_added, joined, left.size() > 3 ? left.size() - 3 : 0, left.size() + 3);
+}
+
 HfBpeTokenizer HfBpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
   auto impl = std::make_unique<Impl>();
   impl->where = tokenizer_json.string() + ": ";
@@ -503,6 +605,10 @@ HfBpeTokenizer HfBpeTokenizer::load(const std::filesystem::path& tokenizer_json)
                                    decoder["decoders"].size() == 1 && type_of(decoder["decoders"][0]) == "ByteLevel");
   if (!byte_level_decoder) impl->refuse("decoder " + type_of(decoder) + " is not supported (only ByteLevel is)");
   impl->read_model(root["model"], root.value("added_tokens", json()));
+  impl->decide_cuts();
+  for (const auto* list : {&impl->raw_added, &impl->normalized_added}) {
+    for (const AddedToken& token : *list) impl->longest_added = std::max(impl->longest_added, token.content.size());
+  }
   return HfBpeTokenizer(std::move(impl));
 }
 
@@ -520,6 +626,14 @@ std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text, SpecialTokens
   const std::lock_guard lock(impl_->encode_mutex);
   impl_->encode_between_added(text, 0, specials == SpecialTokens::as_text, ids);
   return ids;
+}
+
+bool HfBpeTokenizer::restarts_at(std::string_view text, std::size_t cut) const {
+  const auto printable = [&](std::size_t at) { return at < text.size() && text[at] > ' ' && text[at] < 0x7f; };
+  if (cut < 2 || text[cut - 1] != '\n' || !printable(cut - 2)) return false;
+  const bool spaced = cut < text.size() && text[cut] == ' ';
+  if (spaced ? !(impl_->spaced_cuts && printable(cut + 1)) : !(impl_->tight_cuts && printable(cut))) return false;
+  return !impl_->added_token_near(text, cut);
 }
 
 std::string_view HfBpeTokenizer::token_bytes(int32_t id) const {

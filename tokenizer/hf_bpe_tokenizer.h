@@ -58,6 +58,16 @@ class HfBpeTokenizer {
   // The ids of the added tokens marked "special" (control tokens such as <|bos|>).
   std::vector<int32_t> special_ids() const;
 
+  // Whether encode(text[0, cut)) followed by encode(text[cut, end)) is provably encode(text), so that a long
+  // document can be tokenized in pieces (prepare). text starts at a document's start or at an earlier such
+  // cut. Derived from this tokenizer's definition: the cut follows a '\n' after a printable ASCII character
+  // and comes before another one ("x\n|y") or before a space and one ("x\n| y"); the pre-tokenizer ends a
+  // piece there (a Split pattern proven to, or ByteLevel's GPT-2 pattern, with nothing before it that could
+  // join the sides: ByteLevel's prefix space allows only "x\n| y"); no added token lies at the cut (one
+  // could span it, see its neighbour, or strip the '\n'). False whenever that is not proven (another Split
+  // pattern, ByteLevel without its regex): the document is then tokenized whole.
+  bool restarts_at(std::string_view text, std::size_t cut) const;
+
   // One more than the largest id of the vocabulary and the added tokens.
   std::size_t vocab_size() const;
   // The id of a token as tokenizer.json spells it (an added token's content, or a vocabulary string).

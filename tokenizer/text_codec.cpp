@@ -135,6 +135,7 @@ class HfCodec final : public TextCodec {
     for (const int32_t id : tokenizer_.special_ids()) counts[static_cast<size_t>(id)] = 0;
     return counts;
   }
+  bool restarts_at(std::string_view text, std::size_t cut) const override { return tokenizer_.restarts_at(text, cut); }
 
  private:
   std::string dir_;
@@ -143,6 +144,15 @@ class HfCodec final : public TextCodec {
 };
 
 }  // namespace
+
+bool restarts_between_printable_lines(std::string_view text, std::size_t cut) {
+  const auto printable = [&](std::size_t at) { return at < text.size() && text[at] > ' ' && text[at] < 0x7f; };
+  return cut >= 2 && text[cut - 1] == '\n' && printable(cut - 2) && printable(cut);
+}
+
+bool TextCodec::restarts_at(std::string_view text, std::size_t cut) const {
+  return restarts_between_printable_lines(text, cut);
+}
 
 std::optional<TokenizerKind> folder_tokenizer_kind(const std::string& dir) {
   std::error_code ec;

@@ -35,7 +35,18 @@ class TextCodec {
   // token's may be part of a UTF-8 character), 0 for special tokens (GPT-2's <|endoftext|>, a tokenizer.json's
   // added tokens marked special) and for ids that are no token. Bits per byte divides by their sum.
   virtual std::vector<int64_t> token_byte_counts() const = 0;
+  // Whether encode(text[0, cut)) then encode(text[cut, end)) is provably encode(text): where `prepare` may
+  // cut a long document into pieces encoded apart. text starts at a document's start or an earlier such cut.
+  // The character tokenizer's and GPT-2's: restarts_between_printable_lines; a tokenizer.json's: what its
+  // definition proves (HfBpeTokenizer::restarts_at).
+  virtual bool restarts_at(std::string_view text, std::size_t cut) const;
 };
+
+// A cut right after a '\n' with a printable ASCII character (not space) on each side. GPT-2's pre-tokenizer
+// ends a piece exactly there whether the text is cut or not (a longer run of whitespace would not: "\n\n"
+// at the end of a piece is one token, before a letter two), its <|endoftext|> holds no '\n', and the
+// character tokenizer maps characters one by one.
+bool restarts_between_printable_lines(std::string_view text, std::size_t cut);
 
 // The BPE tokenizer a folder holds: hf where it has a tokenizer.json (the whole definition, split pattern
 // and special tokens included, so it wins over vocab.json + merges.txt beside it), else gpt2 where it has

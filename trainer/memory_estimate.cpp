@@ -60,6 +60,13 @@ constexpr double kMpiRankBytes = 22.0 * (1 << 20);
 // model at batch 32 x 256 (16 MiB) +20 to +34, +-15 MiB from run to run. The unfused loss's whole logits
 // come back each step in blocks of one size and added nothing (98 MiB of them: -2 MiB).
 constexpr double kKeptHeapBlocks = 1.0;
+// With more than one intra-op thread the kept heap holds about one such block more: the threads that
+// allocate inside parallel regions get malloc arenas of their own, and each keeps its own hole. Peak RSS
+// of 3 steps against 1 thread (Intel Xeon, 2 cores, glibc 2.36, process exit not counted; launcher/main.cpp):
+// a 4 x 256 model with GPT-2's vocabulary at batch 8 x 128 (largest block 49 MiB) +70 MiB at 2 threads and
+// +38 at 4, shakespeare-char at batch 32 x 128 (24 MiB) +40 and +37, the small preset on char text at
+// batch 8 (2 MiB) +1 and +5: one block more, not one per thread.
+constexpr double kKeptHeapBlocksThreaded = 2.0;
 
 }  // namespace
 
@@ -159,8 +166,14 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
   add("loss", loss_fixed + rows * loss_per_row, loss_note);
   add("embedding backward", head_bytes, "the token embedding's dense gradient before it is added");
   if (!in.gpu && in.kept_heap) {
-    add("kept heap", kKeptHeapBlocks * largest_block,
-        "malloc keeps freed memory (--keep-freed-memory): about one of the step's largest blocks more");
+    if (in.threads > 1) {
+      add("kept heap", kKeptHeapBlocksThreaded * largest_block,
+          "malloc keeps freed memory (--keep-freed-memory): about two of the step's largest blocks more with " +
+              std::to_string(in.threads) + " threads (the threads' own malloc arenas keep their own)");
+    } else {
+      add("kept heap", kKeptHeapBlocks * largest_block,
+          "malloc keeps freed memory (--keep-freed-memory): about one of the step's largest blocks more");
+    }
   }
   return plan;
 }

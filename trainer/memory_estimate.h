@@ -32,6 +32,7 @@ struct MemoryPlanInput {
   Recompute recompute = Recompute::none;
   int64_t loss_chunk_rows = 0;  // --loss-chunk-rows; 0: sized by device
   bool kept_heap = false;       // CPU: malloc keeps freed memory (--keep-freed-memory, launcher/memory_reuse.h)
+  int64_t threads = 1;          // CPU: intra-op threads of the rank (--threads)
 };
 
 struct MemoryPart {

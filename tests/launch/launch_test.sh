@@ -289,8 +289,8 @@ check "(4) ... long before --comm-timeout 120" awk -v t="$took" 'BEGIN { exit !(
 # SIGTERM while the ranks score HellaSwag (at step 0; the whole file takes about a minute here): every
 # rank ends it at the next round of batches, together, and the run saves its checkpoint and exits 0,
 # instead of finishing the evaluation (Slurm's grace before SIGKILL may be shorter).
-GPT2=${MYGPT_SHARED_DATA:-$REPO_DIR/../shared/data}/gpt2
-HELLASWAG=${MYGPT_SHARED_DATA:-$REPO_DIR/../shared/data}/hellaswag/hellaswag_val_full.txt
+GPT2=$(test_data_dir)/gpt2
+HELLASWAG=$(test_data_dir)/hellaswag/hellaswag_val_full.txt
 if [[ -f $GPT2/encoder.json && -f $HELLASWAG ]]; then
   for i in $(seq 1 200); do echo "And so the story of line $i goes on."; done >"$WORK/words.txt"
   "$torchrun" --standalone --nproc-per-node 2 --no-python "$BIN" train "$WORK/words.txt" --vocab "$GPT2" --preset small \

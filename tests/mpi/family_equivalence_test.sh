@@ -24,7 +24,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 use_binary "${1:-}"
 python=${2:-python3}
 torchrun=${3:-}
-data_dir=${4:-}
+data_dir=$(test_data_dir "${4:-}")
 use_mpirun
 make_work_dir family_equivalence
 

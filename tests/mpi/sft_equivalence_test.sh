@@ -15,7 +15,7 @@ source "$TESTS_DIR/chat_fixture.sh"
 
 use_binary "${1:-}"
 python=${2:-python3}
-vocab=${3:-}/gpt2
+vocab=$(test_data_dir "${3:-}")/gpt2
 use_mpirun
 make_work_dir sft_equivalence
 if [[ ! -f $vocab/encoder.json ]]; then
