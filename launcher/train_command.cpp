@@ -107,7 +107,11 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     output.print("resumed from " + start.model->path.string() + " at step " + std::to_string(start_step));
   }
   start.model.reset();  // the stored tensors are in the model (and optimizer) now
-  output.print("data: " + data.description +
+  // Conversations are counted as the run's rows left them (a note above says how many were left out).
+  const std::string described =
+      data.chat ? data.chat->describe(trainer->sft_conversations().first, trainer->sft_conversations().second)
+                : data.description;
+  output.print("data: " + described +
                (data.train ? strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size()))
                            : std::string()));
   for (const std::string& note : data.notes) output.print(note);

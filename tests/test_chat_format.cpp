@@ -73,6 +73,10 @@ TEST(ChatFormat, RefusesBadTurnOrderAndTooSmallModels) {
   const std::vector<ChatMessage> twice{{ChatRole::user, "a"}, {ChatRole::user, "b"}, {ChatRole::assistant, "a"}};
   EXPECT_NE(invalid_argument_message([&] { format.render_conversation(twice); }).find("message 2 has role user"),
             std::string::npos);
+  const std::vector<ChatMessage> two_replies{{ChatRole::user, "a"}, {ChatRole::assistant, "b"}, {ChatRole::assistant, "a"}};
+  EXPECT_NE(invalid_argument_message([&] { format.render_conversation(two_replies); })
+                .find("message 3 has role assistant after an assistant message"),
+            std::string::npos);
   const std::vector<ChatMessage> late_system{
       {ChatRole::user, "a"}, {ChatRole::system, "b"}, {ChatRole::assistant, "a"}};
   EXPECT_NE(invalid_argument_message([&] { format.render_conversation(late_system); }).find("system"),
