@@ -191,7 +191,12 @@ int run_chat(const Parsed<ChatFlags>& flags, const JobSession&) {
       throw std::invalid_argument(m.description + ": " + e.what());
     }
   }();
-  if (!m.chat_record) {
+  if (!m.chat_record && format.tokenizer_has_tokens()) {
+    // nanochat's own tokenizer: its chat tokens are there and may well be trained, but nothing says the
+    // turns were rendered as ours are.
+    std::cerr << "note: " << m.description << " records no chat template; its tokenizer's own chat tokens are used, "
+              << "in nanochat's rendering" << std::endl;
+  } else if (!m.chat_record) {
     // Still usable (its special tokens are there), but it never learned to end a turn: say why replies ramble.
     std::cerr << "note: " << m.description << " was not fine-tuned on conversations (train --sft): its replies will "
               << "not follow the turns" << std::endl;
