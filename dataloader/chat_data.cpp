@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "common/file_io.h"
@@ -123,6 +124,18 @@ BlockConversations cut_to_block(const std::vector<RenderedChat>& conversations, 
     out.conversations.push_back(std::move(chat));
   }
   return out;
+}
+
+size_t conversations_kept(const std::vector<RenderedChat>& conversations, int64_t max_tokens) {
+  size_t kept = 0;
+  for (const RenderedChat& chat : conversations) {
+    // The first id is never a target (cut_to_block clears it).
+    const auto end = std::min(chat.trained.size(), static_cast<size_t>(max_tokens));
+    if (end < 2) continue;
+    kept += std::find(chat.trained.begin() + 1, chat.trained.begin() + static_cast<std::ptrdiff_t>(end), 1) !=
+            chat.trained.begin() + static_cast<std::ptrdiff_t>(end);
+  }
+  return kept;
 }
 
 std::string BlockConversations::note(const std::string& what, int64_t seq_len) const {

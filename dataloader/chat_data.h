@@ -43,5 +43,7 @@ struct BlockConversations {
 };
 // max_tokens: a row's inputs and its last target (--seq-len + 1).
 BlockConversations cut_to_block(const std::vector<RenderedChat>& conversations, int64_t max_tokens);
+// How many conversations cut_to_block keeps (a trained token within max_tokens), counted without copies.
+size_t conversations_kept(const std::vector<RenderedChat>& conversations, int64_t max_tokens);
 
 }  // namespace mygpt

@@ -17,8 +17,8 @@
 // leaves the old model as it was, and a folder can be exported onto itself.
 #include <unistd.h>
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -247,13 +247,13 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
     special.bos = chat->tokens().bos;
     special.eos = chat->tokens().assistant_end;
   }
+  if (chat) write_generation_config(folder, special);
   // GPT-2's architecture as GPT2LMHeadModel; the newer members as the transformers class that computes them.
   if (model->config().is_gpt2_architecture()) {
     export_hf_gpt2(model, vocab_size, folder, special);  // config.json last
   } else {
     export_hf_family(model, vocab_size, folder, special);
   }
-  if (chat) write_generation_config(folder, special);
   staging->publish_as(target);
 
   std::cout << "exported to " << out.string() << ": config.json, model.safetensors (" << vocab_size << " tokens)"

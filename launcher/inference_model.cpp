@@ -111,7 +111,11 @@ std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const s
                                 ": it is a character-level model and its characters are its tokenizer");
   }
   if (!vocab_dir.empty()) {
-    codec = make_text_codec(folder_tokenizer_kind(vocab_dir).value_or(TokenizerKind::gpt2), vocab_dir);
+    try {
+      codec = make_text_codec(folder_tokenizer_kind(vocab_dir).value_or(TokenizerKind::gpt2), vocab_dir);
+    } catch (const std::invalid_argument& e) {  // the flag's folder is the problem: name the flag
+      throw std::invalid_argument("--vocab " + vocab_dir + ": " + e.what());
+    }
   } else if (stored.tokenizer_kind == TokenizerKind::none) {
     throw std::invalid_argument(
         stored.description + (stored.hugging_face ? " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt)"
@@ -121,8 +125,12 @@ std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const s
     codec = make_text_codec(stored.tokenizer_kind, stored.tokenizer_data);
   }
   if (codec->vocab_size() > stored.token_count) {
-    throw std::invalid_argument(stored.description + " has " + std::to_string(stored.token_count) +
-                                " tokens, fewer than its tokenizer's " + std::to_string(codec->vocab_size()));
+    throw std::invalid_argument(
+        vocab_dir.empty() ? stored.description + " has " + std::to_string(stored.token_count) +
+                                " tokens, fewer than its tokenizer's " + std::to_string(codec->vocab_size())
+                          : "--vocab " + vocab_dir + ": its tokenizer has " + std::to_string(codec->vocab_size()) +
+                                " tokens, more than the " + std::to_string(stored.token_count) + " of " +
+                                stored.description + " (it is not the tokenizer the model was trained with)");
   }
   return codec;
 }

@@ -164,7 +164,6 @@ DataOrder add_conversation_loaders(const ChatData& chat, const TrainOptions& o, 
                                 std::to_string(o.seq_len) + " + 1 tokens");
   }
   parts.sft = true;
-  parts.sft_conversations.first = train.conversations.size();
   parts.train_loader = std::make_unique<ChatBatchLoader>(
       std::make_shared<const std::vector<RenderedChat>>(std::move(train.conversations)), o.batch_size, o.seq_len,
       chat.pad_id, order == DataOrder::shuffled, o.seed, comm.rank(), comm.world_size());
@@ -175,7 +174,6 @@ DataOrder add_conversation_loaders(const ChatData& chat, const TrainOptions& o, 
     return order;
   }
   BlockConversations val = cut_to_block(*chat.val, o.seq_len + 1);
-  parts.sft_conversations.second = val.conversations.size();
   if (const std::string note = val.note("held-out conversations", o.seq_len); !note.empty()) output.print(note);
   // Whole batches only: a pass scores each held-out conversation at most once.
   const auto whole_batches = static_cast<int64_t>(val.conversations.size()) / o.batch_size;

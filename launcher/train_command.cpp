@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/folder_claim.h"
+#include "dataloader/chat_data.h"
 #include "distributed/job_communicators.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
@@ -108,8 +109,10 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   }
   start.model.reset();  // the stored tensors are in the model (and optimizer) now
   // Conversations are counted as the run's rows left them (a note above says how many were left out).
+  const int64_t rows = trainer->options().seq_len + 1;
   const std::string described =
-      data.chat ? data.chat->describe(trainer->sft_conversations().first, trainer->sft_conversations().second)
+      data.chat ? data.chat->describe(conversations_kept(*data.chat->train, rows),
+                                      data.chat->val ? conversations_kept(*data.chat->val, rows) : 0)
                 : data.description;
   output.print("data: " + described +
                (data.train ? strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size()))

@@ -177,6 +177,16 @@ if [[ -f $vocab/vocab.bpe ]]; then
       grep -q "holds conversations, but .* is no chat model" "$WORK/eval_plain.out"
   fi
 fi
+# export's refusals name the flag that is the problem: a --vocab that is no tokenizer, or not the model's.
+"$PY" -c "import sys; from array import array; array('H', [i % 300 for i in range(20000)]).tofile(open(sys.argv[1], 'wb'))" \
+  "$WORK/small_vocab.bin"
+if expect_ok small_vocab train "$WORK/small_vocab.bin" --vocab-size 300 --preset tiny --block-size 32 --steps 1 \
+     --eval-every 0 --threads 1 --device cpu --out "$WORK/small_vocab_run"; then
+  expect_bad_input export_vocab_too_big "^mygpt-ddp: error: --vocab .*gpt2: its tokenizer has 50257 tokens, more than the [0-9]+ of" \
+    "" export --checkpoint "$WORK/small_vocab_run" --vocab "$vocab" --out "$WORK/o_vocab_big"
+  expect_bad_input export_vocab_missing "^mygpt-ddp: error: --vocab.*absent" "" \
+    export --checkpoint "$WORK/small_vocab_run" --vocab "$WORK/absent" --out "$WORK/o_vocab_absent"
+fi
 # Two conversations whose prompts fill the rows: left out, and not counted on the data line.
 { head -10 "$chat"; for _ in 1 2; do printf '{"prompt":"%s","completion":"ok"}\n' "$(printf 'word %.0s' $(seq 60))"; done; } \
   >"$WORK/left_out.jsonl"

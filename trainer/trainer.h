@@ -39,9 +39,6 @@ struct TrainerParts {
   bool sft = false;
   std::unique_ptr<ChatBatchLoader> sft_val_loader;  // SFT: held-out conversations; null: no validation loss
   int64_t sft_val_batches = 0;                      // batches of them per evaluation, all ranks together
-  // SFT: the conversations trained on and held out once cut to the rows (those without an assistant
-  // token left are out), for the data line.
-  std::pair<size_t, size_t> sft_conversations{0, 0};
   // The tokenizer's tokens (GPT-2: 50257 of the 50304 rows); the validation loss is over these, as eval's
   // and transformers' on the exported model are. 0: every row.
   int64_t val_vocab_limit = 0;
@@ -103,7 +100,6 @@ class Trainer {
   RunOutput& output() { return output_; }
   const CheckpointMeta& checkpoint_meta() const { return p_.checkpoint_meta; }
   bool has_validation() const { return p_.val_loader != nullptr || p_.sft_val_loader != nullptr; }
-  std::pair<size_t, size_t> sft_conversations() const { return p_.sft_conversations; }
 
  private:
   struct NamedPart {
