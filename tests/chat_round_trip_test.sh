@@ -114,7 +114,7 @@ source, out = sys.argv[1], sys.argv[2]
 with open(source, encoding="utf-8") as f:
     t = json.load(f)
 names = ["<|python_start|>", "<|bos|>", "<|user_start|>", "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>"]
-t["added_tokens"] = [{"id": 50257 + i, "content": n, "single_word": False, "lstrip": False, "rstrip": False,
+t["added_tokens"] += [{"id": 50257 + i, "content": n, "single_word": False, "lstrip": False, "rstrip": False,
                       "normalized": False, "special": True} for i, n in enumerate(names)]
 os.makedirs(out, exist_ok=True)
 with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
@@ -123,11 +123,11 @@ with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as 
     json.dump({"bos_token": "<|bos|>", "tokenizer_class": "PreTrainedTokenizerFast"}, f)
 PY
 then
-  if expect_ok own_sft train "$chat" --sft --vocab "$WORK/nanochat_tok" "${small[@]}" --steps 150 --eval-every 0 \
+  if expect_ok own_sft train "$chat" --sft --vocab "$WORK/nanochat_tok" "${small[@]}" --steps 20 --eval-every 0 \
        --val-fraction 0 --out "$WORK/own"; then
     check "the data line names the tokenizer's own chat tokens: $(grep -m1 '^data:' "$WORK/own_sft.out")" \
       grep -q "^data: conversations .* | hf tokenizer with its own chat tokens, chat template 'nanochat'" "$WORK/own_sft.out"
-    own_ckpt=$WORK/own/ckpt_00000150.safetensors
+    own_ckpt=$WORK/own/ckpt_00000020.safetensors
     check "the checkpoint records the tokenizer's ids (<|bos|> 50258 ... <|assistant_end|> 50262)" \
       bash -c "head -c 200000 '$own_ckpt' | grep -aq '<|bos|>.:50258.*<|assistant_end|>.:50262'"
     system="You reverse words."
