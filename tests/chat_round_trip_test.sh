@@ -30,6 +30,7 @@ held=$WORK/held.jsonl
 write_conversations "$chat" 200 5
 write_conversations "$held" 16 11
 small=(--preset tiny --block-size 48 --batch-size 4 --lr 3e-3 --warmup-steps 5 --seed 7 --threads 1 --device cpu)
+quick=(--preset tiny --block-size 48 --batch-size 4 --lr 3e-3 --warmup-steps 0 --seed 7 --threads 1 --device cpu)
 printf '%s\n' "reverse abc" "please reverse the word dog for me" "xyz" >"$WORK/prompts.txt"
 
 # --- a GPT-2-tokenizer chat model: checkpoint, export, re-export ----------------------------------------
@@ -146,7 +147,7 @@ then
   fi
   # GPT-2's tokenizer.json alone (no chat tokens, no vocab.json): the five after its ids, and its export
   # adds them to tokenizer.json, where AutoTokenizer reads them.
-  if expect_ok json_sft train "$chat" --sft --vocab "$WORK/gpt2_json" "${small[@]}" --steps 2 --warmup-steps 0 \
+  if expect_ok json_sft train "$chat" --sft --vocab "$WORK/gpt2_json" "${quick[@]}" --steps 2 \
        --eval-every 0 --val-fraction 0 --out "$WORK/json" &&
      expect_ok json_export export --checkpoint "$WORK/json/ckpt_00000002.safetensors" --out "$WORK/json_exported"; then
     check "a tokenizer.json without chat tokens: --sft appends them (50257..50261) and the export adds them to tokenizer.json" \
@@ -170,7 +171,7 @@ head -c 4096 /dev/urandom >"$WORK/tokens.bin"
 expect_bad_input sft_token_file "tokens\.bin' is a token file" "$WORK/o_bin" train "$WORK/tokens.bin" --sft --vocab "$vocab" \
   "${small[@]}" --steps 1 --out "$WORK/o_bin"
 if [[ -f $vocab/vocab.bpe ]]; then
-  run plain_model train "$chat" --tokenizer gpt2 --vocab "$vocab" "${small[@]}" --steps 1 --warmup-steps 0 --eval-every 0 \
+  run plain_model train "$chat" --tokenizer gpt2 --vocab "$vocab" "${quick[@]}" --steps 1 --eval-every 0 \
     --out "$WORK/plain"
   if expect_ok eval_plain eval --checkpoint "$WORK/plain" --val "$held" --val-fraction 1 --batch-size 2 --seq-len 32 \
        --threads 1 --device cpu; then
@@ -191,7 +192,7 @@ fi
 # Two conversations whose prompts fill the rows: left out, and not counted on the data line.
 { head -10 "$chat"; for _ in 1 2; do printf '{"prompt":"%s","completion":"ok"}\n' "$(printf 'word %.0s' $(seq 60))"; done; } \
   >"$WORK/left_out.jsonl"
-if expect_ok left_out train "$WORK/left_out.jsonl" --sft --vocab "$vocab" "${small[@]}" --steps 1 --warmup-steps 0 \
+if expect_ok left_out train "$WORK/left_out.jsonl" --sft --vocab "$vocab" "${quick[@]}" --steps 1 \
      --eval-every 0 \
      --val-fraction 0 --out "$WORK/left_out_run"; then
   check "the data line counts only the conversations trained on: $(grep -m1 '^data:' "$WORK/left_out.out")" \
