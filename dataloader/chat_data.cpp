@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "common/file_io.h"
@@ -18,6 +19,10 @@ std::string text_field(const nlohmann::json& object, const char* name, const std
 
 std::vector<ChatMessage> messages_of(const nlohmann::json& record) {
   const auto messages = record.find("messages");
+  if (messages != record.end() && (record.contains("prompt") || record.contains("completion"))) {
+    throw std::invalid_argument(
+        "the record has both \"messages\" and \"prompt\"/\"completion\": give one shape or the other");
+  }
   if (messages != record.end()) {
     if (!messages->is_array()) throw std::invalid_argument("\"messages\" is not an array");
     std::vector<ChatMessage> out;
@@ -30,7 +35,18 @@ std::vector<ChatMessage> messages_of(const nlohmann::json& record) {
       if (!parsed) {
         throw std::invalid_argument(where + " has unknown role '" + role + "' (expected system, user or assistant)");
       }
-      out.push_back({*parsed, text_field(m, "content", where)});
+      ChatMessage message{*parsed, text_field(m, "content", where)};
+      // OpenAI's fine-tuning format: "weight" 0 or 1 on an assistant message says whether to train on it.
+      if (const auto weight = m.find("weight"); weight != m.end()) {
+        if (*parsed != ChatRole::assistant) {
+          throw std::invalid_argument(where + " has a \"weight\", which only an assistant message may have");
+        }
+        if (!weight->is_number_integer() || (weight->get<int64_t>() != 0 && weight->get<int64_t>() != 1)) {
+          throw std::invalid_argument(where + "'s \"weight\" is " + weight->dump() + ", not 0 or 1");
+        }
+        message.trained = weight->get<int64_t>() == 1;
+      }
+      out.push_back(std::move(message));
     }
     return out;
   }
@@ -108,6 +124,18 @@ BlockConversations cut_to_block(const std::vector<RenderedChat>& conversations, 
     out.conversations.push_back(std::move(chat));
   }
   return out;
+}
+
+size_t conversations_kept(const std::vector<RenderedChat>& conversations, int64_t max_tokens) {
+  size_t kept = 0;
+  for (const RenderedChat& chat : conversations) {
+    // The first id is never a target (cut_to_block clears it).
+    const auto end = std::min(chat.trained.size(), static_cast<size_t>(max_tokens));
+    if (end < 2) continue;
+    kept += std::find(chat.trained.begin() + 1, chat.trained.begin() + static_cast<std::ptrdiff_t>(end), 1) !=
+            chat.trained.begin() + static_cast<std::ptrdiff_t>(end);
+  }
+  return kept;
 }
 
 std::string BlockConversations::note(const std::string& what, int64_t seq_len) const {

@@ -3,8 +3,10 @@
 //
 // A line is one record, either a conversation in the OpenAI / Hugging Face / SmolTalk shape
 //   {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}
+// (an assistant message may carry OpenAI's "weight": 0 or 1; 0 keeps it as context, not trained on),
 // or a prompt-completion pair (TRL's shape), trained as one user turn and one assistant reply:
 //   {"prompt": "...", "completion": "..."}
+// A record with both shapes is bad (which one it means cannot be told).
 // Blank lines are skipped. A bad record (not UTF-8, bad JSON, not an object, neither shape, an unknown
 // role, turns out of order, no assistant turn) is a std::invalid_argument "FILE:LINE: problem", or, with
 // skip_bad_records, skipped and counted.
@@ -41,5 +43,7 @@ struct BlockConversations {
 };
 // max_tokens: a row's inputs and its last target (--seq-len + 1).
 BlockConversations cut_to_block(const std::vector<RenderedChat>& conversations, int64_t max_tokens);
+// How many conversations cut_to_block keeps (a trained token within max_tokens), counted without copies.
+size_t conversations_kept(const std::vector<RenderedChat>& conversations, int64_t max_tokens);
 
 }  // namespace mygpt

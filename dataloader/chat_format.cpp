@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mygpt {
@@ -11,6 +12,24 @@ namespace {
 constexpr std::string_view kSystemSeparator = "\n\n";
 
 std::string message_number(size_t index) { return "message " + std::to_string(index + 1); }
+
+// The id a tokenizer gives a chat token's name of its own: one token that decodes to the name (an
+// added token of a tokenizer.json, as nanochat's are). GPT-2's BPE splits the names into pieces, and a
+// character tokenizer lacks their characters or spells them in several.
+std::optional<int64_t> own_token_id(const TextCodec& codec, std::string_view name) {
+  std::vector<int64_t> ids;
+  try {
+    ids = codec.encode(name);
+  } catch (const std::invalid_argument&) {  // characters it does not know
+    return std::nullopt;
+  }
+  if (ids.size() != 1 || codec.decode(ids) != name) return std::nullopt;
+  return ids.front();
+}
+
+std::string with_article(ChatRole role) {
+  return (role == ChatRole::assistant ? "an " : "a ") + std::string(chat_role_name(role));
+}
 
 }  // namespace
 
@@ -40,15 +59,58 @@ int64_t RenderedChat::trained_count() const {
 }
 
 ChatFormat::ChatFormat(const TextCodec& codec, int64_t model_vocab_size) : codec_(codec) {
-  const int64_t first = codec.vocab_size();
-  const int64_t needed = first + static_cast<int64_t>(kTokenNames.size());
-  if (model_vocab_size < needed) {
-    throw std::invalid_argument("the chat format needs " + std::to_string(kTokenNames.size()) +
-                                " special token ids after the tokenizer's " + std::to_string(first) +
-                                ", so a model of at least " + std::to_string(needed) + " vocabulary rows; this one has " +
-                                std::to_string(model_vocab_size));
+  std::array<std::optional<int64_t>, kTokenNames.size()> own;
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < kTokenNames.size(); ++i) {
+    own[i] = own_token_id(codec, kTokenNames[i]);
+    if (!own[i]) missing.emplace_back(kTokenNames[i]);
   }
-  tokens_ = {first, first + 1, first + 2, first + 3, first + 4};
+  int64_t needed = 0;
+  if (missing.empty()) {
+    own_tokens_ = true;
+    tokens_ = {*own[0], *own[1], *own[2], *own[3], *own[4]};
+    for (const auto& id : own) needed = std::max(needed, *id + 1);
+    needed = std::max(needed, codec.vocab_size());
+  } else if (missing.size() < kTokenNames.size()) {
+    // Half a set: appending the rest would give the tokenizer two ids for one role's text.
+    std::string names;
+    for (const auto& name : missing) names += (names.empty() ? "" : ", ") + name;
+    throw std::invalid_argument("the tokenizer has some of the chat tokens but not " + names +
+                                ": the chat format needs all five of " + std::string(kTokenNames[0]) + " ... " +
+                                std::string(kTokenNames[4]) + ", or none (then they take the ids after its own)");
+  } else {
+    const int64_t first = codec.vocab_size();
+    tokens_ = {first, first + 1, first + 2, first + 3, first + 4};
+    needed = first + static_cast<int64_t>(kTokenNames.size());
+  }
+  if (model_vocab_size < needed) {
+    throw std::invalid_argument(
+        own_tokens_ ? "the model has " + std::to_string(model_vocab_size) + " vocabulary rows, fewer than its tokenizer's " +
+                          std::to_string(needed) + " ids (the chat tokens included)"
+                    : "the chat format needs " + std::to_string(kTokenNames.size()) +
+                          " special token ids after the tokenizer's " + std::to_string(needed - 5) +
+                          ", so a model of at least " + std::to_string(needed) + " vocabulary rows; this one has " +
+                          std::to_string(model_vocab_size));
+  }
+}
+
+int64_t ChatFormat::ids_end() const {
+  int64_t end = codec_.vocab_size();
+  for (int64_t id : {tokens_.bos, tokens_.user_start, tokens_.user_end, tokens_.assistant_start, tokens_.assistant_end}) {
+    end = std::max(end, id + 1);
+  }
+  return end;
+}
+
+int64_t ChatFormat::record_ids_end(const std::string& text) {
+  int64_t end = 0;
+  try {
+    const nlohmann::json record = nlohmann::json::parse(text);
+    for (const auto& [name, id] : record.at("tokens").items()) end = std::max(end, id.get<int64_t>() + 1);
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument("its chat format record is not one (no \"tokens\" with ids)");
+  }
+  return end;
 }
 
 void ChatFormat::check_conversation(std::span<const ChatMessage> messages, bool needs_assistant) {
@@ -63,7 +125,7 @@ void ChatFormat::check_conversation(std::span<const ChatMessage> messages, bool 
     const ChatRole expected = (!previous || *previous != ChatRole::user) ? ChatRole::user : ChatRole::assistant;
     if (role != ChatRole::system && role != expected) {
       throw std::invalid_argument(message_number(i) + " has role " + std::string(chat_role_name(role)) +
-                                  (previous ? " after a " + std::string(chat_role_name(*previous)) + " message"
+                                  (previous ? " after " + with_article(*previous) + " message"
                                             : std::string(" as the first message")) +
                                   " (turns alternate user, assistant, starting with the user)");
     }
@@ -71,6 +133,11 @@ void ChatFormat::check_conversation(std::span<const ChatMessage> messages, bool 
     previous = role;
   }
   if (needs_assistant && !any_assistant) throw std::invalid_argument("the conversation has no assistant turn");
+  if (needs_assistant) {
+    bool any_trained = false;
+    for (const ChatMessage& m : messages) any_trained = any_trained || (m.role == ChatRole::assistant && m.trained);
+    if (!any_trained) throw std::invalid_argument("every assistant message has \"weight\": 0, so nothing is trained");
+  }
 }
 
 void ChatFormat::append_text(std::string_view text, std::vector<int64_t>& ids) const {
@@ -102,8 +169,8 @@ RenderedChat ChatFormat::render_turns(std::span<const ChatMessage> messages) con
         // <|assistant_start|> is given (a prompt ends with it); the reply and its end are what is learnt.
         push(tokens_.assistant_start, false);
         append_text(message.content, out.ids);
-        out.trained.resize(out.ids.size(), 1);
-        push(tokens_.assistant_end, true);
+        out.trained.resize(out.ids.size(), message.trained ? 1 : 0);
+        push(tokens_.assistant_end, message.trained);
         break;
     }
   }
@@ -143,20 +210,39 @@ std::string ChatFormat::jinja_template() {
          "{%- if add_generation_prompt -%}{{- '<|assistant_start|>' -}}{%- endif -%}";
 }
 
-bool ChatFormat::is_special(int64_t id) const {
-  return id >= tokens_.bos && id < tokens_.bos + static_cast<int64_t>(kTokenNames.size());
-}
+bool ChatFormat::is_special(int64_t id) const { return special_name(id).has_value(); }
 
 std::optional<std::string_view> ChatFormat::special_name(int64_t id) const {
-  if (!is_special(id)) return std::nullopt;
-  return kTokenNames[static_cast<size_t>(id - tokens_.bos)];
+  const std::array<int64_t, kTokenNames.size()> ids = {tokens_.bos, tokens_.user_start, tokens_.user_end,
+                                                        tokens_.assistant_start, tokens_.assistant_end};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == id) return kTokenNames[i];
+  }
+  return std::nullopt;
 }
 
-std::string ChatFormat::record() const {
-  nlohmann::ordered_json tokens = nlohmann::ordered_json::object();
-  for (size_t i = 0; i < kTokenNames.size(); ++i) {
-    tokens[std::string(kTokenNames[i])] = tokens_.bos + static_cast<int64_t>(i);
+std::string ChatFormat::decode(const std::vector<int64_t>& ids) const {
+  std::string text;
+  std::vector<int64_t> run;  // ordinary ids decoded together (a character may span tokens)
+  for (int64_t id : ids) {
+    if (const auto name = special_name(id)) {
+      text += codec_.decode(run);
+      run.clear();
+      text += *name;
+    } else {
+      run.push_back(id);
+    }
   }
+  return text + codec_.decode(run);
+}
+
+std::string ChatFormat::record() const { return record_of(tokens_); }
+
+std::string ChatFormat::record_of(const ChatSpecialTokens& t) {
+  nlohmann::ordered_json tokens = nlohmann::ordered_json::object();
+  const std::array<int64_t, kTokenNames.size()> ids = {t.bos, t.user_start, t.user_end, t.assistant_start,
+                                                        t.assistant_end};
+  for (size_t i = 0; i < kTokenNames.size(); ++i) tokens[std::string(kTokenNames[i])] = ids[i];
   nlohmann::ordered_json record = {{"template", std::string(kTemplateName)},
                                    {"system", "before the first user message, then a blank line"},
                                    {"tokens", tokens}};

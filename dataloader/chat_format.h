@@ -10,10 +10,12 @@
 // before the first user message's, separated by a blank line ("system\n\nuser"). So five special tokens,
 // no more, and a model trained on it never sees a role it could be asked about but not trained on.
 //
-// The special tokens take the ids right after the tokenizer's own (GPT-2: 50257..50261), which GPT-2's
-// padded vocabulary of 50304 rows already holds: no weight changes shape. A model with fewer rows is
-// refused (std::invalid_argument naming what it needs).
-//
+// A tokenizer that defines the five itself (nanochat's tokenizer.json has them as added tokens) keeps
+// its own ids for them. Any other tokenizer gets them right after its own ids (GPT-2: 50257..50261),
+// which GPT-2's padded vocabulary of 50304 rows already holds: no weight changes shape. A tokenizer
+// with some of the five but not all, or a model with too few rows, is refused (std::invalid_argument
+// naming what it needs).
+
 // Message text is encoded as ordinary text: "<|assistant_end|>" (or "<|endoftext|>") typed by a user is
 // characters, never the special token, so data and chat users cannot forge a turn.
 //
@@ -41,6 +43,9 @@ std::optional<ChatRole> parse_chat_role(std::string_view name);
 struct ChatMessage {
   ChatRole role;
   std::string content;
+  // An assistant message the loss trains on (OpenAI's per-message "weight": 0 turns it off: the reply
+  // stays in the context, its tokens are no targets).
+  bool trained = true;
 };
 
 // The five special tokens' ids.
@@ -63,7 +68,7 @@ struct RenderedChat {
 
 class ChatFormat {
  public:
-  // The names as nanochat spells them, in id order: the first takes id codec.vocab_size().
+  // The names as nanochat spells them, in id order (appended ones: the first takes id codec.vocab_size()).
   static constexpr std::array<std::string_view, 5> kTokenNames = {
       "<|bos|>", "<|user_start|>", "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>"};
   // The template's name in checkpoints and exports; a different rendering gets a new name.
@@ -74,6 +79,13 @@ class ChatFormat {
   ChatFormat(const TextCodec& codec, int64_t model_vocab_size);
 
   const ChatSpecialTokens& tokens() const { return tokens_; }
+  // Whether the five are the tokenizer's own tokens (else they were put after its ids).
+  bool tokenizer_has_tokens() const { return own_tokens_; }
+  // One past the largest id the format uses (the tokenizer's and the five).
+  int64_t ids_end() const;
+  // One past the largest chat token id a record (record()) names; std::invalid_argument for a record
+  // that is not one. What a checkpoint's chat rows reach, without its tokenizer.
+  static int64_t record_ids_end(const std::string& record);
 
   // Checks the order of the turns: an optional system message first, then user and assistant turns
   // alternating, starting with the user. With `needs_assistant` at least one assistant turn (training).
@@ -97,10 +109,14 @@ class ChatFormat {
   // Whether id is one of the five, and its name.
   bool is_special(int64_t id) const;
   std::optional<std::string_view> special_name(int64_t id) const;
+  // The ids as text, the five as their names ("<|assistant_end|>"): what `generate` prints.
+  std::string decode(const std::vector<int64_t>& ids) const;
 
   // The template and the tokens' ids as one JSON object, recorded in checkpoints ("chat_format") and
   // read back by check_record.
   std::string record() const;
+  // The record of a format with these ids (what record() gives for them).
+  static std::string record_of(const ChatSpecialTokens& tokens);
   // Throws std::invalid_argument when a record (from a checkpoint) names another template or other ids
   // than this format's: the model was trained on a rendering this build does not produce.
   void check_record(const std::string& record) const;
@@ -113,6 +129,7 @@ class ChatFormat {
 
   const TextCodec& codec_;
   ChatSpecialTokens tokens_;
+  bool own_tokens_ = false;
 };
 
 }  // namespace mygpt

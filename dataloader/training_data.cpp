@@ -1,6 +1,7 @@
 #include "dataloader/training_data.h"
 
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 #include "common/file_io.h"
@@ -133,18 +134,35 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
   return d;
 }
 
+}  // namespace
+
+std::string ChatData::describe(size_t train_count, size_t held_out) const {
+  return source + " | " + std::to_string(train_count) + " to train on, " + std::to_string(held_out) + " held out | " +
+         tokenizer;
+}
+
+namespace {
+
 TrainingData load_chat_data(const DataOptions& o) {
-  const bool gpt2 = o.vocab && (o.tokenizer == TokenizerKind::gpt2 ||
-                                (o.tokenizer == TokenizerKind::hf && is_gpt2_tokenizer_folder(*o.vocab)));
-  if (!gpt2) {
-    throw std::invalid_argument("--sft needs GPT-2's tokenizer, whose padded vocabulary holds the chat tokens: give "
-                                "--vocab DIR, or --init-from a model with GPT-2's tokenizer");
+  if (!o.vocab || (o.tokenizer != TokenizerKind::gpt2 && o.tokenizer != TokenizerKind::hf)) {
+    throw std::invalid_argument("--sft needs a BPE tokenizer (GPT-2's files or a tokenizer.json): give --vocab DIR, or "
+                                "--init-from a model with one");
   }
-  const auto codec = make_text_codec(TokenizerKind::gpt2, *o.vocab);
+  require_regular_file(o.data, "conversations file");
+  if (looks_like_token_file(o.data)) {
+    throw std::invalid_argument("--sft reads conversations as JSON lines, and '" + o.data +
+                                "' is a token file: give a .jsonl of {\"messages\": [...]} records");
+  }
+  const TokenizerKind kind =
+      o.tokenizer == TokenizerKind::hf && !is_gpt2_tokenizer_folder(*o.vocab) ? TokenizerKind::hf : TokenizerKind::gpt2;
+  const auto codec = make_text_codec(kind, *o.vocab);
   TrainingData d;
-  d.tokenizer_kind = TokenizerKind::gpt2;
+  d.tokenizer_kind = kind;
   d.tokenizer_data = codec->data();
-  d.vocab_size = kGpt2PaddedVocab;
+  // GPT-2's padded vocabulary holds the five chat tokens after its 50257; another tokenizer.json has its
+  // own chat tokens (nanochat's) or gets the five after its ids, and the model its rows for them.
+  d.vocab_size = kind == TokenizerKind::gpt2 ? kGpt2PaddedVocab
+                                             : ChatFormat(*codec, std::numeric_limits<int64_t>::max()).ids_end();
   const ChatFormat format(*codec, d.vocab_size);
   ChatExamples train = read_chat_examples(o.data, format, o.skip_bad_records);
   std::vector<RenderedChat> val;
@@ -169,15 +187,18 @@ TrainingData load_chat_data(const DataOptions& o) {
     d.notes.push_back("note: skipped " + std::to_string(bad_skipped) + " bad record(s) of " + std::to_string(records) +
                       " (--skip-bad-records)");
   }
-  d.description = "conversations " + o.data + " | " + std::to_string(train.conversations.size()) + " to train on, " +
-                  std::to_string(val.size()) + " held out | gpt2 tokenizer, chat template '" +
-                  std::string(ChatFormat::kTemplateName) + "'";
   ChatData chat;
+  chat.source = "conversations " + o.data;
+  chat.tokenizer = std::string(tokenizer_kind_name(kind)) + " tokenizer" +
+                   (format.tokenizer_has_tokens() ? " with its own chat tokens" : "") + ", chat template '" +
+                   std::string(ChatFormat::kTemplateName) + "'";
+  d.description = chat.describe(train.conversations.size(), val.size());
   chat.train = std::make_shared<const std::vector<RenderedChat>>(std::move(train.conversations));
   if (!val.empty()) chat.val = std::make_shared<const std::vector<RenderedChat>>(std::move(val));
   chat.format_record = format.record();
-  chat.ids_end = format.tokens().assistant_end + 1;
-  chat.pad_id = codec->end_of_text();
+  chat.ids_end = format.ids_end();
+  // Padding is never read by a real token nor a target: any id will do, <|bos|> where there is no end of text.
+  chat.pad_id = codec->end_of_text() >= 0 ? codec->end_of_text() : format.tokens().bos;
   d.chat = std::move(chat);
   return d;
 }

@@ -38,6 +38,11 @@ struct ChatData {
   std::string format_record;                              // ChatFormat::record(), for checkpoints
   int64_t ids_end = 0;                                     // one past the largest id (the chat tokens')
   int64_t pad_id = 0;                                      // what fills a row after its conversation
+  std::string source;     // "conversations FILE"
+  std::string tokenizer;  // "gpt2 tokenizer, chat template 'nanochat'"
+  // The data line: the source, how many conversations train and are held out, the tokenizer. A run
+  // gives the counts left once its rows cut them (TrainingData::description has those before).
+  std::string describe(size_t train_count, size_t held_out) const;
 };
 
 struct TrainingData {

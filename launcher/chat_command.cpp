@@ -143,16 +143,23 @@ int run_terminal(ChatSession& session, const std::string& description, int64_t m
     if (line.empty()) continue;
     try {
       require_utf8(line, "the message");
-      std::cout << "\nAssistant: " << std::flush;
-      ChatReply reply;
-      try {
-        reply = session.reply(line, [](const std::string& text) { std::cout << text << std::flush; }, &interrupted);
-      } catch (const ConversationFull& e) {
-        std::cout << "\n(" << context_note(session) << ": a new conversation starts with this message)\nAssistant: "
-                  << std::flush;
+      // Decided before the reply's label is printed: a message that fits in no conversation keeps the one
+      // there is; one that fits only in a new conversation starts it.
+      if (!session.fits(line)) {
+        const int64_t alone = session.tokens_needed(line, /*in_new_conversation=*/true);
+        if (alone > session.context_size()) {
+          std::cout << strprintf("(the message does not fit even in a new conversation: it needs %lld tokens of the "
+                                 "model's context of %lld, one for the reply included; the conversation goes on)",
+                                 static_cast<long long>(alone), static_cast<long long>(session.context_size()))
+                    << std::endl;
+          continue;
+        }
+        std::cout << "(" << context_note(session) << ": a new conversation starts with this message)" << std::endl;
         session.reset();
-        reply = session.reply(line, [](const std::string& text) { std::cout << text << std::flush; }, &interrupted);
       }
+      std::cout << "\nAssistant: " << std::flush;
+      const ChatReply reply =
+          session.reply(line, [](const std::string& text) { std::cout << text << std::flush; }, &interrupted);
       std::cout << std::endl;
       if (reply.interrupted) std::cout << "(stopped)" << std::endl;
       if (!reply.finished && !reply.interrupted && !reply.outgrew) {
@@ -162,9 +169,6 @@ int run_terminal(ChatSession& session, const std::string& description, int64_t m
         std::cout << "(" << context_note(session) << ": the next message starts a new one)" << std::endl;
         session.reset();
       }
-    } catch (const ConversationFull& e) {
-      std::cout << "\n(the message does not fit in an empty conversation: " << e.what() << ")" << std::endl;
-      session.reset();
     } catch (const std::invalid_argument& e) {  // text the tokenizer cannot encode: say so, keep talking
       std::cout << "(" << e.what() << ")" << std::endl;
     }
@@ -187,7 +191,12 @@ int run_chat(const Parsed<ChatFlags>& flags, const JobSession&) {
       throw std::invalid_argument(m.description + ": " + e.what());
     }
   }();
-  if (!m.chat_record) {
+  if (!m.chat_record && format.tokenizer_has_tokens()) {
+    // nanochat's own tokenizer: its chat tokens are there and may well be trained, but nothing says the
+    // turns were rendered as ours are.
+    std::cerr << "note: " << m.description << " records no chat template; its tokenizer's own chat tokens are used, "
+              << "in nanochat's rendering" << std::endl;
+  } else if (!m.chat_record) {
     // Still usable (its special tokens are there), but it never learned to end a turn: say why replies ramble.
     std::cerr << "note: " << m.description << " was not fine-tuned on conversations (train --sft): its replies will "
               << "not follow the turns" << std::endl;
@@ -197,6 +206,16 @@ int run_chat(const Parsed<ChatFlags>& flags, const JobSession&) {
   const SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k};
   seed_everything(f.seed);
   ChatSession session(m.model, format, *m.codec, sampling, f.system);
+  if (!f.system.empty()) {
+    // A system message that leaves no room for any message is the option's fault, not each message's.
+    const int64_t with_system = session.tokens_needed("", /*in_new_conversation=*/true);
+    if (with_system >= session.context_size()) {
+      throw std::invalid_argument(strprintf("--system takes %lld of the model's %lld context tokens (with the chat "
+                                            "tokens and one for the reply), leaving none for a message",
+                                            static_cast<long long>(with_system),
+                                            static_cast<long long>(session.context_size())));
+    }
+  }
   try {
     if (terminal) {
       std::cerr << "device: " << device_name(device) << "\nmodel: " << m.description << std::endl;

@@ -1,5 +1,7 @@
 #include "launcher/chat_session.h"
 
+#include <limits>
+
 #include "common/strprintf.h"
 #include "common/utf8_stream.h"
 
@@ -23,15 +25,28 @@ void ChatSession::reset() {
 
 int64_t ChatSession::context_used() const { return cache_.length() + static_cast<int64_t>(unread_.size()); }
 
-ChatReply ChatSession::reply(std::string_view user_message, const std::function<void(const std::string&)>& on_text,
-                             const std::atomic<bool>* stop) {
-  const bool started = context_used() > 0;
+std::vector<int64_t> ChatSession::turn_ids(std::string_view user_message, bool in_new_conversation) const {
+  const bool started = !in_new_conversation && context_used() > 0;
   // The format renders a conversation's first turn after <|bos|>; a later turn is the same rendering
   // without the <|bos|> (the system message, too, belongs to the first turn only).
   std::vector<int64_t> turn = format_.render_prompt({}, user_message, started ? std::string_view{} : system_);
   if (started) turn.erase(turn.begin());
-  std::vector<int64_t> ids = unread_;
+  std::vector<int64_t> ids = started ? unread_ : std::vector<int64_t>{};
   ids.insert(ids.end(), turn.begin(), turn.end());
+  return ids;
+}
+
+int64_t ChatSession::tokens_needed(std::string_view user_message, bool in_new_conversation) const {
+  return static_cast<int64_t>(turn_ids(user_message, in_new_conversation).size()) + 1;  // and one token of reply
+}
+
+bool ChatSession::fits(std::string_view user_message) const {
+  return cache_.length() + tokens_needed(user_message) <= cache_.capacity();
+}
+
+ChatReply ChatSession::reply(std::string_view user_message, const std::function<void(const std::string&)>& on_text,
+                             const std::atomic<bool>* stop) {
+  const std::vector<int64_t> ids = turn_ids(user_message, /*in_new_conversation=*/false);
   const int64_t needed = static_cast<int64_t>(ids.size()) + 1;  // and one token of reply
   if (cache_.length() + needed > cache_.capacity()) {
     throw ConversationFull(strprintf("the message needs %lld tokens of context (and one to reply), and %lld of the "
@@ -61,6 +76,11 @@ ChatReply ChatSession::reply(std::string_view user_message, const std::function<
     // Ids past the tokenizer's are padding or special tokens: only <|assistant_end|> may be drawn.
     auto allowed = limit_vocab(logits, options_.vocab_limit);
     allowed.select(-1, end).copy_(logits.select(-1, end));
+    // A tokenizer's own chat tokens lie below the limit: the other four are the format's, never a reply's.
+    const ChatSpecialTokens& t = format_.tokens();
+    for (int64_t id : {t.bos, t.user_start, t.user_end, t.assistant_start}) {
+      allowed.select(-1, id).fill_(-std::numeric_limits<float>::infinity());
+    }
     last = sample_next(allowed, options_).item<int64_t>();
     reply.ids.push_back(last);
     if (last == end) {

@@ -51,6 +51,12 @@ class ChatSession {
   ChatReply reply(std::string_view user_message, const std::function<void(const std::string&)>& on_text = {},
                   const std::atomic<bool>* stop = nullptr);
 
+  // Positions a user message needs (its turn, what is unread, one token of reply) in this conversation,
+  // or, with in_new_conversation, in an empty one (the system message included).
+  int64_t tokens_needed(std::string_view user_message, bool in_new_conversation = false) const;
+  // Whether the message fits in what is left of the context now (reply() would not throw).
+  bool fits(std::string_view user_message) const;
+
   // Forgets the conversation (the cache's memory is kept for the next one).
   void reset();
   // Positions of the context in use: what the model has read so far, plus the tokens waiting to be read.
@@ -68,6 +74,9 @@ class ChatSession {
   // yet fed back) and <|assistant_end|> where the model did not write it itself. The next turn reads
   // them first, so the history the model sees is always well formed.
   std::vector<int64_t> unread_;
+
+  // The ids reply() reads for a message: what is unread, then the message's turn.
+  std::vector<int64_t> turn_ids(std::string_view user_message, bool in_new_conversation) const;
 };
 
 }  // namespace mygpt

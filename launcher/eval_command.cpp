@@ -1,7 +1,8 @@
 // `mygpt-ddp eval`: the evaluations of training, run by themselves on a checkpoint or a Hugging Face
-// folder: validation loss and bits per byte on token data (or on a text, with the model's tokenizer),
-// HellaSwag accuracy, nanochat's CORE metric, or held-out accuracy on a built-in task. Under a launcher
-// (mpirun, torchrun, srun) the ranks share the batches or items and print what one process prints.
+// folder: validation loss and bits per byte on token data (or on a text, with the model's tokenizer; or,
+// for a chat model, on held-out conversations as train --sft scores them), HellaSwag accuracy, nanochat's
+// CORE metric, or held-out accuracy on a built-in task. Under a launcher (mpirun, torchrun, srun) the
+// ranks share the batches or items and print what one process prints.
 #include <filesystem>
 #include <algorithm>
 #include <iostream>
@@ -16,6 +17,9 @@
 #include "common/strprintf.h"
 #include "dataloader/batch_loader.h"
 #include "dataloader/builtin_dataset.h"
+#include "dataloader/chat_batch_loader.h"
+#include "dataloader/chat_data.h"
+#include "dataloader/chat_format.h"
 #include "common/progress.h"
 #include "dataloader/hellaswag_reader.h"
 #include "dataloader/token_file.h"
@@ -55,6 +59,7 @@ struct EvalFlags {
   bool quiet{};
   double comm_timeout{};
   std::string rendezvous;
+  bool gave_val_fraction{};  // not an option: whether --val-fraction was given
 };
 
 const OptionTable<EvalFlags>& eval_flag_table() {
@@ -65,7 +70,7 @@ const OptionTable<EvalFlags>& eval_flag_table() {
     model_flag(t, &E::checkpoint);
     t.add("val", &E::val,
           "validation loss on token data (a file, a glob, or a shard folder: its *val* files), or on a UTF-8 text "
-          "file encoded with the model's tokenizer");
+          "file encoded with the model's tokenizer, or (a chat model) JSON lines of held-out conversations");
     t.add("hellaswag", &E::hellaswag, "HellaSwag accuracy (official jsonl or llama.cpp's 6-line text)");
     t.add("core", &E::core,
           "nanochat's CORE metric over an unzipped eval bundle (core.yaml, eval_meta_data.csv, eval_data/)");
@@ -137,6 +142,76 @@ std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const Te
   }
 }
 
+// Whether a --val file's first record is a conversation (dataloader/chat_data.h's shapes).
+bool holds_conversations(const std::string& path) {
+  if (!is_text_file(path)) return false;
+  const std::string text = read_whole_file(path, "--val file");
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line(text.data() + start, end - start);
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+      try {
+        static_cast<void>(parse_chat_record(line));
+        return true;
+      } catch (const std::invalid_argument&) {
+        return false;
+      }
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
+// Held-out conversations scored as train --sft scores them: the mean loss over the assistant's tokens
+// (and each <|assistant_end|>), the chat tokens in the softmax, conversations cut to --seq-len + 1 ids.
+int evaluate_conversations(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
+  const GptConfig& config = m.model->config();
+  const ChatFormat format = [&] {
+    try {
+      ChatFormat made(*m.codec, config.vocab_size);
+      made.check_record(*m.chat_record);
+      return made;
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(m.description + ": " + e.what());
+    }
+  }();
+  if (f.gave_val_fraction) {
+    throw std::invalid_argument("--val-fraction does not apply to the --val conversations of a chat model (each is "
+                                "held out and scored whole)");
+  }
+  const int64_t seq_len = f.seq_len == 0 ? config.block_size : f.seq_len;
+  if (seq_len > config.block_size) throw std::invalid_argument("--seq-len exceeds the model's block size");
+  const ChatExamples read = read_chat_examples(*f.val, format, /*skip_bad_records=*/false);
+  BlockConversations block = cut_to_block(read.conversations, seq_len + 1);
+  if (const std::string note = block.note("--val conversations", seq_len); !note.empty()) std::cout << note << std::endl;
+  if (block.conversations.empty()) {
+    throw std::invalid_argument("--val '" + *f.val + "': no conversation has an assistant token within --seq-len " +
+                                std::to_string(seq_len) + " + 1 tokens");
+  }
+  const auto count = static_cast<int64_t>(block.conversations.size());
+  const int64_t rows = std::min(f.batch_size, count);
+  const int64_t batches = std::min(f.eval_steps, count / rows);  // whole batches: each conversation once
+  std::cout << "val data: conversations " << *f.val << " (" << count << ", chat template '"
+            << ChatFormat::kTemplateName << "'; " << batches * rows << " scored in " << batches << " batch(es))"
+            << std::endl;
+  const int64_t pad = m.codec->end_of_text() >= 0 ? m.codec->end_of_text() : format.tokens().bos;
+  ChatBatchLoader loader(std::make_shared<const std::vector<RenderedChat>>(std::move(block.conversations)), rows,
+                         seq_len, pad, /*shuffle=*/false, /*seed=*/0);
+  torch::NoGradGuard no_grad;
+  double loss_sum = 0, targets = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    Batch batch = loader.next(device);
+    AutocastScope autocast(device, precision);
+    loss_sum += m.model->masked_loss_sum(batch.x, batch.y, m.token_count).to(torch::kDouble).item<double>();
+    targets += batch.y.ge(0).sum().item<double>();
+  }
+  std::cout << strprintf("val loss: %.4f (%lld conversations, %.0f assistant tokens)", loss_sum / targets,
+                         static_cast<long long>(batches * rows), targets)
+            << std::endl;
+  return 0;
+}
+
 // The loss is over the model's tokens only: the padding rows of a GPT-2 vocabulary (50257 -> 50304) take
 // no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
 // Training's validation loss leaves them out too (issue 40: with them in the softmax it read 10.2714 where
@@ -147,6 +222,11 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm,
   const GptConfig& config = m.model->config();
   std::shared_ptr<const TokenSource> tokens;
   if (is_text_file(*f.val)) {
+    if (holds_conversations(*f.val)) {
+      if (m.chat_record) return evaluate_conversations(f, m, device, precision);
+      std::cout << "note: --val '" << *f.val << "' holds conversations, but " << m.description
+                << " is no chat model (train --sft): its JSON lines are scored as plain text" << std::endl;
+    }
     tokens = text_tokens(*f.val, *m.codec, f.val_fraction);
     std::cout << "val data: text " << *f.val << " (its last " << option_detail::number_text(f.val_fraction * 100)
               << "%: " << tokens->size() << " tokens, "
@@ -326,6 +406,7 @@ class SilentUnlessRankZero {
 int run_eval(const Parsed<EvalFlags>& flags, const JobSession& job) {
   EvalFlags f = flags.config;
   if (f.hellaswag_examples) f.examples = *f.hellaswag_examples;
+  f.gave_val_fraction = flags.gave("val-fraction");
   const int modes = static_cast<int>(f.val.has_value()) + static_cast<int>(f.hellaswag.has_value()) +
                     static_cast<int>(f.task.has_value()) + static_cast<int>(f.core.has_value());
   if (modes != 1) throw std::invalid_argument("eval needs exactly one of --val, --hellaswag, --core or --task");

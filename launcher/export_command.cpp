@@ -4,7 +4,9 @@
 // tokenizer_config.json and special_tokens_map.json, and the tokenizer.json transformers writes for it; a model
 // fine-tuned on conversations adds its chat tokens and template to tokenizer_config.json instead, so that
 // apply_chat_template gives our ids); a model with a tokenizer.json (an imported Llama/Qwen/nanochat folder)
-// gets it and its tokenizer_config.json and special_tokens_map.json back as they were. A character-level model has no Hugging Face
+// gets it and its tokenizer_config.json and special_tokens_map.json back as they were (a chat model's
+// tokens and template added). A chat model's eos is <|assistant_end|>, in config.json and
+// generation_config.json. An exported chat folder read back is a chat model again (inference_model.h). A character-level model has no Hugging Face
 // tokenizer: its vocabulary goes to char_vocab.txt, which our own commands read back.
 //
 // The folder appears whole or not at all: it is written under a temporary name beside --out and
@@ -15,6 +17,7 @@
 // leaves the old model as it was, and a folder can be exported onto itself.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -101,6 +104,12 @@ void copy_tokenizer_json(const fs::path& folder, const fs::path& from, int64_t c
                                            {"tokenizer_class", "PreTrainedTokenizerFast"}};
     write_file_atomically(folder / "tokenizer_config.json", config.dump(2) + "\n");
   }
+}
+
+// transformers' generate() reads its defaults from here first: a chat model's reply ends at its eos.
+void write_generation_config(const fs::path& folder, const HfSpecialTokenIds& special) {
+  const nlohmann::ordered_json config = {{"bos_token_id", special.bos}, {"eos_token_id", special.eos}};
+  write_file_atomically(folder / "generation_config.json", config.dump(2) + "\n");
 }
 
 // Removes a temporary export folder unless it was published.
@@ -205,17 +214,17 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
       if (!characters) bpe = Gpt2BpeTokenizer::find_files(dir);
     }
   }
-  // A fine-tuned chat model keeps the rows of its chat tokens too (GPT-2: 50262 of its 50304).
+  // A fine-tuned chat model (a checkpoint's record, or an exported folder's template read back) keeps the
+  // rows of its chat tokens too (GPT-2: 50262 of its 50304), its template and its tokens.
   std::optional<ChatFormat> chat;
-  const std::string chat_record = stored.checkpoint ? stored.checkpoint->meta.chat_format : std::string();
-  if (!chat_record.empty() && bpe) {
-    chat.emplace(*codec, stored.config.vocab_size);
+  if (!stored.chat_record.empty() && (bpe || tokenizer_json)) {
     try {
-      chat->check_record(chat_record);
+      chat.emplace(*codec, stored.config.vocab_size);
+      chat->check_record(stored.chat_record);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--checkpoint " + stored.path.string() + ": " + e.what());
     }
-    vocab_size = chat->tokens().assistant_end + 1;
+    vocab_size = std::max(vocab_size, chat->ids_end());
   }
   const Gpt model = load_stored_weights(stored);
 
@@ -225,23 +234,34 @@ int run_export(const Parsed<ExportFlags>& flags, const JobSession&) {
     // on that folder); a tokenizer.json without them would take precedence, so only a plain model gets one.
     if (!chat) write_gpt2_tokenizer_json(folder, *bpe);
   }
-  if (tokenizer_json) copy_tokenizer_json(folder, *tokenizer_json, stored.config.block_size);
+  if (tokenizer_json) {
+    copy_tokenizer_json(folder, *tokenizer_json, stored.config.block_size);
+    if (chat) add_chat_to_hf_tokenizer(folder, *chat);
+  }
   if (characters) write_file_atomically(folder / "char_vocab.txt", stored.tokenizer_data);
+  // A tokenizer.json came from a model folder (the imported one, or the one a run was initialized from):
+  // its bos, eos and pad ids come along. A chat model's end is <|assistant_end|>: transformers' generate()
+  // stops where `chat` does.
+  HfSpecialTokenIds special = tokenizer_json ? hf_special_token_ids(*tokenizer_json, vocab_size) : HfSpecialTokenIds{};
+  if (chat) {
+    special.bos = chat->tokens().bos;
+    special.eos = chat->tokens().assistant_end;
+  }
+  if (chat) write_generation_config(folder, special);
   // GPT-2's architecture as GPT2LMHeadModel; the newer members as the transformers class that computes them.
   if (model->config().is_gpt2_architecture()) {
-    export_hf_gpt2(model, vocab_size, folder);  // config.json last
+    export_hf_gpt2(model, vocab_size, folder, special);  // config.json last
   } else {
-    // A tokenizer.json came from a model folder (the imported one, or the one a run was initialized from):
-    // its bos, eos and pad ids come along.
-    export_hf_family(model, vocab_size, folder,
-                     tokenizer_json ? hf_special_token_ids(*tokenizer_json, vocab_size) : HfSpecialTokenIds{});
+    export_hf_family(model, vocab_size, folder, special);
   }
   staging->publish_as(target);
 
   std::cout << "exported to " << out.string() << ": config.json, model.safetensors (" << vocab_size << " tokens)"
             << (bpe ? ", vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json" : "")
             << (bpe && !chat ? ", tokenizer.json" : "")
-            << (chat ? " (with the chat template and its 5 special tokens)" : "")
+            << (chat ? ", generation_config.json (with the chat template and its 5 special tokens; generation ends at "
+                       "<|assistant_end|>)"
+                     : "")
             << (tokenizer_json ? ", tokenizer.json, tokenizer_config.json" : "") << std::endl;
   if (characters) {
     std::cout << "note: a character-level model has no Hugging Face tokenizer; its characters are in char_vocab.txt "

@@ -14,6 +14,7 @@
 #include "common/utf8_stream.h"
 
 #include "common/file_io.h"
+#include "dataloader/chat_format.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
@@ -99,6 +100,10 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   SamplingOptions sampling{f.max_new_tokens, f.temperature, f.top_k, /*vocab_limit=*/m.token_count};
   sampling.kv_cache = f.kv_cache;
   const std::vector<int64_t> prompt_ids = encode_given_text(*m.codec, f.prompt, "--prompt");
+  // A chat model's chat tokens are printed as their names (its tokenizer may not know them: GPT-2's).
+  std::optional<ChatFormat> chat;
+  if (m.chat_record) chat.emplace(*m.codec, m.model->config().vocab_size);
+  auto decode = [&](const std::vector<int64_t>& ids) { return chat ? chat->decode(ids) : m.codec->decode(ids); };
 
   seed_everything(f.seed);
   const auto prompt_row = torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device);
@@ -112,9 +117,9 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
     NewTokensCallback show;
     if (!f.print_ids) {
       header(first);
-      std::cout << stream.push(m.codec->decode(prompt_ids)) << std::flush;
+      std::cout << stream.push(decode(prompt_ids)) << std::flush;
       show = [&](const torch::Tensor& next) {
-        std::cout << stream.push(m.codec->decode({next[0][0].item<int64_t>()}));
+        std::cout << stream.push(decode({next[0][0].item<int64_t>()}));
         check_standard_output();  // a full disk stops the run at once
       };
     }
@@ -145,7 +150,7 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
     std::cout << stream.finish() << std::endl;
     for (int64_t r = 1; r < rows; ++r) {
       header(first + r);
-      std::cout << with_invalid_utf8_replaced(m.codec->decode(row_ids(out, r))) << std::endl;
+      std::cout << with_invalid_utf8_replaced(decode(row_ids(out, r))) << std::endl;
     }
   }
   return 0;

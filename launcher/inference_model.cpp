@@ -1,8 +1,11 @@
 #include "launcher/inference_model.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "dataloader/chat_format.h"
+#include "dataloader/hf_tokenizer_files.h"
 #include "model/hf/hf_folder.h"
 #include "model/huge_page_weights.h"
 #include "trainer/stateful_parts.h"
@@ -42,6 +45,11 @@ StoredModel open_hugging_face_folder(const fs::path& folder) {
   stored.config = stored.hf_folder->shape().config;
   stored.token_count = stored.hf_folder->shape().vocab_size;
   read_folder_tokenizer(stored);
+  try {
+    stored.chat_record = read_hf_chat_record(folder).value_or("");
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("Hugging Face folder " + folder.string() + ": " + e.what());
+  }
   return stored;
 }
 
@@ -58,6 +66,21 @@ StoredModel open_stored_model(const fs::path& path, CheckpointParts parts) {
   stored.tokenizer_kind = meta.tokenizer_kind;
   stored.tokenizer_data = meta.tokenizer_data;
   stored.token_count = tokens_in_vocabulary(meta.tokenizer_kind, meta.model_config.vocab_size);
+  stored.chat_record = meta.chat_format;
+  if (!stored.chat_record.empty()) {
+    // The chat tokens are outputs of a chat model like any other token: every loss and sample includes
+    // their rows (as its export does, and transformers on it).
+    try {
+      stored.token_count = std::max(stored.token_count, ChatFormat::record_ids_end(stored.chat_record));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(stored.description + ": " + e.what());
+    }
+    if (stored.token_count > meta.model_config.vocab_size) {
+      throw std::invalid_argument(stored.description + ": its chat tokens reach id " +
+                                  std::to_string(stored.token_count - 1) + ", beyond its " +
+                                  std::to_string(meta.model_config.vocab_size) + " vocabulary rows");
+    }
+  }
   return stored;
 }
 
@@ -88,7 +111,11 @@ std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const s
                                 ": it is a character-level model and its characters are its tokenizer");
   }
   if (!vocab_dir.empty()) {
-    codec = make_text_codec(folder_tokenizer_kind(vocab_dir).value_or(TokenizerKind::gpt2), vocab_dir);
+    try {
+      codec = make_text_codec(folder_tokenizer_kind(vocab_dir).value_or(TokenizerKind::gpt2), vocab_dir);
+    } catch (const std::invalid_argument& e) {  // the flag's folder is the problem: name the flag
+      throw std::invalid_argument("--vocab " + vocab_dir + ": " + e.what());
+    }
   } else if (stored.tokenizer_kind == TokenizerKind::none) {
     throw std::invalid_argument(
         stored.description + (stored.hugging_face ? " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt)"
@@ -98,8 +125,12 @@ std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const s
     codec = make_text_codec(stored.tokenizer_kind, stored.tokenizer_data);
   }
   if (codec->vocab_size() > stored.token_count) {
-    throw std::invalid_argument(stored.description + " has " + std::to_string(stored.token_count) +
-                                " tokens, fewer than its tokenizer's " + std::to_string(codec->vocab_size()));
+    throw std::invalid_argument(
+        vocab_dir.empty() ? stored.description + " has " + std::to_string(stored.token_count) +
+                                " tokens, fewer than its tokenizer's " + std::to_string(codec->vocab_size())
+                          : "--vocab " + vocab_dir + ": its tokenizer has " + std::to_string(codec->vocab_size()) +
+                                " tokens, more than the " + std::to_string(stored.token_count) + " of " +
+                                stored.description + " (it is not the tokenizer the model was trained with)");
   }
   return codec;
 }
@@ -112,9 +143,7 @@ InferenceModel load_inference_model(const std::string& path, const torch::Device
   result.token_count = stored.token_count;
   const bool has_tokenizer = stored.tokenizer_kind != TokenizerKind::none || !vocab_dir.empty();
   if (need_tokenizer || (tokenizer_if_any && has_tokenizer)) result.codec = stored_model_codec(stored, vocab_dir);
-  if (stored.checkpoint && !stored.checkpoint->meta.chat_format.empty()) {
-    result.chat_record = stored.checkpoint->meta.chat_format;
-  }
+  if (!stored.chat_record.empty()) result.chat_record = stored.chat_record;
   // On the CPU the weights are loaded straight into the huge-page memory they are read from while decoding.
   result.model = load_stored_weights(stored, /*huge_pages=*/device.is_cpu());
   result.model->to(device);

@@ -30,13 +30,18 @@ struct StoredModel {
   int64_t token_count = 0;  // ids below this are tokens; the rows above are vocabulary padding
   TokenizerKind tokenizer_kind = TokenizerKind::none;
   std::string tokenizer_data;            // what make_text_codec rebuilds the tokenizer from
+  // A chat model's format (ChatFormat::record(), dataloader/chat_format.h): a checkpoint's, or read back
+  // from an exported folder's tokenizer_config.json; empty for a model that never saw conversations.
+  // Its chat tokens' rows count as tokens (token_count).
+  std::string chat_record;
   std::optional<Checkpoint> checkpoint;  // the whole file, for our checkpoints
   std::optional<HfFolder> hf_folder;     // the opened, checked folder, for Hugging Face models
 };
 
 // Reads one of our checkpoints whole, or a Hugging Face folder's config.json and tokenizer files
 // (vocab.json + merges.txt or encoder.json + vocab.bpe: GPT-2's BPE; char_vocab.txt: characters, as
-// `export` writes it for a character model); the folder's weights are read by load_stored_weights.
+// `export` writes it for a character model; a chat model's template and tokens from tokenizer_config.json);
+// the folder's weights are read by load_stored_weights.
 // Anything unusable is std::invalid_argument naming the path. A checkpoint is read as `parts` says:
 // whole to resume it, its weights alone for every other use.
 StoredModel open_stored_model(const std::filesystem::path& path, CheckpointParts parts = CheckpointParts::weights);

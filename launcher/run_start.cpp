@@ -113,18 +113,18 @@ Parsed<TrainFlags> resumed_flags(const Parsed<TrainFlags>& flags, const RunStart
 DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart& start) {
   DataOptions d = flags.config.data;
   if (!d.sft) flags.refuse("skip-bad-records", "without --sft (it skips bad conversations)");
-  if (d.sft) {  // conversations, tokenized by GPT-2's tokenizer (the data's --vocab, or the model's)
-    flags.refuse("vocab-size", "with --sft (GPT-2's padded vocabulary holds the chat tokens)");
+  if (d.sft) {  // conversations, tokenized by the data's --vocab or the model's BPE tokenizer
+    flags.refuse("vocab-size", "with --sft (the tokenizer and its chat tokens set the vocabulary)");
     if (flags.gave("val-data")) flags.refuse("val-fraction", "with --val-data (the held-out conversations)");
-    // (SFT's chat tokens take GPT-2's padded rows: a tokenizer.json model's folder counts only where it is
-    // GPT-2's, as a Hugging Face GPT-2 folder with vocab.json and merges.txt is.)
-    const auto stored_folder = start.model ? stored_bpe_tokenizer(start) : std::nullopt;
-    const bool gpt2_model = stored_folder && (start.model->tokenizer_kind == TokenizerKind::gpt2 ||
-                                              (start.model->tokenizer_kind == TokenizerKind::hf &&
-                                               is_gpt2_tokenizer_folder(*stored_folder)));
-    const auto model_tokenizer = gpt2_model ? stored_folder : std::nullopt;
-    if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) d.tokenizer = TokenizerKind::gpt2;
-    if (d.tokenizer == TokenizerKind::gpt2 && !d.vocab) d.vocab = model_tokenizer;
+    const auto model_tokenizer = start.model ? stored_bpe_tokenizer(start) : std::nullopt;
+    if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) {
+      // GPT-2's tokenizer (its files, or a Hugging Face GPT-2 folder with vocab.json and merges.txt beside its
+      // tokenizer.json) gets GPT-2's padded rows for the chat tokens; any other tokenizer.json is its own kind.
+      const std::string folder = d.vocab.value_or(model_tokenizer.value_or(""));
+      const bool other = folder_tokenizer_kind(folder) == TokenizerKind::hf && !is_gpt2_tokenizer_folder(folder);
+      d.tokenizer = other ? TokenizerKind::hf : TokenizerKind::gpt2;
+    }
+    if (d.tokenizer != TokenizerKind::character && !d.vocab) d.vocab = model_tokenizer;
     return d;
   }
   if (is_token_data(d.data)) {

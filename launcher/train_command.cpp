@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/folder_claim.h"
+#include "dataloader/chat_data.h"
 #include "distributed/job_communicators.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
@@ -109,7 +110,13 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     output.print("resumed from " + start.model->path.string() + " at step " + std::to_string(start_step));
   }
   start.model.reset();  // the stored tensors are in the model (and optimizer) now
-  output.print("data: " + data.description +
+  // Conversations are counted as the run's rows left them (a note above says how many were left out).
+  const int64_t rows = trainer->options().seq_len + 1;
+  const std::string described =
+      data.chat ? data.chat->describe(conversations_kept(*data.chat->train, rows),
+                                      data.chat->val ? conversations_kept(*data.chat->val, rows) : 0)
+                : data.description;
+  output.print("data: " + described +
                (data.train ? strprintf(" | train %llu tokens", static_cast<unsigned long long>(data.train->size()))
                            : std::string()));
   for (const std::string& note : data.notes) output.print(note);

@@ -1,6 +1,7 @@
 #include "model/gpt_config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cfloat>
 #include <cmath>
 #include <map>
@@ -98,11 +99,11 @@ Enum parse_name(const std::string& name, const char* what, std::initializer_list
   throw std::invalid_argument("unknown " + std::string(what) + " '" + name + "' (known: " + list + ")");
 }
 
+// The shortest text that reads back as the same double: 1e-06, not 9.9999999999999995e-07.
 std::string number_text(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
+  return std::string(buffer, result.ptr);
 }
 
 void require_positive(int64_t value, const char* name) {

@@ -59,6 +59,13 @@ def main():
     stopped = read_until(b"User: ", 60)
     check("Ctrl-C stops the reply, says so and prompts again", b"(stopped)" in stopped)
     check("... and some of the reply was streamed before it", len(stopped.split(b"(stopped)")[0].strip()) > 0)
+    # A message that fits in no conversation (about 1500 tokens for a context of 1024): said once, before
+    # any reply label, and the conversation goes on (it was thrown away, and two labels printed).
+    os.write(fd, b"a " * 1500 + b"\n")
+    too_long = read_until(b"User: ", 60)
+    check("a message too long for any conversation: one line, no reply label, the conversation kept",
+          b"does not fit even in a new conversation" in too_long and b"Assistant:" not in too_long
+          and b"a new conversation starts" not in too_long)
     os.write(fd, b"clear\n")
     cleared = read_until(b"User: ", 60)
     check("'clear' starts a new conversation", b"(a new conversation)" in cleared)

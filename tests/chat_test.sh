@@ -42,6 +42,10 @@ run_cmd long "$BIN" "${CHAT[@]}" <"$WORK/long.txt"
 check "a message longer than the context: exit 2 naming stdin line 1 and the sizes (exit $RC): $(cat "$WORK/long.err")" \
   bash -c "[[ $RC -eq 2 ]] && grep -q 'stdin line 1: the message needs [0-9]* tokens of context' '$WORK/long.err'"
 
+run_cmd long_system "$BIN" "${CHAT[@]}" --system "$(cat "$WORK/long.txt")" <"$WORK/lines.txt"
+check "a --system longer than the context: exit 2 naming --system, not a message (exit $RC): $(cat "$WORK/long_system.err")" \
+  bash -c "[[ $RC -eq 2 ]] && grep -q -- '--system takes [0-9]* of the model.s 1024 context tokens' '$WORK/long_system.err' && ! grep -q 'stdin line' '$WORK/long_system.err'"
+
 run_cmd greedy_top_k "$BIN" "${CHAT[@]}" --temperature 0 --top-k 5 </dev/null
 check "--top-k with --temperature 0: exit 2 naming --top-k (exit $RC)" \
   bash -c "[[ $RC -eq 2 ]] && grep -q -- '--top-k' '$WORK/greedy_top_k.err'"

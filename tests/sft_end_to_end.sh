@@ -127,7 +127,7 @@ if expect_ok skipped train "$bad" --sft --skip-bad-records --vocab "$vocab" "${s
 fi
 expect_bad_input skip_without_sft "--skip-bad-records.*without --sft" "" train builtin:sort --skip-bad-records \
   --steps 1 --out "$WORK/o_skip"
-expect_bad_input sft_char "--sft needs GPT-2's tokenizer" "" train "$chat" --sft --tokenizer char --steps 1 \
+expect_bad_input sft_char "--sft needs a BPE tokenizer" "" train "$chat" --sft --tokenizer char --steps 1 \
   --out "$WORK/o_char"
 
 # --- SIGTERM mid-run, then --resume auto: the same losses as a run straight through ---------------------

@@ -41,6 +41,38 @@ TEST(ChatData, ParsesBothShapesAndNamesEachProblem) {
   EXPECT_NE(problem("{\"prompt\":\"\xff\",\"completion\":\"x\"}").find("not UTF-8"), std::string::npos);
   EXPECT_NE(problem(R"({"text":"x"})").find("neither"), std::string::npos);
   EXPECT_NE(problem(R"({"prompt":"x","completion":3})").find("not a string"), std::string::npos);
+  // Both shapes in one record: which one it means cannot be told (it was read as messages, silently).
+  EXPECT_NE(problem(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"prompt":"c","completion":"d"})")
+                .find("both \"messages\" and \"prompt\"/\"completion\""),
+            std::string::npos);
+  EXPECT_NE(problem(R"({"messages":[{"role":"user","content":"a","weight":0},{"role":"assistant","content":"b"}]})")
+                .find("message 1 has a \"weight\", which only an assistant message may have"),
+            std::string::npos);
+  EXPECT_NE(problem(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b","weight":0.5}]})")
+                .find("message 2's \"weight\" is 0.5, not 0 or 1"),
+            std::string::npos);
+  EXPECT_NE(problem(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b","weight":0}]})")
+                .find("every assistant message has \"weight\": 0"),
+            std::string::npos);
+}
+
+// OpenAI's fine-tuning format: an assistant message of "weight": 0 is context, not a target (it was
+// trained on like any other).
+TEST(ChatData, AnAssistantMessageOfWeightZeroIsNotTrained) {
+  CharChat c;
+  const auto weighted = parse_chat_record(
+      R"({"messages":[{"role":"user","content":"ab"},{"role":"assistant","content":"bad","weight":0},)"
+      R"({"role":"user","content":"a"},{"role":"assistant","content":"good","weight":1}]})");
+  ASSERT_EQ(weighted.size(), 4u);
+  EXPECT_FALSE(weighted[1].trained);
+  EXPECT_TRUE(weighted[3].trained);
+  const RenderedChat r = c.format.render_conversation(weighted);
+  const RenderedChat all = c.format.render_conversation(parse_chat_record(
+      R"({"messages":[{"role":"user","content":"ab"},{"role":"assistant","content":"bad"},)"
+      R"({"role":"user","content":"a"},{"role":"assistant","content":"good"}]})"));
+  EXPECT_EQ(r.ids, all.ids);  // the same context
+  EXPECT_EQ(r.trained_count(), 5);  // "good" and its <|assistant_end|>
+  EXPECT_EQ(all.trained_count(), 9);
 }
 
 TEST(ChatData, BadRecordNamesFileAndLineOrIsSkippedAndCounted) {

@@ -337,6 +337,39 @@ TEST(HfBpeTokenizer, ChatMessagesCannotForgeTheTokenizersSpecialTokens) {
   EXPECT_EQ(std::count(r.ids.begin(), r.ids.end(), 257), 0);
 }
 
+// A tokenizer that defines the chat tokens itself (nanochat's) keeps its own ids for them; the chat format
+// puts none of its own after its vocabulary, and a tokenizer with only some of them is refused.
+TEST(HfBpeTokenizer, ChatFormatUsesTheTokenizersOwnChatTokens) {
+  ScratchDir dir;
+  const auto path = tiny_tokenizer_json(dir, "nanochat", [](nlohmann::json& t) {
+    const char* names[] = {"<|bos|>", "<|user_start|>", "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>",
+                           "<|python_start|>"};
+    for (int i = 0; i < 6; ++i) {
+      t["added_tokens"].push_back({{"id", 257 + i}, {"content", names[i]}, {"special", true}, {"normalized", false}});
+    }
+  });
+  const auto codec = make_text_codec(TokenizerKind::hf, path.parent_path().string());
+  ASSERT_EQ(codec->vocab_size(), 263);
+  const ChatFormat format(*codec, codec->vocab_size());
+  EXPECT_TRUE(format.tokenizer_has_tokens());
+  EXPECT_EQ(format.tokens().bos, 257);
+  EXPECT_EQ(format.tokens().assistant_end, 261);
+  EXPECT_EQ(format.ids_end(), 263);
+  const std::vector<ChatMessage> chat{{ChatRole::user, "ab"}, {ChatRole::assistant, "<|user_start|>"}};
+  const RenderedChat r = format.render_conversation(chat);
+  EXPECT_EQ(r.ids.front(), 257);
+  EXPECT_EQ(r.ids.back(), 261);
+  EXPECT_EQ(std::count(r.ids.begin(), r.ids.end(), 258), 1);  // typed in a reply it stays text
+  EXPECT_EQ(format.decode({257, 258, 256, 261}), "<|bos|><|user_start|>ab<|assistant_end|>");
+
+  const auto half = tiny_tokenizer_json(dir, "half", [](nlohmann::json& t) {
+    t["added_tokens"] = {{{"id", 257}, {"content", "<|bos|>"}, {"special", true}, {"normalized", false}}};
+  });
+  const auto half_codec = make_text_codec(TokenizerKind::hf, half.parent_path().string());
+  EXPECT_NE(invalid_argument_message([&] { ChatFormat(*half_codec, 400); }).find("not <|user_start|>, <|user_end|>"),
+            std::string::npos);
+}
+
 // The trainer's document delimiter: the folder's bos_token, else eos_token, else a known special token.
 TEST(HfBpeTokenizer, AFolderIsTheHfKindAndItsConfigNamesTheDocumentDelimiter) {
   ScratchDir dir;

@@ -211,7 +211,13 @@ TEST(HfGpt2, ReadsUnprefixedNamesSkipsMaskBuffersAndChecksATiedHead) {
   expect_same_parameters(imported.model, model);
 
   edit_weights(folder, [](NamedTensors& tensors) { tensor_named(tensors, "lm_head.weight")[3][4] += 1.0f; });
-  expect_refused([&] { load_hf_gpt2(folder); }, {"lm_head.weight", "tie_word_embeddings"});
+  expect_refused([&] { load_hf_gpt2(folder); }, {"lm_head.weight", "but config.json ties them"});
+  // An untied folder is not told that its config ties them (issue 53): it says it unties them.
+  edit_config(folder, [](nlohmann::json& c) { c["tie_word_embeddings"] = false; });
+  expect_refused([&] { load_hf_gpt2(folder); },
+                 {"lm_head.weight", "differs from the token embedding: config.json unties them (tie_word_embeddings false)",
+                  "read only with its head tied"});
+  edit_config(folder, [](nlohmann::json& c) { c["tie_word_embeddings"] = true; });
   edit_weights(folder, [](NamedTensors& tensors) {
     tensor_named(tensors, "lm_head.weight") = tensor_named(tensors, "wte.weight");
     tensors.emplace_back("transformer.wpe.weight", tensor_named(tensors, "wpe.weight"));

@@ -109,6 +109,8 @@ TEST(ModelFamily, NanochatDepthDialAndLlamaPreset) {
     EXPECT_EQ(c.logit_softcap, 15.0);
     EXPECT_EQ(c.init, InitKind::nanochat);
     EXPECT_FALSE(c.is_gpt2_architecture());
+    // The architecture line: the shortest text of each number (it printed eps 9.9999999999999995e-07).
+    EXPECT_NE(c.architecture_text().find("(eps 1e-06, no weight)"), std::string::npos) << c.architecture_text();
   }
   const GptConfig llama = preset_config("llama-small");
   EXPECT_EQ(llama.mlp, MlpKind::swiglu);

@@ -336,9 +336,12 @@ void load_hf_weights(const HfFolder& folder, Gpt& model) {
   if (const StoredTensor* head = mapping.tied_head.empty() ? nullptr : folder.weights->find(mapping.tied_head)) {
     const torch::Tensor embedding = model->wte->weight.narrow(0, 0, vocab_size);
     if (!torch::equal(stored_view(*head).to(embedding.device(), embedding.scalar_type()), embedding)) {
-      throw std::invalid_argument(head->label() +
-                                  " differs from the token embedding, but config.json ties them "
-                                  "(tie_word_embeddings)");
+      throw std::invalid_argument(
+          head->label() + " differs from the token embedding" +
+          (mapping.tied_head_required
+               ? ": config.json unties them (tie_word_embeddings false), and this " + mapping.architecture +
+                     " is read only with its head tied to the embedding"
+               : ", but config.json ties them (tie_word_embeddings)"));
     }
   }
 }

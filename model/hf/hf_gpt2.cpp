@@ -129,7 +129,7 @@ HfGpt2Model load_hf_gpt2(const fs::path& folder, int64_t vocab_multiple) {
   return load_hf_model(open_gpt2_folder(folder, vocab_multiple));
 }
 
-void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder) {
+void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder, const HfSpecialTokenIds& special) {
   const GptConfig& config = model->config();
   if (!config.is_gpt2_architecture()) {
     throw std::invalid_argument("HF export: only GPT-2's architecture is exported as yet; this model is " +
@@ -185,8 +185,8 @@ void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder
       {"add_cross_attention", false},
       {"tie_word_embeddings", true},
       {"use_cache", true},
-      {"bos_token_id", special_token},
-      {"eos_token_id", special_token},
+      {"bos_token_id", special.bos.is_null() ? special_token : special.bos},
+      {"eos_token_id", special.eos.is_null() ? special_token : special.eos},
       {"dtype", "float32"},
   };
   // Last, so that a folder with a config.json always has its weights beside it.

@@ -17,6 +17,7 @@
 
 #include "model/gpt.h"
 #include "model/gpt_config.h"
+#include "model/hf/hf_family.h"
 #include "model/hf/hf_folder.h"
 
 namespace mygpt {
@@ -48,9 +49,11 @@ HfGpt2Model load_hf_gpt2(const std::filesystem::path& folder, int64_t vocab_mult
 // config.json and model.safetensors with the first vocab_size rows of the embedding, fp32,
 // "transformer."-prefixed names, Conv1D-transposed weights, and no lm_head.weight (tied). Each file
 // is written atomically, config.json last. A model without biases (bias=false) is written with zero
-// biases, which computes the same function. bos/eos are 50256 when vocab_size is GPT-2's 50257,
-// null otherwise. The tokenizer files are not written here. vocab_size must be in
+// biases, which computes the same function. bos/eos are `special`'s where set (a chat model's
+// <|bos|> and <|assistant_end|>), else 50256 when vocab_size is GPT-2's 50257, null otherwise. The
+// tokenizer files are not written here. vocab_size must be in
 // 1..model->config().vocab_size, else std::invalid_argument.
-void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const std::filesystem::path& folder);
+void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const std::filesystem::path& folder,
+                    const HfSpecialTokenIds& special = {});
 
 }  // namespace mygpt
