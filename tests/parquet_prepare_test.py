@@ -88,9 +88,9 @@ def write_parquet(path, texts, kind, compression):
     assert pq.ParquetFile(path).metadata.num_row_groups > 1
 
 
-def prepare(inputs, out, *extra):
+def prepare(inputs, out, *extra, expect=0):
     shutil.rmtree(out, ignore_errors=True)
-    return run("prepare", *inputs, "--out", out, "--quiet", *extra)
+    return run("prepare", *inputs, "--out", out, "--quiet", *extra, expect=expect)
 
 
 work = tempfile.mkdtemp(prefix="mygpt_parquet.")
