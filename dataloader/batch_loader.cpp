@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -59,7 +60,10 @@ struct SplitMix64 {
 
 std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<const TokenSource> source,
                                                int64_t batch_size, int64_t seq_len, uint64_t seed, int rank,
-                                               int world_size) {
+                                               int world_size, Packing packing, int64_t bos) {
+  if (packing == Packing::best_fit) {
+    return std::make_unique<BestFitBatchLoader>(std::move(source), batch_size, seq_len, bos, rank, world_size);
+  }
   if (order == DataOrder::random)
     return std::make_unique<RandomBatchSampler>(std::move(source), batch_size, seq_len, seed, rank);
   if (order == DataOrder::shuffled)
@@ -134,6 +138,66 @@ torch::Tensor RandomBatchSampler::state() const { return generator_.get_state();
 void RandomBatchSampler::load_state(const torch::Tensor& state) {
   if (state.scalar_type() != torch::kByte) throw std::invalid_argument("data loader state is not a generator state");
   generator_.set_state(state);
+}
+
+BestFitBatchLoader::BestFitBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size,
+                                       int64_t seq_len, int64_t bos, int rank, int world_size)
+    : source_(source),
+      batch_size_(batch_size),
+      seq_len_(seq_len),
+      rank_(rank),
+      world_size_(world_size),
+      packer_((require_enough_tokens(*source, batch_size, seq_len), source), bos, static_cast<uint64_t>(seq_len) + 1) {
+  if (world_size <= 0 || rank < 0 || rank >= world_size) throw std::logic_error("bad rank/world size");
+}
+
+Batch BestFitBatchLoader::next(const torch::Device& device) {
+  const int64_t row = seq_len_ + 1;
+  auto buffer = host_buffer(batch_size_ * row, device);
+  auto* out = buffer.data_ptr<int64_t>();
+  // The batches of all ranks come from one packer, in rank order: this rank reads its own.
+  for (int r = 0; r < world_size_; ++r) {
+    for (int64_t b = 0; b < batch_size_; ++b) {
+      const std::vector<TokenSpan> spans = packer_.next_row();
+      if (r != rank_) continue;
+      int64_t* at = out + b * row;
+      for (const TokenSpan& span : spans) {
+        source_->read(span.offset, static_cast<size_t>(span.length), at);
+        at += span.length;
+      }
+    }
+  }
+  position_ += static_cast<uint64_t>(world_size_);
+  auto rows = buffer.view({batch_size_, row});
+  return to_device(rows.slice(1, 0, seq_len_), rows.slice(1, 1, row), device);
+}
+
+torch::Tensor BestFitBatchLoader::state() const {
+  std::vector<int64_t> state = {static_cast<int64_t>(position_)};
+  const std::vector<int64_t> packer = packer_.state();
+  state.insert(state.end(), packer.begin(), packer.end());
+  return torch::tensor(state, torch::kLong);
+}
+
+void BestFitBatchLoader::load_state(const torch::Tensor& state) {
+  if (state.dim() != 1 || state.scalar_type() != torch::kLong || state.numel() < 2) {
+    throw std::invalid_argument("data loader state is not a best-fit packing state (was the run packed in rows?)");
+  }
+  const auto values = state.contiguous();
+  const int64_t* v = values.data_ptr<int64_t>();
+  packer_.load_state(std::span<const int64_t>(v + 1, static_cast<std::size_t>(values.numel() - 1)));
+  position_ = static_cast<uint64_t>(v[0]);
+}
+
+std::string BestFitBatchLoader::report() const {
+  const uint64_t placed = packer_.placed_tokens(), cropped = packer_.cropped_tokens();
+  if (placed + cropped == 0) return {};
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "packing best-fit: %llu tokens in rows, %llu cropped (%.1f%% of the documents' tokens read)",
+                static_cast<unsigned long long>(placed), static_cast<unsigned long long>(cropped),
+                100.0 * static_cast<double>(cropped) / static_cast<double>(placed + cropped));
+  return line;
 }
 
 DataOrder resolve_data_order(DataOrder requested, uint64_t train_tokens, uint64_t tokens_the_run_reads) {

@@ -17,14 +17,23 @@
 // walked in the same consecutive chunks each time (which trains worse: Tiny Shakespeare's validation
 // loss 1.97 against 1.88, docs/benchmarks-log.md).
 //
+// BestFitBatchLoader (--packing best-fit) makes rows that each start at a document's first token, with
+// documents placed best-fit and what does not fit cropped (dataloader/best_fit_packer.h). Batch k is the
+// k-th B rows the packer makes of the whole stream; rank r of W takes batch (position + r), as the
+// sequential loader takes chunks. Every rank runs the packer over every batch (finding documents costs a
+// scan of their tokens; only its own rows are read whole), so its state is the same on every rank and on
+// any number of ranks, and W ranks x A equal one rank x W*A.
+//
 // RandomBatchSampler draws B random offsets per batch (nanoGPT's get_batch), from its own generator
 // seeded from (seed, rank) so that ranks see different samples.
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "dataloader/best_fit_packer.h"
 #include "dataloader/token_source.h"
 
 namespace mygpt {
@@ -44,6 +53,8 @@ class BatchLoader {
   // True when every rank holds the same state, which then also means the same on another number of
   // ranks (the sequential position counts the chunks of all ranks); false for per-rank streams.
   virtual bool state_shared_by_all_ranks() const = 0;
+  // A line on what the loader dropped so far (best-fit packing's cropped tokens); empty when nothing.
+  virtual std::string report() const { return {}; }
 };
 
 // How a training loader walks the data: consecutive chunks sharded across ranks, rows shuffled per
@@ -56,9 +67,13 @@ enum class DataOrder { automatic, sequential, shuffled, random };
 DataOrder resolve_data_order(DataOrder requested, uint64_t train_tokens, uint64_t tokens_the_run_reads);
 const char* data_order_name(DataOrder order);
 
+// How rows are cut from the stream: consecutive --seq-len tokens wherever they fall (rows, the data
+// orders above), or documents packed best-fit from each row's start (best_fit, which needs `bos`).
+enum class Packing { rows, best_fit };
+
 std::unique_ptr<BatchLoader> make_batch_loader(DataOrder order, std::shared_ptr<const TokenSource> source,
                                                int64_t batch_size, int64_t seq_len, uint64_t seed, int rank,
-                                               int world_size);
+                                               int world_size, Packing packing = Packing::rows, int64_t bos = -1);
 
 class ShardedBatchLoader final : public BatchLoader {
  public:
@@ -116,6 +131,26 @@ class ShuffledBatchLoader final : public BatchLoader {
   uint64_t max_offset_ = 0, rows_per_epoch_ = 0;
   uint64_t position_ = 0;
   EpochOrder orders_[2];  // a batch may straddle two epochs
+};
+
+class BestFitBatchLoader final : public BatchLoader {
+ public:
+  // Throws std::invalid_argument when the stream holds no `bos` (see BestFitPacker).
+  BestFitBatchLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size, int64_t seq_len, int64_t bos,
+                     int rank = 0, int world_size = 1);
+  Batch next(const torch::Device& device) override;
+  torch::Tensor state() const override;
+  void load_state(const torch::Tensor& state) override;
+  bool state_shared_by_all_ranks() const override { return true; }
+  std::string report() const override;
+  const BestFitPacker& packer() const { return packer_; }
+
+ private:
+  std::shared_ptr<const TokenSource> source_;
+  int64_t batch_size_, seq_len_;
+  int rank_, world_size_;
+  uint64_t position_ = 0;
+  BestFitPacker packer_;
 };
 
 class RandomBatchSampler final : public BatchLoader {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
+#include "dataloader/parquet_text_reader.h"
 
 namespace mygpt {
 namespace {
@@ -89,8 +90,12 @@ std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t fr
   return std::nullopt;
 }
 
+bool looks_like_parquet(const std::string& path, const std::string& head) {
+  return std::filesystem::path(path).extension() == ".parquet" || head.rfind("PAR1", 0) == 0;
+}
+
 DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes, JsonParsing json_parsing,
-                               CutRule restarts_at)
+                               CutRule restarts_at, const std::string& text_column)
     : path_(path), piece_bytes_(piece_bytes), json_parsing_(json_parsing), restarts_at_(std::move(restarts_at)) {
   require_regular_file(path, "input file");
   std::error_code ec;
@@ -102,10 +107,41 @@ DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes,
   in_.read(head.data(), static_cast<std::streamsize>(head.size()));
   in_.clear();
   in_.seekg(0);
+  if (looks_like_parquet(path, head)) {
+    in_.close();
+    parquet_ = std::make_unique<ParquetTextReader>(path, text_column);
+    size_ = parquet_->text_bytes();
+    return;
+  }
   json_lines_ = is_json_lines_start(path, head);
 }
 
-std::optional<TextPiece> DocumentReader::next() { return json_lines_ ? next_line_document() : next_text_piece(); }
+DocumentReader::~DocumentReader() = default;
+
+uint64_t DocumentReader::bytes_read() const {
+  if (!parquet_) return consumed_;
+  if (parquet_->rows() == 0) return size_;
+  return static_cast<uint64_t>(static_cast<double>(size_) * static_cast<double>(parquet_->rows_read()) /
+                               static_cast<double>(parquet_->rows()));
+}
+
+uint64_t DocumentReader::null_rows() const { return parquet_ ? parquet_->nulls() : 0; }
+
+std::optional<TextPiece> DocumentReader::next() {
+  if (parquet_) return next_parquet_row();
+  return json_lines_ ? next_line_document() : next_text_piece();
+}
+
+std::optional<TextPiece> DocumentReader::next_parquet_row() {
+  while (row_at_ == rows_.size()) {
+    row_at_ = 0;
+    if (!parquet_->next(rows_)) return std::nullopt;
+  }
+  std::string text = std::move(rows_[row_at_++]);
+  // Arrow does not check that a string column holds UTF-8; the tokenizers need it.
+  require_utf8(text, "input file '" + path_ + "' (its non-null text " + std::to_string(++texts_handed_out_) + ")");
+  return TextPiece{std::move(text), true, {}};
+}
 
 std::optional<TextPiece> DocumentReader::next_line_document() {
   std::string line;

@@ -5,9 +5,13 @@
 // cannot change its tokens: where the tokenizer says it restarts (TextCodec::restarts_at; by default
 // restarts_between_printable_lines, GPT-2's and the character tokenizer's). A file without such a place
 // stays in one piece, tokenized whole.
+// A Parquet file (.parquet, or starting with "PAR1") gives one document per row of its text column, read
+// a batch of rows at a time (dataloader/parquet_text_reader.h); null rows are skipped and counted.
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +20,8 @@
 #include "tokenizer/text_codec.h"
 
 namespace mygpt {
+
+class ParquetTextReader;
 
 struct TextPiece {
   std::string text;              // the text, or (json_line set) the JSON line that holds it
@@ -32,22 +38,30 @@ using CutRule = std::function<bool(std::string_view text, std::size_t cut)>;
 
 class DocumentReader {
  public:
-  // Opens `path` (std::invalid_argument naming it when it is not a readable regular file, or empty).
-  // Pieces of plain text are about piece_bytes long (more where the rule allows no cut sooner).
+  // Opens `path` (std::invalid_argument naming it when it is not a readable regular file, or empty, or
+  // Parquet without a string column `text_column`). Pieces of plain text are about piece_bytes long (more
+  // where the rule allows no cut sooner).
   explicit DocumentReader(const std::string& path, std::size_t piece_bytes = std::size_t{1} << 20,
                           JsonParsing json_parsing = JsonParsing::by_reader,
-                          CutRule restarts_at = restarts_between_printable_lines);
+                          CutRule restarts_at = restarts_between_printable_lines,
+                          const std::string& text_column = "text");
+  ~DocumentReader();
   // The next piece, or none at the end. Throws std::invalid_argument naming the file (and line) for text
   // that is not UTF-8, a line that is not JSON, or one without a "text" string.
   std::optional<TextPiece> next();
-  // Bytes of the file consumed so far, and its size.
-  uint64_t bytes_read() const { return consumed_; }
+  // Bytes of the file consumed so far, and its size (Parquet: of its text column uncompressed, consumed
+  // in proportion to the rows read).
+  uint64_t bytes_read() const;
   uint64_t size() const { return size_; }
   bool json_lines() const { return json_lines_; }
+  bool parquet() const { return parquet_ != nullptr; }
+  // Parquet rows skipped so far because their text is null.
+  uint64_t null_rows() const;
 
  private:
   std::optional<TextPiece> next_line_document();
   std::optional<TextPiece> next_text_piece();
+  std::optional<TextPiece> next_parquet_row();
 
   std::string path_;
   std::ifstream in_;
@@ -59,7 +73,14 @@ class DocumentReader {
   bool started_ = false;  // a plain text's first piece was handed out
   uint64_t line_number_ = 0;
   std::string carry_;  // plain text read but not handed out yet
+  std::unique_ptr<ParquetTextReader> parquet_;
+  std::vector<std::string> rows_;  // Parquet texts read, not handed out yet, from row_at_
+  std::size_t row_at_ = 0;
+  uint64_t texts_handed_out_ = 0;
 };
+
+// Whether a file is Parquet: its name ends in .parquet, or it starts with the magic "PAR1".
+bool looks_like_parquet(const std::string& path, const std::string& head);
 
 // The text of a piece: its own, or that of its JSON line's top-level "text" member. Throws
 // std::invalid_argument naming the line when it is not JSON or has no "text" string.

@@ -23,6 +23,7 @@ struct DataOptions {
   std::optional<int64_t> vocab_size;    // of token data; unset: 50304, or the char_vocab.txt of shards
   double val_fraction{};                // share of a text kept for validation (its end)
   DataOrder data_order{};
+  Packing packing{};  // rows, or best-fit documents (the train loader's; validation keeps rows)
   std::optional<std::string> hellaswag;  // HellaSwag file evaluated during training
   std::optional<std::string> core;       // CORE eval bundle folder evaluated during training
   // Supervised fine-tuning: data (and val_data) are conversations in JSON lines (dataloader/chat_data.h),

@@ -1,10 +1,12 @@
 // `mygpt-ddp prepare`: tokenizes text into llm.c .bin shards. Each document (a whole plain-text file,
-// or one line of a JSON-lines file) is preceded by <|endoftext|>, as llm.c does; the last
-// --val-tokens tokens go to val shards, the rest to train shards: validation is the end of a text, as
-// for `train` on a text (--val-fraction) and `eval --val` on one.
+// one line of a JSON-lines file, one row of a Parquet file) is preceded by <|endoftext|>, as llm.c does;
+// the last --val-tokens tokens go to val shards, the rest to train shards: validation is the end of a
+// text, as for `train` on a text (--val-fraction) and `eval --val` on one. A folder (or glob) of files
+// given alone follows nanochat's contract instead: its last file is validation, unless --val-tokens.
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -18,6 +20,7 @@
 #include "common/folder_claim.h"
 #include "common/progress.h"
 #include "common/strprintf.h"
+#include "dataloader/document_inputs.h"
 #include "dataloader/document_reader.h"
 #include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/parallel_encoder.h"
@@ -33,6 +36,7 @@ namespace {
 
 struct PrepareFlags {
   std::vector<std::string> input;
+  std::string text_column;
   std::optional<std::string> out;
   TokenizerKind tokenizer{};
   std::optional<std::string> vocab;
@@ -49,10 +53,12 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
     OptionTable<P> t;
     t.group("Input and output");
     t.add("input", &P::input,
-          "text files (each one document) or JSON-lines files (one document per line, field \"text\"); also the "
-          "positional arguments")
+          "text files (each one document), JSON-lines files (one document per line, field \"text\"), Parquet files "
+          "(one document per row of --text-column), or a folder (or quoted glob) of .parquet files, sorted by name, "
+          "whose last file becomes validation unless --val-tokens is given; also the positional arguments")
         .required();
     t.positional("input", -1);
+    t.add("text-column", &P::text_column, "the column of a Parquet input that holds the documents").init(std::string("text"));
     t.add("out", &P::out, "output folder for train_*.bin / val_*.bin shards").required();
     t.add("tokenizer", &P::tokenizer,
           "tokenizer of the shards: gpt2 or hf (a tokenizer.json) need --vocab; not given: what --vocab's folder "
@@ -101,11 +107,12 @@ std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
 
 // The distinct characters of every document, each once (a first pass of the character tokenizer, which
 // must know its vocabulary before it numbers anything).
-std::string distinct_characters(const std::vector<std::string>& inputs) {
+std::string distinct_characters(const std::vector<std::string>& inputs, const std::string& text_column) {
   std::vector<bool> seen(0x110000, false);
   std::string characters;
   for (const auto& path : inputs) {
-    DocumentReader reader(path);
+    DocumentReader reader(path, std::size_t{1} << 20, JsonParsing::by_reader, restarts_between_printable_lines,
+                          text_column);
     while (const auto piece = reader.next()) {
       const std::string& text = piece->text;
       for (std::size_t i = 0; i < text.size();) {  // whole UTF-8 (DocumentReader checked it)
@@ -126,7 +133,8 @@ std::string distinct_characters(const std::vector<std::string>& inputs) {
 
 int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   const PrepareFlags& f = flags.config;
-  const auto& inputs = f.input;
+  const DocumentInputs expanded = expand_document_inputs(f.input);
+  const auto& inputs = expanded.files;
   const std::string& out_dir = *f.out;
   const auto shard_tokens = static_cast<uint64_t>(f.shard_tokens);
   // Without --tokenizer, --vocab's folder says which BPE it is (a tokenizer.json wins, as in train).
@@ -135,13 +143,27 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
                                  : f.tokenizer;
   // Streamed: the files are opened (and checked) now, read piece by piece below.
   uint64_t corpus_bytes = 0;
-  for (const auto& path : inputs) corpus_bytes += DocumentReader(path).size();
+  for (const auto& path : inputs) {
+    corpus_bytes += DocumentReader(path, std::size_t{1} << 20, JsonParsing::by_reader, restarts_between_printable_lines,
+                                   f.text_column).size();
+  }
+  // nanochat's contract for a folder of shards: the last file validates, whole.
+  const bool val_file = expanded.folder_contract && !f.val_tokens;
+  if (val_file && inputs.size() < 2) {
+    throw std::invalid_argument("--input '" + f.input.front() + "' holds one file: its last file would be validation "
+                                "and nothing left to train on; add files, or give --val-tokens");
+  }
+  if (val_file) {
+    std::cout << "validation: " << inputs.back() << " (the last of " << inputs.size()
+              << " files by name; --val-tokens N takes the last N tokens instead)" << std::endl;
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = f.threads > 0 ? static_cast<int>(f.threads) : static_cast<int>(cores);
   // Without --val-tokens a tenth of the corpus validates (nanoGPT's split), estimated from its size so
   // that the corpus can stream through, its last val_tokens held back for the val shards.
   const uint64_t val_tokens =
       f.val_tokens ? static_cast<uint64_t>(*f.val_tokens)
+      : val_file   ? 0
                    : std::min<uint64_t>(1048576, corpus_bytes / (kind == TokenizerKind::character ? 1 : 3) / 10);
   std::unique_ptr<TextCodec> codec;
   std::function<std::unique_ptr<TextCodec>()> make_codec;
@@ -154,7 +176,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     const std::string vocab = *f.vocab;
     make_codec = [kind, vocab] { return make_text_codec(kind, vocab); };
   } else {
-    const std::string characters = distinct_characters(inputs);
+    const std::string characters = distinct_characters(inputs, f.text_column);
     make_codec = [characters] { return make_char_codec_for(characters); };
   }
   codec = make_codec();
@@ -189,9 +211,10 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   const std::filesystem::path staging = out_path / strprintf(".prepare.%d", static_cast<int>(::getpid()));
   create_output_directory(staging, "--out");
   std::optional<TokenShardWriter> val;
-  if (val_tokens > 0) val.emplace(staging, "val", shard_tokens);
+  if (val_tokens > 0 || val_file) val.emplace(staging, "val", shard_tokens);
   TokenShardWriter train(staging, "train", shard_tokens);
-  uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0, documents = 0;
+  uint64_t total = 0, bytes = 0, to_val = 0, to_train = 0, documents = 0, null_rows = 0;
+  std::size_t files_with_nulls = 0;
   Progress progress("prepare", static_cast<double>(corpus_bytes) / 1e6, "MB", f.quiet, std::cout);
   // The newest val_tokens tokens wait here; what falls out of that window is training data.
   std::vector<int32_t> held_back;
@@ -209,20 +232,32 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     // written, so memory stays flat whatever the corpus. Tokens are written in the order of the text.
     ParallelEncoder encoder(make_codec, threads);
     const std::size_t max_pending = 2 * static_cast<std::size_t>(threads);
+    std::deque<bool> for_val;  // per batch submitted and not taken: from the validation file
     auto write_oldest = [&] {
       std::vector<int32_t> ids = encoder.take();
-      write(ids);
+      const bool to_val_file = for_val.front();
+      for_val.pop_front();
+      if (to_val_file) {
+        val->append(std::span<const int32_t>(ids.data(), ids.size()));
+        total += ids.size();
+        to_val += ids.size();
+      } else {
+        write(ids);
+      }
     };
     uint64_t bytes_before = 0;  // of the files already read
     for (size_t i = 0; i < inputs.size(); ++i) {
       // Pieces are cut only where the tokenizer restarts, so their ids are those of the whole document.
       DocumentReader reader(inputs[i], std::size_t{1} << 20, JsonParsing::by_caller,
-                            [&codec](std::string_view text, std::size_t cut) { return codec->restarts_at(text, cut); });
+                            [&codec](std::string_view text, std::size_t cut) { return codec->restarts_at(text, cut); },
+                            f.text_column);
+      const bool is_val_file = val_file && i + 1 == inputs.size();
       std::vector<TextPiece> batch;
       std::size_t batch_bytes = 0;
       auto submit = [&] {
         if (batch.empty()) return;
         if (encoder.pending() >= max_pending) write_oldest();
+        for_val.push_back(is_val_file);
         encoder.submit(std::move(batch));
         batch.clear();
         batch_bytes = 0;
@@ -241,6 +276,8 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
       }
       submit();
       bytes_before += reader.size();
+      null_rows += reader.null_rows();
+      files_with_nulls += reader.null_rows() > 0 ? 1 : 0;
     }
     while (encoder.pending() > 0) write_oldest();
     progress.finish();
@@ -248,7 +285,15 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     train.append(std::span<const int32_t>(held_back.data(), n));
     to_train += n;
     if (val) val->append(std::span<const int32_t>(held_back.data() + n, held_back.size() - n));
-    to_val = held_back.size() - n;
+    to_val += held_back.size() - n;
+    if (null_rows > 0) {
+      std::cout << strprintf("note: skipped %llu Parquet row(s) whose '%s' is null, in %zu file(s)",
+                             static_cast<unsigned long long>(null_rows), f.text_column.c_str(), files_with_nulls)
+                << std::endl;
+    }
+    if (val_file && to_val == 0) {
+      throw std::invalid_argument("validation file '" + inputs.back() + "' holds no documents");
+    }
     if (to_train == 0) {
       throw std::invalid_argument("all " + std::to_string(total) + " tokens went to validation: lower --val-tokens");
     }

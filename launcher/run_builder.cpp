@@ -45,6 +45,25 @@ RunTokenizer run_tokenizer(const TrainingData& data, const RunStart& start) {
   return {start.model->tokenizer_kind, start.model->tokenizer_data};
 }
 
+// The token that starts each document, for --packing best-fit: the tokenizer's (GPT-2's <|endoftext|>, a
+// tokenizer.json's BOS), which prepare writes before every document.
+int64_t best_fit_delimiter(const RunTokenizer& tokenizer, DataOrder requested) {
+  if (requested == DataOrder::shuffled || requested == DataOrder::random) {
+    throw std::invalid_argument(std::string("--packing best-fit reads the documents in order: leave out --data-order ") +
+                                data_order_name(requested));
+  }
+  int64_t bos = -1;
+  if (tokenizer.kind == TokenizerKind::gpt2 || tokenizer.kind == TokenizerKind::hf) {
+    bos = make_text_codec(tokenizer.kind, tokenizer.data)->end_of_text();
+  }
+  if (bos < 0) {
+    throw std::invalid_argument("--packing best-fit needs documents delimited by the tokenizer's BOS / <|endoftext|>: "
+                                "train on token shards from prepare with a BPE tokenizer (its files beside them) or on "
+                                "a text with --vocab; this run's tokenizer has no such token");
+  }
+  return bos;
+}
+
 std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const RunTokenizer& tokenizer, int64_t examples) {
   if (!d.hellaswag) return {};
   if (tokenizer.kind != TokenizerKind::gpt2 && tokenizer.kind != TokenizerKind::hf) {
@@ -238,8 +257,17 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   TrainerParts parts;
   parts.device = device;
   ChosenDataOrder order;
+  if (data.chat && f.data.packing == Packing::best_fit) {
+    throw std::invalid_argument("--packing best-fit packs the documents of token data; --sft gives each conversation "
+                                "rows of its own: leave out --packing");
+  }
   if (data.chat) {
     order.order = add_conversation_loaders(*data.chat, options, f.data.data_order, comm, output, parts);
+  } else if (f.data.packing == Packing::best_fit) {
+    order.order = DataOrder::sequential;  // documents in order
+    parts.train_loader = make_batch_loader(order.order, data.train, options.batch_size, options.seq_len, options.seed,
+                                           comm.rank(), comm.world_size(), Packing::best_fit,
+                                           best_fit_delimiter(tokenizer, f.data.data_order));
   } else {
     order = choose_data_order(f.data.data_order, stored_options, data.train->size(),
                               tokens_per_step * static_cast<uint64_t>(options.steps));

@@ -81,6 +81,13 @@ OptionTable<TrainFlags> make_table() {
               {"shuffled", DataOrder::shuffled},
               {"random", DataOrder::random}})
       .init(DataOrder::automatic);
+  t.add("packing", &F::data, &D::packing,
+        "rows: consecutive --seq-len tokens wherever they fall in the documents (--data-order); best-fit: every row "
+        "starts at a document's first token (the tokenizer's BOS / <|endoftext|> that prepare writes), documents "
+        "placed best-fit into rows and what does not fit cropped (nanochat's packing; documents read in order; the "
+        "share cropped is printed); validation keeps rows")
+      .names({{"rows", Packing::rows}, {"best-fit", Packing::best_fit}})
+      .init(Packing::rows);
   t.add("sft", &F::data, &D::sft,
         "supervised fine-tuning: DATA (and --val-data) are conversations in JSON lines ({\"messages\": [{\"role\": "
         "\"system\"|\"user\"|\"assistant\", \"content\": ...}]} or {\"prompt\": ..., \"completion\": ...}); the "

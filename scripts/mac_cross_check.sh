@@ -6,8 +6,10 @@
 #   - the macOS arm64 torch wheel's own headers (torch==2.11.0, macosx_11_0_arm64: no CUDA, with MPS);
 #   - Boost as Homebrew has it (1.90, from the cmeel-boost wheel: Debian's 1.74 does not compile under
 #     libc++'s C++20, which dropped std::unary_function);
-#   - nlohmann-json, GoogleTest, PCRE2, utf8proc and Open MPI's mpi.h from Debian (plain, portable headers).
-# The downloads (~210 MB, three PyPI wheels) and the precompiled torch/torch.h are kept in
+#   - nlohmann-json, GoogleTest, PCRE2, utf8proc and Open MPI's mpi.h from Debian (plain, portable headers);
+#   - Arrow's and Parquet's headers from the macOS arm64 pyarrow wheel (as Homebrew's apache-arrow has them),
+#     for dataloader/parquet_text_reader.cpp.
+# The downloads (~250 MB, four PyPI wheels) and the precompiled torch/torch.h are kept in
 # $MYGPT_MAC_CHECK_CACHE (default ~/.cache/mygpt-ddp/mac-check); later runs reuse them.
 #
 #   scripts/mac_cross_check.sh            every translation unit; exit 1 on any error
@@ -20,6 +22,7 @@ cache=${MYGPT_MAC_CHECK_CACHE:-$HOME/.cache/mygpt-ddp/mac-check}
 zig_version=0.17.1
 torch_version=2.11.0
 boost_version=1.90.0
+pyarrow_version=26.0.1
 wheel_platform=macosx_11_0_arm64
 say() { printf '[mac-check] %s\n' "$*"; }
 cpus() { getconf _NPROCESSORS_ONLN 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2; }
@@ -74,6 +77,8 @@ fetch_wheel torch "torch==$torch_version" --platform "$wheel_platform" --python-
 unpack "$wheel" "$cache/torch-$torch_version" torch/include/
 fetch_wheel cmeel_boost "cmeel-boost==$boost_version" --platform "$wheel_platform" --python-version 3.12
 unpack "$wheel" "$cache/boost-$boost_version" cmeel.prefix/include/boost/
+fetch_wheel pyarrow "pyarrow==$pyarrow_version" --platform macosx_12_0_arm64 --python-version 3.12
+unpack "$wheel" "$cache/pyarrow-$pyarrow_version" pyarrow/include/
 zl="$cache/zig-$zig_version/ziglang"
 torch_inc="$cache/torch-$torch_version/torch/include"
 export ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" ZIG_LOCAL_CACHE_DIR="$cache/zig-cache"
@@ -129,6 +134,7 @@ flags=(--driver-mode=g++ -target arm64-apple-macosx11.0 -std=c++20 -Wall -Wextra
   -D_LIBCPP_ASSERTION_SEMANTIC_DEFAULT=_LIBCPP_ASSERTION_SEMANTIC_IGNORE
   -isystem "$torch_inc" -isystem "$torch_inc/torch/csrc/api/include"
   -isystem "$cache/boost-$boost_version/cmeel.prefix/include" -isystem "$others" -isystem "$mpi_inc"
+  -isystem "$cache/pyarrow-$pyarrow_version/pyarrow/include"
   -I "$repo" -I "$gen"
   # What the CMake targets define (distributed/, tests/); harmless for the rest.
   -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 '-DMYGPT_SHARED_DATA_DIR="/shared/data"'
@@ -160,7 +166,8 @@ fi
 # --- which files: every .cpp of the rooms, tests and benchmarks, less those only CUDA, NCCL or Gloo
 # builds compile (a Mac has none of them: CMakeLists.txt compiles their *_unavailable.cpp instead).
 cuda_only='^(model/(lm_loss|layer_norm)_cuda\.cpp|distributed/(nccl_communicator|nccl_watchdog|gloo_communicator)\.cpp|launcher/cuda_probe\.cpp|tests/cuda/.*)$'
-no_pch='^(model/(gelu_tanh_cpu|lm_loss_cpu)_kernels\.cpp)$'  # SKIP_PRECOMPILE_HEADERS in model/CMakeLists.txt
+# SKIP_PRECOMPILE_HEADERS in model/ and dataloader/CMakeLists.txt
+no_pch='^(model/(gelu_tanh_cpu|lm_loss_cpu)_kernels\.cpp|dataloader/parquet_text_reader\.cpp)$'
 files=()
 if (( $# )); then
   for f in "$@"; do

@@ -288,7 +288,7 @@ bad eval_flipped "flipped.safetensors" eval --checkpoint flipped.safetensors --v
 
 # --- prepare --------------------------------------------------------------------------------------
 bad prep_missing "input file 'nope.txt' does not exist" prepare --input nope.txt --out out_prep_missing --tokenizer char
-bad prep_dir "input file 'empty_dir' is a directory" prepare --input empty_dir --out out_prep_dir --tokenizer char
+bad prep_dir "--input folder 'empty_dir' holds no .parquet files" prepare --input empty_dir --out out_prep_dir --tokenizer char
 bad prep_fifo "input file 'fifo' is not a regular file" prepare --input fifo --out out_prep_fifo --tokenizer char
 bad prep_notext "docs_notext.jsonl' line 2 has no \"text\" string" prepare --input docs_notext.jsonl --out out_prep_notext --tokenizer char
 bad prep_badjson "docs_badjson.jsonl' line 2" prepare --input docs_badjson.jsonl --out out_prep_badjson --tokenizer char

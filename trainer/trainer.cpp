@@ -516,6 +516,7 @@ TrainSummary Trainer::run(int64_t start_step) {
       output_.print("stop requested: saving a checkpoint at step " + std::to_string(step));
       save_checkpoint_at(step);
       summary.stopped_early = true;
+      if (const std::string line = p_.train_loader->report(); !line.empty()) output_.print(line);
       return summary;
     }
 
@@ -558,12 +559,14 @@ TrainSummary Trainer::run(int64_t start_step) {
       output_.print("stop requested: saving a checkpoint at step " + std::to_string(steps_done));
       save_checkpoint_at(steps_done);
       summary.stopped_early = true;
+      if (const std::string line = p_.train_loader->report(); !line.empty()) output_.print(line);
       return summary;
     }
     // Not after a bad step: the weights it was computed on may be what went wrong (stop_after_bad_steps).
     const int64_t every = options_.checkpoint_every.value_or(0);
     if (every > 0 && steps_done % every == 0 && bad_in_a_row == 0) save_checkpoint_at(steps_done);
   }
+  if (const std::string line = p_.train_loader->report(); !line.empty()) output_.print(line);
   if (options_.final_checkpoint) save_checkpoint_at(options_.steps);
   // The last evaluations run on the weights just saved.
   evaluate_at(options_.steps, /*final=*/true, summary);
