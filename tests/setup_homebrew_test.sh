@@ -31,7 +31,7 @@ printf 'cmake\nboost\n' >"$WORK/installed"
 setup some_missing
 check "missing formulae: exit 0 ($(tail -n 1 "$WORK/some_missing.err"))" test "$RC" -eq 0
 check "... one 'brew install' of exactly the missing formulae" \
-  test "$(grep '^brew install' "$WORK/brew.log")" = "brew install pkgconf open-mpi googletest pcre2 utf8proc nlohmann-json python@3.12"
+  test "$(grep '^brew install' "$WORK/brew.log")" = "brew install pkgconf open-mpi googletest pcre2 utf8proc nlohmann-json yaml-cpp python@3.12"
 check "... and Homebrew's python@3.12 chosen for the venv" \
   grep -q "python for the venv: $prefix/opt/python@3.12/bin/python3.12" "$WORK/some_missing.out"
 
@@ -40,7 +40,7 @@ check "... and Homebrew's python@3.12 chosen for the venv" \
 setup all_there
 check "all formulae there: exit 0, no brew install" \
   test "$RC" -eq 0 -a -z "$(grep '^brew install' "$WORK/brew.log")"
-check "... every formula asked about" test "$(grep -c '^brew list --versions' "$WORK/brew.log")" -eq 9
+check "... every formula asked about" test "$(grep -c '^brew list --versions' "$WORK/brew.log")" -eq 10
 
 # 3. A python too old (a stock Mac's 3.9): one line naming it, exit 1.
 printf '#!/bin/sh\nexit 1  # answers "no" to "are you 3.10 or newer?", as 3.9 does\n' >"$fake/python3.9"
