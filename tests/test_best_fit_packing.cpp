@@ -37,11 +37,10 @@ TEST(BestFitPacker, RowsStartAtDocumentsAndEveryTokenIsPlacedOrCropped) {
   const auto lengths = random_lengths(40, 30, 3);
   const auto source = stream_of(lengths, lead);
   std::map<uint64_t, uint64_t> document_at;  // start -> length
-  uint64_t at = lead, per_epoch = lead;
+  uint64_t at = lead;
   for (const uint64_t length : lengths) {
     document_at[at] = length;
     at += length;
-    per_epoch += length;
   }
   const std::size_t buffer = 6;
   BestFitPacker packer(source, kBos, row, buffer);
