@@ -304,11 +304,11 @@ if [ -z "$torch_prefix" ]; then
       || say "warning: pip install rustbpe tiktoken failed; the rustbpe comparison tests will skip"
   fi
   # pyarrow: its wheel carries Arrow's C++ Parquet library and headers, which `prepare` reads Parquet with
-  # (cmake/parquet.cmake; Debian 12 has no libparquet-dev); tiktoken: the reference its tests compare with.
-  if ! "$venv/bin/python" -c 'import pyarrow, tiktoken' >/dev/null 2>&1; then
-    say "installing pyarrow and tiktoken (Parquet input for prepare, and its reference)"
-    "$venv/bin/python" -m pip install -q pyarrow tiktoken \
-      || say "warning: pip install pyarrow tiktoken failed; prepare is built without Parquet input"
+  # (cmake/parquet.cmake; Debian 12 has no libparquet-dev). tiktoken, the reference of its tests, comes above.
+  if ! "$venv/bin/python" -c 'import pyarrow' >/dev/null 2>&1; then
+    say "installing pyarrow (Parquet input for prepare)"
+    "$venv/bin/python" -m pip install -q pyarrow \
+      || say "warning: pip install pyarrow failed; prepare is built without Parquet input"
   fi
   # matplotlib: scripts/plot_run.py draws a run's curves (its test skips without it).
   if ! "$venv/bin/python" -c 'import matplotlib' >/dev/null 2>&1; then
