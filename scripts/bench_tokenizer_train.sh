@@ -71,7 +71,9 @@ for n in $threads_list; do
     --input "$work/corpus.jsonl" --vocab-size $((vocab_size - 1)) --pattern "$pattern" --doc-cap "$doc_cap" \
     --ranks-out "$work/ranks$n.txt" >"$work/rust$n.log" 2>&1 || { cat "$work/rust$n.log" >&2; bench_die "rustbpe failed"; }
   read -r rust_s rust_kb <"$work/rust_time$n"
-  same=$("$python" "$repo/scripts/bench/compare_trained_ranks.py" "$work/tok$n/tokenizer.json" "$work/ranks$n.txt")
+  # Different merges are a result for the table ("NO (...)", exit 1); anything else ends the run.
+  same=$("$python" "$repo/scripts/bench/compare_trained_ranks.py" "$work/tok$n/tokenizer.json" "$work/ranks$n.txt") ||
+    [[ $same == NO* ]] || bench_die "comparing the merges with rustbpe's failed"
   awk -v n="$n" -v o="$ours_s" -v r="$rust_s" -v ok="$ours_kb" -v rk="$rust_kb" -v s="$same" \
     'BEGIN { printf "| %d | %.1f | %.1f | %.2fx | %.0f MiB | %.0f MiB | %s |\n", n, o, r, r/o, ok/1024, rk/1024, s }' >>"$table"
   grep -h "^trained" "$work/ours$n.log"

@@ -65,25 +65,7 @@ fi
 # --- the same merges as rustbpe from the command line (JSON lines, --doc-cap, --max-chars, a regex) ----
 # same_as_rustbpe NAME TOKENIZER_JSON RANKS_JSON: whether the tokens from id 256 are the bytes rustbpe learned.
 same_as_rustbpe() {
-  run_cmd "same_$1" "$PY" - "$2" "$3" <<'PY'
-import json, sys
-# GPT-2's byte alphabet (bytes_to_unicode), back from the vocabulary's spelling to the bytes.
-bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + list(range(ord("\u00ae"), ord("\u00ff") + 1))
-cs = bs[:]
-for b in range(256):
-    if b not in bs:
-        bs.append(b)
-        cs.append(256 + len(cs) - 188)
-byte_of = {chr(c): b for b, c in zip(bs, cs)}
-vocab = json.load(open(sys.argv[1], encoding="utf-8"))["model"]["vocab"]
-by_id = {i: s for s, i in vocab.items()}
-ours = [bytes(byte_of[ch] for ch in by_id[i]).hex() for i in range(256, len(by_id))]
-theirs = json.load(open(sys.argv[2]))[0]
-if ours != theirs:
-    diff = [f"id {256 + k}: {a} vs {b}" for k, (a, b) in enumerate(zip(ours, theirs)) if a != b]
-    sys.exit(f"{len(ours)} vs {len(theirs)} merges; " + (diff[0] if diff else ""))
-print(len(ours), "merges equal")
-PY
+  run_cmd "same_$1" "$PY" "$REPO_DIR/scripts/bench/compare_trained_ranks.py" "$2" "$3"
 }
 
 if "$PY" -c "import rustbpe" >/dev/null 2>&1; then
