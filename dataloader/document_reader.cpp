@@ -94,9 +94,11 @@ bool looks_like_parquet(const std::string& path, const std::string& head) {
   return std::filesystem::path(path).extension() == ".parquet" || head.rfind("PAR1", 0) == 0;
 }
 
-DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes, JsonParsing json_parsing,
-                               CutRule restarts_at, const std::string& text_column)
-    : path_(path), piece_bytes_(piece_bytes), json_parsing_(json_parsing), restarts_at_(std::move(restarts_at)) {
+DocumentReader::DocumentReader(const std::string& path, DocumentReaderOptions options)
+    : path_(path),
+      piece_bytes_(options.piece_bytes),
+      json_parsing_(options.json_parsing),
+      restarts_at_(std::move(options.restarts_at)) {
   require_regular_file(path, "input file");
   std::error_code ec;
   size_ = std::filesystem::file_size(path, ec);
@@ -109,7 +111,7 @@ DocumentReader::DocumentReader(const std::string& path, std::size_t piece_bytes,
   in_.seekg(0);
   if (looks_like_parquet(path, head)) {
     in_.close();
-    parquet_ = std::make_unique<ParquetTextReader>(path, text_column);
+    parquet_ = std::make_unique<ParquetTextReader>(path, options.text_column);
     size_ = parquet_->text_bytes();
     return;
   }

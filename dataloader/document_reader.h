@@ -36,15 +36,20 @@ enum class JsonParsing { by_reader, by_caller };
 // Whether a text may be cut at a place right after a '\n' (TextCodec::restarts_at); asked of no other place.
 using CutRule = std::function<bool(std::string_view text, std::size_t cut)>;
 
+// How a DocumentReader reads; give only what differs, by name ({.text_column = "content"}).
+struct DocumentReaderOptions {
+  // Plain text's pieces are about this long (more where the rule allows no cut sooner).
+  std::size_t piece_bytes = std::size_t{1} << 20;
+  JsonParsing json_parsing = JsonParsing::by_reader;
+  CutRule restarts_at = restarts_between_printable_lines;
+  std::string text_column = "text";  // a Parquet file's column of documents
+};
+
 class DocumentReader {
  public:
   // Opens `path` (std::invalid_argument naming it when it is not a readable regular file, or empty, or
-  // Parquet without a string column `text_column`). Pieces of plain text are about piece_bytes long (more
-  // where the rule allows no cut sooner).
-  explicit DocumentReader(const std::string& path, std::size_t piece_bytes = std::size_t{1} << 20,
-                          JsonParsing json_parsing = JsonParsing::by_reader,
-                          CutRule restarts_at = restarts_between_printable_lines,
-                          const std::string& text_column = "text");
+  // Parquet without a string column options.text_column).
+  explicit DocumentReader(const std::string& path, DocumentReaderOptions options = {});
   ~DocumentReader();
   // The next piece, or none at the end. Throws std::invalid_argument naming the file (and line) for text
   // that is not UTF-8, a line that is not JSON, or one without a "text" string.

@@ -111,8 +111,7 @@ std::string distinct_characters(const std::vector<std::string>& inputs, const st
   std::vector<bool> seen(0x110000, false);
   std::string characters;
   for (const auto& path : inputs) {
-    DocumentReader reader(path, std::size_t{1} << 20, JsonParsing::by_reader, restarts_between_printable_lines,
-                          text_column);
+    DocumentReader reader(path, {.text_column = text_column});
     while (const auto piece = reader.next()) {
       const std::string& text = piece->text;
       for (std::size_t i = 0; i < text.size();) {  // whole UTF-8 (DocumentReader checked it)
@@ -144,8 +143,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
   // Streamed: the files are opened (and checked) now, read piece by piece below.
   uint64_t corpus_bytes = 0;
   for (const auto& path : inputs) {
-    corpus_bytes += DocumentReader(path, std::size_t{1} << 20, JsonParsing::by_reader, restarts_between_printable_lines,
-                                   f.text_column).size();
+    corpus_bytes += DocumentReader(path, {.text_column = f.text_column}).size();
   }
   // nanochat's contract for a folder of shards: the last file validates, whole.
   const bool val_file = expanded.folder_contract && !f.val_tokens;
@@ -248,9 +246,11 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
     uint64_t bytes_before = 0;  // of the files already read
     for (size_t i = 0; i < inputs.size(); ++i) {
       // Pieces are cut only where the tokenizer restarts, so their ids are those of the whole document.
-      DocumentReader reader(inputs[i], std::size_t{1} << 20, JsonParsing::by_caller,
-                            [&codec](std::string_view text, std::size_t cut) { return codec->restarts_at(text, cut); },
-                            f.text_column);
+      DocumentReader reader(
+          inputs[i],
+          {.json_parsing = JsonParsing::by_caller,
+           .restarts_at = [&codec](std::string_view text, std::size_t cut) { return codec->restarts_at(text, cut); },
+           .text_column = f.text_column});
       const bool is_val_file = val_file && i + 1 == inputs.size();
       std::vector<TextPiece> batch;
       std::size_t batch_bytes = 0;

@@ -76,8 +76,10 @@ TEST(DocumentCutsVersusTokenizers, PiecesGiveTheWholeDocumentsIdsForEveryPreToke
     const auto want = nlohmann::json::parse(read_whole_file(answer, "test"))["long"]["ids"].get<std::vector<int32_t>>();
 
     const auto codec = make_text_codec(TokenizerKind::hf, folder.string());
-    DocumentReader reader(document.string(), kPieceBytes, JsonParsing::by_reader,
-                          [&codec](std::string_view t, std::size_t cut) { return codec->restarts_at(t, cut); });
+    DocumentReader reader(document.string(),
+                          {.piece_bytes = kPieceBytes, .restarts_at = [&codec](std::string_view t, std::size_t cut) {
+                             return codec->restarts_at(t, cut);
+                           }});
     std::vector<TextPiece> pieces;
     while (auto piece = reader.next()) pieces.push_back(std::move(*piece));
     std::vector<int32_t> ids = encode_batch(*codec, pieces);

@@ -26,7 +26,7 @@ std::string write_file(const std::filesystem::path& path, const std::string& tex
 }
 
 std::vector<TextPiece> all_pieces(const std::string& path, std::size_t piece_bytes) {
-  DocumentReader reader(path, piece_bytes);
+  DocumentReader reader(path, {.piece_bytes = piece_bytes});
   std::vector<TextPiece> pieces;
   while (auto piece = reader.next()) pieces.push_back(std::move(*piece));
   EXPECT_EQ(reader.bytes_read(), reader.size());
@@ -123,7 +123,7 @@ TEST(DocumentReader, JsonTextAsTheWholeDocumentParseReadsIt) {
   for (const auto& line : good) file += line + "\n";
   const std::string path = write_file(dir.path() / "good.jsonl", file);
   for (JsonParsing parsing : {JsonParsing::by_reader, JsonParsing::by_caller}) {
-    DocumentReader reader(path, 1 << 20, parsing);
+    DocumentReader reader(path, {.json_parsing = parsing});
     for (const auto& line : good) {
       const auto piece = reader.next();
       ASSERT_TRUE(piece.has_value());
@@ -134,7 +134,7 @@ TEST(DocumentReader, JsonTextAsTheWholeDocumentParseReadsIt) {
   }
   for (std::size_t i = 0; i < bad.size(); ++i) {
     const std::string bad_path = write_file(dir.path() / ("bad" + std::to_string(i) + ".jsonl"), "{\"text\": \"ok\"}\n" + bad[i]);
-    DocumentReader reader(bad_path, 1 << 20, JsonParsing::by_caller);
+    DocumentReader reader(bad_path, {.json_parsing = JsonParsing::by_caller});
     EXPECT_EQ(text_of(*reader.next()), "ok");
     const auto piece = reader.next();  // handed out unparsed: the error comes from text_of, naming the line
     ASSERT_TRUE(piece.has_value());
