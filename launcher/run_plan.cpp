@@ -270,10 +270,20 @@ DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart
     // Without --tokenizer, the folder of --vocab (or the model's) says which BPE it is.
     d.tokenizer = folder_tokenizer_kind(d.vocab.value_or(model_tokenizer.value_or(""))).value_or(TokenizerKind::gpt2);
   }
-  // The Data rows' declared refusals (launcher/data_flags.cpp), judged on the options as resolved.
+  // The Data rows' declared refusals (launcher/data_flags.cpp), judged on the options as resolved: that of
+  // --skip-bad-records first and that of --vocab (on the tokenizer resolved) last, the order in which a
+  // command line with several is told of the first.
   Parsed<TrainFlags> run = flags;
   run.config.data = d;
-  train_flag_table().refuse_unused(run, [](const OptionRow<TrainFlags>& row) { return row.group() == kDataGroup; });
+  const std::string first = "skip-bad-records", last = "vocab";
+  run.require_option(first);
+  run.require_option(last);
+  const OptionTable<TrainFlags>& table = train_flag_table();
+  table.refuse_unused(run, [&](const auto& row) { return row.name() == first; });
+  table.refuse_unused(run, [&](const auto& row) {
+    return row.group() == kDataGroup && row.name() != first && row.name() != last;
+  });
+  table.refuse_unused(run, [&](const auto& row) { return row.name() == last; });
   const bool token_data = !d.sft && is_token_data(d.data);
   if (!token_data && d.tokenizer != TokenizerKind::character && !d.vocab) d.vocab = model_tokenizer;
   return d;
@@ -283,11 +293,20 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
                                    int world_size) {
   TrainOptions o = flags.config.train;
   o.precision = precision_for_device(o.precision, device);
-  // The rows' declared refusals (launcher/training_flags.cpp, run_flags.cpp), judged on the precision
-  // this device resolves.
+  // The rows' declared refusals (launcher/run_flags.cpp, training_flags.cpp): those of the Run group, then
+  // those of the Training group, those judged on the precision this device resolves last (the order in which
+  // a command line with several is told of the first).
   Parsed<TrainFlags> run = flags;
   run.config.train.precision = o.precision;
-  train_flag_table().refuse_unused(run, [](const OptionRow<TrainFlags>& row) { return row.group() != kDataGroup; });
+  const OptionTable<TrainFlags>& table = train_flag_table();
+  const auto training = [](const OptionRow<TrainFlags>& row) { return row.group().rfind("Training", 0) == 0; };
+  const auto on_precision = [](const OptionRow<TrainFlags>& row) {
+    return std::any_of(row.refusals().begin(), row.refusals().end(), [](const auto& refusal) {
+      return std::find(refusal.reads.begin(), refusal.reads.end(), "precision") != refusal.reads.end();
+    });
+  };
+  table.refuse_unused(run, [&](const auto& row) { return row.group() != kDataGroup && !training(row); });
+  table.refuse_unused(run, [&](const auto& row) { return training(row) && !on_precision(row); });
   if (o.optimizer == OptimizerKind::muon && o.zero != 0) {
     throw std::invalid_argument(
         "--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
@@ -351,6 +370,7 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     if (!o.keep_checkpoints) o.keep_checkpoints = 2;
   }
   if (!o.keep_checkpoints) o.keep_checkpoints = 0;
+  table.refuse_unused(run, on_precision);
   return o;
 }
 
