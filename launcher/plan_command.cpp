@@ -98,7 +98,7 @@ int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   }
   const RunPlan run = resolve_run(given_flags, start, source,
                                   RunPlace{gpu ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU),
-                                           static_cast<int>(ranks), /*here=*/false});
+                                           static_cast<int>(ranks), /*here=*/false, 0, {}});
   const TrainFlags& f = run.flags.config;
   const GptConfig& config = run.model;
   const TrainOptions& o = run.train;

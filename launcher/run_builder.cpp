@@ -26,7 +26,10 @@ namespace mygpt {
 namespace {
 
 std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const RunTokenizer& tokenizer, int64_t examples) {
-  if (!d.hellaswag) return {};  // a BPE tokenizer's (resolve_run refuses others)
+  if (!d.hellaswag) return {};
+  if (tokenizer.kind != TokenizerKind::gpt2 && tokenizer.kind != TokenizerKind::hf) {
+    throw std::invalid_argument("--hellaswag needs a BPE tokenizer: give --vocab DIR (and token data of it)");
+  }
   const auto codec = make_text_codec(tokenizer.kind, tokenizer.data);
   return read_tokenized_hellaswag(*d.hellaswag, *codec, examples);
 }
@@ -34,7 +37,10 @@ std::vector<TokenizedHellaSwag> load_hellaswag(const DataOptions& d, const RunTo
 // Samples draw from their own CPU generator, so printing them leaves training's random streams alone.
 std::function<std::string(Gpt&)> make_sampler(const TrainOptions& o, const RunTokenizer& tokenizer,
                                               const torch::Device& device, std::function<bool()> stop_requested) {
-  if (o.sample_every == 0) return {};  // with a tokenizer (resolve_run refuses samples without one)
+  if (o.sample_every == 0) return {};
+  if (tokenizer.kind == TokenizerKind::none) {
+    throw std::invalid_argument("--sample-every needs a tokenizer, and this token data has none: give --vocab DIR");
+  }
   auto codec = std::shared_ptr<TextCodec>(make_text_codec(tokenizer.kind, tokenizer.data));
   const auto prompt = encode_given_text(*codec, o.sample_prompt, "--sample-prompt");
   if (prompt.empty()) throw std::invalid_argument("--sample-prompt must not be empty");
@@ -159,7 +165,10 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
     output.print("note: no validation data of at least one batch; validation loss is off");
   }
   parts.hellaswag = load_hellaswag(plan.data, tokenizer, options.hellaswag_examples);
-  if (plan.data.core) {  // with a tokenizer (resolve_run refuses CORE without one)
+  if (plan.data.core) {
+    if (tokenizer.kind == TokenizerKind::none) {
+      throw std::invalid_argument("--core needs a tokenizer, and this token data has none: give --vocab DIR");
+    }
     parts.core = read_core_bundle(*plan.data.core);
     for (const std::string& note : core_fewshot_notes(*parts.core, options.core_max_per_task)) output.print(note);
     parts.core_codec = make_text_codec(tokenizer.kind, tokenizer.data);

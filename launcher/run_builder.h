@@ -1,6 +1,7 @@
 #pragma once
 // Builds a training run from its plan (launcher/run_plan.h) and its data: the one way, used by `train` and
-// by the tests. It only constructs; every derivation and refusal is the plan's.
+// by the tests. It constructs: every derivation is the plan's, and every refusal but three (HellaSwag, CORE
+// and samples without the tokenizer they need, refused where the log's notes on the data precede them).
 #include <torch/torch.h>
 
 #include <functional>

@@ -78,25 +78,19 @@ ChosenDataOrder resolve_data_order(const RunPlan& plan, const TrainingData& data
                            tokens_per_step * static_cast<uint64_t>(o.steps));
 }
 
-// What needs the loaded data: its tokenizer serves samples, HellaSwag and CORE, and sets best-fit's
-// document delimiter.
-void resolve_with_data(RunPlan& plan, const TrainingData& data, const RunStart& start, int world_size) {
+// What needs the loaded data: the order it is read in, its tokenizer (for samples, HellaSwag and CORE), and
+// best-fit's document delimiter.
+void resolve_with_data(RunPlan& plan, const TrainingData& data, const RunStart& start, const RunPlace& place) {
   plan.tokenizer = run_tokenizer(data, start);
-  const ChosenDataOrder order = resolve_data_order(plan, data, world_size);
+  const ChosenDataOrder order = resolve_data_order(plan, data, place.world_size);
   plan.data_order = order.order;
   plan.notes.data_order = order.note;
+  if (place.note && !order.note.empty()) {
+    place.note(order.note);
+    plan.notes.data_order.clear();
+  }
   if (!data.chat && plan.data.packing == Packing::best_fit) {
     plan.document_delimiter = best_fit_delimiter(plan.tokenizer, plan.data.data_order);
-  }
-  const TokenizerKind kind = plan.tokenizer.kind;
-  if (plan.data.hellaswag && kind != TokenizerKind::gpt2 && kind != TokenizerKind::hf) {
-    throw std::invalid_argument("--hellaswag needs a BPE tokenizer: give --vocab DIR (and token data of it)");
-  }
-  if (plan.data.core && kind == TokenizerKind::none) {
-    throw std::invalid_argument("--core needs a tokenizer, and this token data has none: give --vocab DIR");
-  }
-  if (plan.train.sample_every > 0 && kind == TokenizerKind::none) {
-    throw std::invalid_argument("--sample-every needs a tokenizer, and this token data has none: give --vocab DIR");
   }
 }
 
@@ -186,6 +180,13 @@ void require_disk_for_checkpoints(const GptConfig& config, const TrainOptions& o
       static_cast<double>(*free) / kMiB));
 }
 
+void require_room_for_run(const RunPlan& plan, const RunStart& start, const torch::Device& device, int world_size,
+                          int rank) {
+  require_memory_for_run(plan.model, plan.train, world_size, device,
+                         keeps_freed_memory(plan.flags.config.runtime.keep_freed_memory));
+  if (rank == 0) require_disk_for_checkpoints(plan.model, plan.train, start);
+}
+
 }  // namespace
 
 TrainFlags RunPlan::resolved_flags() const {
@@ -213,30 +214,31 @@ RunPlan resolve_run(const Parsed<TrainFlags>& given, const RunStart& start, cons
   plan.train = resolve_train_options(flags, plan.model, place.device, place.world_size);
   plan.data_order = plan.data.data_order;
   if (start.resume) plan.stored_options = start.model->checkpoint->meta.run_config;
-  if (place.here) resolve_for_this_process(plan, place.device);
+  if (place.here) {
+    resolve_for_this_process(plan, place.device);
+    require_room_for_run(plan, start, place.device, place.world_size, place.rank);
+  }
   if (plan.train.warmup_steps != flags.config.train.warmup_steps) {
     plan.notes.warmup = "note: the default warm-up of " + std::to_string(flags.config.train.warmup_steps) +
                         " steps is longer than the " + std::to_string(plan.train.steps) + "-step run; warming up for " +
                         std::to_string(plan.train.warmup_steps);
+    if (place.note) {
+      place.note(plan.notes.warmup);
+      plan.notes.warmup.clear();
+    }
   }
-  if (facts.loaded) resolve_with_data(plan, *facts.loaded, start, place.world_size);
+  if (facts.loaded) resolve_with_data(plan, *facts.loaded, start, place);
   if (place.here) resolve_kernels(plan, place.device);
   return plan;
 }
 
 RunPlan plan_for_data(const Parsed<TrainFlags>& flags, const RunStart& start, const TrainingData& data,
-                      const torch::Device& device, int world_size) {
+                      const torch::Device& device, int world_size, int rank) {
   DataSource source;
   source.read = [&data](const DataOptions&) { return DataFacts{data.vocab_size, &data}; };
-  return resolve_run(flags, start, source, RunPlace{device, world_size, /*here=*/true});
+  return resolve_run(flags, start, source, RunPlace{device, world_size, /*here=*/true, rank, {}});
 }
 
-void require_room_for_run(const RunPlan& plan, const RunStart& start, const torch::Device& device, int world_size,
-                          int rank) {
-  require_memory_for_run(plan.model, plan.train, world_size, device,
-                         keeps_freed_memory(plan.flags.config.runtime.keep_freed_memory));
-  if (rank == 0) require_disk_for_checkpoints(plan.model, plan.train, start);
-}
 
 Parsed<TrainFlags> resumed_flags(const Parsed<TrainFlags>& flags, const RunStart& start) {
   if (!start.resume) return flags;

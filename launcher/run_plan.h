@@ -45,6 +45,10 @@ struct RunPlace {
   torch::Device device = torch::kCPU;
   int world_size = 1;
   bool here = true;
+  int rank = 0;  // here: this process's rank (rank 0 checks --out's disk)
+  // Where the log's notes go as they are made (train: rank 0's log, so that they precede a later refusal
+  // as they always did); unset: kept in RunPlan::notes for build_trainer to print.
+  std::function<void(const std::string&)> note;
 };
 
 struct RunPlan {
@@ -57,7 +61,8 @@ struct RunPlan {
   // Resolved where the data is loaded (auto from how often the run reads it, a resumed run's own, best-fit's
   // and conversations' rules); without loaded data (plan) as requested.
   DataOrder data_order = DataOrder::sequential;
-  RunTokenizer tokenizer;           // where the data is loaded
+  RunTokenizer tokenizer;           // where the data is loaded (build_trainer refuses samples, HellaSwag and
+                                    // CORE without the tokenizer they need, where its notes on the data precede)
   int64_t document_delimiter = -1;  // --packing best-fit: the token that starts every document
   bool cuda_loss_kernel = false;    // the fused loss runs the CUDA kernel (asked, on CUDA, built)
   bool cuda_norm_kernel = false;    // the blocks run the CUDA LayerNorm kernel (asked, on CUDA, built)
@@ -73,18 +78,15 @@ struct RunPlan {
   TrainFlags resolved_flags() const;
 };
 
-// The one resolution of a run; std::invalid_argument (one line) for every refusal.
+// The one resolution of a run; std::invalid_argument (one line) for every refusal. Where the run is here,
+// a run the device cannot hold, or whose checkpoints --out's file system cannot, is refused too (`plan`
+// prints the same estimates); rank 0 alone checks the disk.
 RunPlan resolve_run(const Parsed<TrainFlags>& given, const RunStart& start, const DataSource& data,
                     const RunPlace& place);
 
 // resolve_run for a run of this process on `device` over data it has loaded (train, the tests).
 RunPlan plan_for_data(const Parsed<TrainFlags>& flags, const RunStart& start, const TrainingData& data,
-                      const torch::Device& device, int world_size);
-
-// A run the device cannot hold, or whose checkpoints --out's file system cannot, is bad input, refused
-// before the model is built (`plan` prints the same estimates). Rank 0 alone checks the disk.
-void require_room_for_run(const RunPlan& plan, const RunStart& start, const torch::Device& device, int world_size,
-                          int rank);
+                      const torch::Device& device, int world_size, int rank = 0);
 
 // The steps of resolve_run, each testable alone.
 

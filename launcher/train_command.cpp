@@ -101,9 +101,10 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     loaded.emplace(load_training_data(options));
     return DataFacts{loaded->vocab_size, &*loaded};
   };
-  const RunPlan plan = resolve_run(given_flags, start, source, RunPlace{device, comm.world_size(), /*here=*/true});
+  RunPlace place{device, comm.world_size(), /*here=*/true, comm.rank()};
+  place.note = [&header](const std::string& note) { header.print(note); };
+  const RunPlan plan = resolve_run(given_flags, start, source, place);
   const TrainingData& data = *loaded;
-  require_room_for_run(plan, start, device, comm.world_size(), comm.rank());
   install_stop_signal_handlers();
   std::unique_ptr<Trainer> trainer = build_trainer(plan, data, comm, device, stop_requested, start);
   RunOutput& output = trainer->output();

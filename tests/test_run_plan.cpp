@@ -66,7 +66,7 @@ TEST(RunPlan, PlanAndTrainResolveTheSameOptions) {
   const RunPlan trained = plan_for_data(flags, start, data, torch::kCPU, 1);
   DataSource sized;
   sized.assumed = DataFacts{kVocab, nullptr};
-  const RunPlan planned = resolve_run(flags, start, sized, RunPlace{torch::kCPU, 1, /*here=*/false});
+  const RunPlan planned = resolve_run(flags, start, sized, RunPlace{torch::kCPU, 1, /*here=*/false, 0, {}});
   EXPECT_EQ(train_text(planned), train_text(trained));
   EXPECT_EQ(planned.model, trained.model);
   EXPECT_DOUBLE_EQ(*planned.train.min_lr, 2e-4);

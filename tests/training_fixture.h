@@ -59,7 +59,7 @@ inline TrainingData token_data(std::shared_ptr<const TokenSource> train, int64_t
 inline std::unique_ptr<Trainer> trainer_of(const Parsed<TrainFlags>& flags, const TrainingData& data, Communicator& comm,
                                            const torch::Device& device) {
   const RunStart start = open_run_start(flags);
-  const RunPlan plan = plan_for_data(flags, start, data, device, comm.world_size());
+  const RunPlan plan = plan_for_data(flags, start, data, device, comm.world_size(), comm.rank());
   return build_trainer(plan, data, comm, device, {}, start);
 }
 
