@@ -15,7 +15,7 @@
 #include "launcher/commands.h"
 #include "launcher/device_probe.h"
 #include "launcher/memory_reuse.h"
-#include "launcher/run_start.h"
+#include "launcher/run_plan.h"
 #include "launcher/train_flags.h"
 #include "trainer/checkpoint_space.h"
 #include "trainer/memory_estimate.h"
@@ -78,26 +78,34 @@ void print_memory_options(const MemoryPlanInput& current, int64_t ranks, double 
 
 int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   const RunStart start = open_run_start(given_flags);  // --init-from / --resume decide the shape, as in train
-  const Parsed<TrainFlags> flags = resumed_flags(given_flags, start);  // and a resumed run its options
-  const TrainFlags& f = flags.config;
+  // Options of the process (not taken from a resumed checkpoint): the same before and after resolving.
+  const TrainFlags& given = given_flags.config;
+  const int64_t ranks = given.plan.ranks > 0 ? given.plan.ranks : job.world().world_size;
+  const bool gpu = plans_for_gpu(given.runtime.device, given.plan.gpu_memory);
   DataFootprint data;
-  if (flags.gave("data") || start.model) {
-    data = data_footprint(resolve_data_options(flags, start));
+  DataSource source;
+  if (given_flags.gave("data") || start.model) {
+    source.read = [&data](const DataOptions& options) {
+      data = data_footprint(options);
+      return DataFacts{data.vocab_size, nullptr};
+    };
   } else {
     // No data named: the size of a model for GPT-2 token data (the gpt2 presets' recipe).
-    data.vocab_size = f.data.vocab_size.value_or(padded_vocab_size(50257));
+    data.vocab_size = given.data.vocab_size.value_or(padded_vocab_size(50257));
     data.description = "none given: GPT-2 token data (vocab " + std::to_string(data.vocab_size) +
                        ") assumed; name DATA to plan for it";
+    source.assumed = DataFacts{data.vocab_size, nullptr};
   }
-  const GptConfig config = resolve_model_config(flags, data.vocab_size, start);
-  const int64_t ranks = f.plan.ranks > 0 ? f.plan.ranks : job.world().world_size;
-  const bool gpu = plans_for_gpu(f.runtime.device, f.plan.gpu_memory);
+  const RunPlan run = resolve_run(given_flags, start, source,
+                                  RunPlace{gpu ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU),
+                                           static_cast<int>(ranks), /*here=*/false, 0, {}});
+  const TrainFlags& f = run.flags.config;
+  const GptConfig& config = run.model;
+  const TrainOptions& o = run.train;
   if (f.plan.gpu_memory > 0 && !gpu) {
     std::cout << "note: --gpu-memory with --device " << f.runtime.device
               << ": the plan is for CPUs, checked against that memory (--device cuda or auto plans for a GPU)\n";
   }
-  const TrainOptions o = resolve_train_options(flags, config, gpu ? torch::Device(torch::kCUDA) : torch::kCPU,
-                                               static_cast<int>(ranks));
 
   const ParameterCounts n = count_parameters(config);
   const double flops_per_token = training_flops_per_token(config, o.seq_len);

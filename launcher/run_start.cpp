@@ -31,16 +31,6 @@ void require_agreement(const Parsed<TrainFlags>& flags, const std::string& flag,
   }
 }
 
-// The BPE tokenizer folder of a stored model (GPT-2's files or a tokenizer.json), when its files are (still)
-// there.
-std::optional<std::string> stored_bpe_tokenizer(const RunStart& start) {
-  if (!start.model) return std::nullopt;
-  const TokenizerKind kind = start.model->tokenizer_kind;
-  if (kind != TokenizerKind::gpt2 && kind != TokenizerKind::hf) return std::nullopt;
-  if (folder_tokenizer_kind(start.model->tokenizer_data) != kind) return std::nullopt;
-  return start.model->tokenizer_data;
-}
-
 // The files a run writes in --out, by their names: only these are ever removed.
 bool is_run_file(const fs::directory_entry& entry) {
   const std::string name = entry.path().filename().string();
@@ -93,56 +83,6 @@ RunStart open_run_start(const Parsed<TrainFlags>& flags) {
   }
   if (!start.resume && r.init_from) start.model = open_stored_model(*r.init_from);
   return start;
-}
-
-Parsed<TrainFlags> resumed_flags(const Parsed<TrainFlags>& flags, const RunStart& start) {
-  if (!start.resume) return flags;
-  Parsed<TrainFlags> resumed = flags;
-  const std::string& stored = start.model->checkpoint->meta.run_config;
-  try {
-    // The checkpoint's --min-lr was derived from its --lr unless given: a new --lr derives its own.
-    std::set<std::string> keep;
-    if (flags.gave("lr") && !flags.gave("min-lr")) keep.insert("min-lr");
-    train_flag_table().take_stored(stored, resumed, keep);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("--resume " + start.model->path.string() + ": its stored options: " + e.what());
-  }
-  return resumed;
-}
-
-DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart& start) {
-  DataOptions d = flags.config.data;
-  if (!d.sft) flags.refuse("skip-bad-records", "without --sft (it skips bad conversations)");
-  if (d.sft) {  // conversations, tokenized by the data's --vocab or the model's BPE tokenizer
-    flags.refuse("vocab-size", "with --sft (the tokenizer and its chat tokens set the vocabulary)");
-    if (flags.gave("val-data")) flags.refuse("val-fraction", "with --val-data (the held-out conversations)");
-    const auto model_tokenizer = start.model ? stored_bpe_tokenizer(start) : std::nullopt;
-    if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) {
-      // GPT-2's tokenizer (its files, or a Hugging Face GPT-2 folder with vocab.json and merges.txt beside its
-      // tokenizer.json) gets GPT-2's padded rows for the chat tokens; any other tokenizer.json is its own kind.
-      const std::string folder = d.vocab.value_or(model_tokenizer.value_or(""));
-      const bool other = folder_tokenizer_kind(folder) == TokenizerKind::hf && !is_gpt2_tokenizer_folder(folder);
-      d.tokenizer = other ? TokenizerKind::hf : TokenizerKind::gpt2;
-    }
-    if (d.tokenizer != TokenizerKind::character && !d.vocab) d.vocab = model_tokenizer;
-    return d;
-  }
-  if (is_token_data(d.data)) {
-    flags.refuse("tokenizer", "with token data (it tokenizes text)");
-    flags.refuse("val-fraction", "with token data (validation comes from --val-data or a shard folder's *val* files)");
-    if (start.model && !d.vocab_size) d.vocab_size = start.model->config.vocab_size;
-    return d;
-  }
-  flags.refuse("val-data", "with text data (validation is the last --val-fraction of the text)");
-  flags.refuse("vocab-size", "with text data (the tokenizer sets the vocabulary)");
-  const auto model_tokenizer = stored_bpe_tokenizer(start);
-  // Without --tokenizer, the folder of --vocab (or the model's) says which BPE it is.
-  if (!flags.gave("tokenizer") && (d.vocab || model_tokenizer)) {
-    d.tokenizer = folder_tokenizer_kind(d.vocab.value_or(model_tokenizer.value_or(""))).value_or(TokenizerKind::gpt2);
-  }
-  if (d.tokenizer == TokenizerKind::character) flags.refuse("vocab", "with --tokenizer char (it is a BPE tokenizer's folder)");
-  if (d.tokenizer != TokenizerKind::character && !d.vocab) d.vocab = model_tokenizer;
-  return d;
 }
 
 GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_vocab_size, const RunStart& start) {

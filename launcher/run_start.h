@@ -25,18 +25,6 @@ struct RunStart {
 // a --resume path is std::invalid_argument.
 RunStart open_run_start(const Parsed<TrainFlags>& flags);
 
-// The flags of a resumed run: every option of the run (not those of the process: --device, --threads,
-// --out, ...; see OptionTable::take_stored) that the user did not give again is the checkpoint's, so that
-// `--resume auto` alone continues the run as it was configured. Without resuming: flags as they are.
-Parsed<TrainFlags> resumed_flags(const Parsed<TrainFlags>& flags, const RunStart& start);
-
-// The data options a run loads with. Text data without --tokenizer is tokenized with GPT-2's BPE when
-// --vocab is given or the stored model has GPT-2's tokenizer files (which then serve as --vocab, for
-// token data too); token data without --vocab-size takes the stored model's vocabulary. Flags the data
-// does not use are refused (std::invalid_argument): --tokenizer and --val-fraction with token data,
-// --val-data and --vocab-size with text, --vocab with --tokenizer char.
-DataOptions resolve_data_options(const Parsed<TrainFlags>& flags, const RunStart& start);
-
 // The model's shape: a fresh run's from the flags and the data's vocabulary; otherwise the stored
 // model's, with which every shape flag given (--preset, --n-layer, --n-head, --n-embd, --block-size,
 // --bias, --vocab-size) must agree (std::invalid_argument naming the flag). Dropout comes from the

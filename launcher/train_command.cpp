@@ -88,16 +88,25 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   // A fresh run, the weights of --init-from, or the checkpoint --resume names ("auto": the newest in --out).
   RunStart start = open_run_start(given_flags);
   for (const std::string& note : start.notes) header.print(note);
-  // A resumed run's options are its checkpoint's, but for those given again.
-  const Parsed<TrainFlags> flags = resumed_flags(given_flags, start);
-  const auto removed = prepare_output_folder(flags, start, /*remove=*/w.rank == 0);
+  const auto removed = prepare_output_folder(given_flags, start, /*remove=*/w.rank == 0);
   if (!removed.empty()) {
     header.print((f.runtime.overwrite ? "--overwrite: removed " : "--resume auto: no checkpoint to continue; removed ") +
                  std::to_string(removed.size()) + " file(s) of an earlier run from " + f.train.out);
   }
-  const TrainingData data = load_training_data(resolve_data_options(flags, start));
+  // The run resolved once (a resumed run's options are its checkpoint's, but for those given again), the
+  // data loaded on the way with the options it resolves.
+  std::optional<TrainingData> loaded;
+  DataSource source;
+  source.read = [&loaded](const DataOptions& options) {
+    loaded.emplace(load_training_data(options));
+    return DataFacts{loaded->vocab_size, &*loaded};
+  };
+  RunPlace place{device, comm.world_size(), /*here=*/true, comm.rank()};
+  place.note = [&header](const std::string& note) { header.print(note); };
+  const RunPlan plan = resolve_run(given_flags, start, source, place);
+  const TrainingData& data = *loaded;
   install_stop_signal_handlers();
-  std::unique_ptr<Trainer> trainer = build_trainer(flags, data, comm, device, stop_requested, &start);
+  std::unique_ptr<Trainer> trainer = build_trainer(plan, data, comm, device, stop_requested, start);
   RunOutput& output = trainer->output();
 
   int64_t start_step = 0;

@@ -1,6 +1,6 @@
 #pragma once
-// The options of `train` (and `plan`): one table, and the values that depend on the model, the device
-// and the number of ranks, derived in one place.
+// The options of `train` (and `plan`): one table. The values that depend on the model, the data, the device
+// and the number of ranks are derived in launcher/run_plan.h.
 #include <torch/torch.h>
 
 #include <optional>
@@ -41,7 +41,12 @@ struct TrainFlags {
   PlanOptions plan;
 };
 
+// Its rows are defined per group (launcher/train_flag_groups.h), and the Model group here; option names used
+// in code (gave, refuse, the rows' declared dependencies) are checked against them.
 const OptionTable<TrainFlags>& train_flag_table();
+// The group of what a run reads (launcher/data_flags.cpp): its declared refusals are judged on the data
+// options as resolved (run_plan.h's resolve_data_options), the others' on the training options.
+inline constexpr std::string_view kDataGroup = "Data";
 // The group of the rows only `plan` reads (--ranks, --gpu-memory); train's --help leaves it out.
 inline constexpr std::string_view kPlanOnlyGroup = "Plan only (mygpt-ddp plan)";
 // `plan` accepts train's whole command line (a user pastes their train flags after it) but its --help
@@ -49,13 +54,5 @@ inline constexpr std::string_view kPlanOnlyGroup = "Plan only (mygpt-ddp plan)";
 inline constexpr const char* kPlanCommand = "plan";
 inline bool shown_in_train_help(const OptionRow<TrainFlags>& row) { return row.group() != kPlanOnlyGroup; }
 inline bool shown_in_plan_help(const OptionRow<TrainFlags>& row) { return row.is_read_by(kPlanCommand); }
-
-// The training options with the derived values filled in: --seq-len 0 becomes the block size, the
-// accumulation comes from --total-batch-tokens when that is set, and precision auto becomes bf16 on
-// CUDA (fp32 elsewhere). Throws std::invalid_argument for settings that contradict each other, and
-// for flags given that have no effect (--eval-steps with --eval-every 0, --hellaswag-every without
-// --hellaswag, --sample-prompt with --sample-every 0, ...).
-TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptConfig& model, const torch::Device& device,
-                                   int world_size);
 
 }  // namespace mygpt

@@ -31,7 +31,7 @@
 #include "trainer/stateful_parts.h"
 #include "trainer/trainer.h"
 #include "launcher/run_course.h"
-#include "launcher/run_start.h"
+#include "launcher/run_plan.h"
 
 namespace mygpt {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "distributed/communicator.h"
-#include "launcher/train_flags.h"
+#include "launcher/run_plan.h"
 #include "reference_python.h"
 #include "scratch_dir.h"
 #include "tests/test_support.h"

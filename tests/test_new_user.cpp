@@ -18,7 +18,7 @@
 #include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_source.h"
 #include "launcher/run_course.h"
-#include "launcher/train_flags.h"
+#include "launcher/run_plan.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 

@@ -14,7 +14,7 @@
 
 #include "launcher/commands.h"
 #include "launcher/device.h"
-#include "launcher/train_flags.h"
+#include "launcher/run_plan.h"
 #include "tests/expect_refused.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"

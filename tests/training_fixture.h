@@ -54,10 +54,19 @@ inline TrainingData token_data(std::shared_ptr<const TokenSource> train, int64_t
   return d;
 }
 
+// A run of these options on `device` over `data`, resolved and built as `train` does (a fresh start, or
+// the one the flags name).
+inline std::unique_ptr<Trainer> trainer_of(const Parsed<TrainFlags>& flags, const TrainingData& data, Communicator& comm,
+                                           const torch::Device& device) {
+  const RunStart start = open_run_start(flags);
+  const RunPlan plan = plan_for_data(flags, start, data, device, comm.world_size(), comm.rank());
+  return build_trainer(plan, data, comm, device, {}, start);
+}
+
 // A single-process run on the CPU.
 inline std::unique_ptr<Trainer> cpu_trainer(const std::vector<std::string>& args, const TrainingData& data) {
   static LocalCommunicator single;
-  return build_trainer(train_flags(args), data, single, torch::kCPU);
+  return trainer_of(train_flags(args), data, single, torch::kCPU);
 }
 
 }  // namespace mygpt::testing

@@ -12,21 +12,21 @@
 
 namespace mygpt {
 
+namespace {
+GradientSynchronizer& required(const std::unique_ptr<GradientSynchronizer>& grad_sync) {
+  if (!grad_sync) throw std::logic_error("a Trainer needs its gradient synchronizer");
+  return *grad_sync;
+}
+}  // namespace
+
 Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& comm, RunOutput output)
     : p_(std::move(parts)),
       options_(options),
       comm_(comm),
       output_(std::move(output)),
-      schedule_{options.lr, options.min_lr.value(), options.warmup_steps, options.steps},
-      grad_sync_(p_.model->parameters(), comm_, static_cast<size_t>(options.bucket_mb * (1 << 20)),
-                 options.ddp_overlap, /*sharded=*/options.zero > 0),
-      zero_(options.zero == 0 ? nullptr
-                              : std::make_unique<ShardedAdamW>(
-                                    p_.model->parameters(), p_.model->decay_parameters(),
-                                    p_.model->no_decay_parameters(), grad_sync_,
-                                    AdamWOptions{options.lr, options.beta1, options.beta2, options.eps,
-                                                 options.weight_decay},
-                                    comm_)),
+      schedule_(p_.schedule),
+      grad_sync_(required(p_.grad_sync)),
+      zero_(std::move(p_.zero)),
       grad_norm_(grad_sync_, comm_, /*sharded=*/options.zero > 0),
       scaler_(options.precision != Precision::fp16
                   ? nullptr

@@ -34,8 +34,13 @@ namespace mygpt {
 // What a Trainer works on and owns; launcher/run_builder.cpp builds them.
 struct TrainerParts {
   Gpt model{nullptr};
-  std::unique_ptr<AdamW> optimizer;  // null with --zero 1 (the Trainer's ShardedAdamW)
+  std::unique_ptr<AdamW> optimizer;  // null with --zero 1 (then `zero`)
   std::unique_ptr<Muon> muon;        // --optimizer muon: the blocks' matrices (AdamW has the rest); else null
+  // The gradient buckets over the model's parameters (sharded with --zero 1), and with --zero 1 the AdamW of
+  // this rank's shard of them (else null).
+  std::unique_ptr<GradientSynchronizer> grad_sync;
+  std::unique_ptr<ShardedAdamW> zero;
+  LrSchedule schedule;  // the peak learning rate's warm-up and decay; Muon's follows it, scaled
   std::unique_ptr<BatchLoader> train_loader;
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
   // Supervised fine-tuning (train --sft): train_loader is a ChatBatchLoader, whose untrained targets are
@@ -152,7 +157,7 @@ class Trainer {
   Communicator& comm_;
   RunOutput output_;
   LrSchedule schedule_;
-  GradientSynchronizer grad_sync_;
+  GradientSynchronizer& grad_sync_;     // p_.grad_sync's
   std::unique_ptr<ShardedAdamW> zero_;  // --zero 1
   GradientNorm grad_norm_;
   std::unique_ptr<LossScaler> scaler_;  // --precision fp16

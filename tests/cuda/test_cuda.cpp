@@ -42,7 +42,7 @@ std::vector<std::string> tiny_args(const std::string& out, const std::string& pr
 
 std::unique_ptr<Trainer> trainer_on(const torch::Device& device, const std::vector<std::string>& args,
                                     const TrainingData& data, Communicator& comm) {
-  return build_trainer(testing::train_flags(args), data, comm, device);
+  return testing::trainer_of(testing::train_flags(args), data, comm, device);
 }
 
 // Ordered data a small model learns quickly, so losses fall visibly.
