@@ -6,7 +6,8 @@
 // "name=value" text form all come from the rows, so they cannot disagree.
 //
 // Field types: bool, int64_t, uint64_t, double, std::string, std::vector<std::string> (several values),
-// an enum (with its names), or std::optional of any of these for options that have no default and
+// an enum (with its names, or read and written by a text_form of its own), std::optional<double> with a
+// text_form ("none" or a number), or std::optional of any of these for options that have no default and
 // stay unset unless given. Every double must be finite; a row adds its own range check.
 #include <boost/program_options.hpp>
 
