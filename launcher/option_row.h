@@ -4,7 +4,8 @@
 // Parsed, a command's typed options with the names the user gave.
 //
 // Field types: bool, int64_t, uint64_t, double, std::string, std::vector<std::string> (several values),
-// an enum (with its names), or std::optional of any of these for options that have no default and
+// an enum (with its names, or read and written by a text_form of its own), std::optional<double> with a
+// text_form ("none" or a number), or std::optional of any of these for options that have no default and
 // stay unset unless given. Every double must be finite; a row adds its own range check.
 #include <boost/program_options.hpp>
 
@@ -23,6 +24,8 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "common/number_text.h"
 
 namespace mygpt {
 
@@ -81,17 +84,16 @@ struct Unwrap<std::optional<T>> {
   static constexpr bool optional = true;
 };
 
-// How Boost stores a value: enums and unsigned numbers as text that we convert ourselves (Boost would
-// wrap "-1" around to a huge unsigned number).
+// How Boost stores a value: enums, unsigned numbers and values with a text form of their own (Row::text_form:
+// a model config's "none"-able number) as text that we convert ourselves (Boost would wrap "-1" around to a huge
+// unsigned number).
 template <typename T>
-using Stored = std::conditional_t<std::is_enum_v<T> || std::is_same_v<T, uint64_t>, std::string, T>;
+using Stored = std::conditional_t<std::is_enum_v<T> || std::is_same_v<T, uint64_t> || Unwrap<T>::optional,
+                                  std::string, T>;
 
-// The shortest text that reads back as the same double (--help, the text form and the checkpoint agree).
-inline std::string number_text(double v) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
-  return std::string(buffer, result.ptr);
-}
+// The shortest text that reads back as the same double (common/number_text.h: --help, the text form and the
+// checkpoint agree).
+using ::mygpt::number_text;
 
 // A value as one line: newline, carriage return, tab and backslash written \n, \r, \t, \\ (as --help shows
 // a default). The run's "name=value" lines (checkpoints, run.json) hold values so, or a prompt of "\n"
@@ -204,6 +206,13 @@ class Row final : public OptionRow<Config> {
     names_ = std::move(names);
     return *this;
   }
+  // A value read and written by functions of its own (a model config field's, model/gpt_config.h) instead of
+  // names(): its parse's std::invalid_argument becomes "--<name>: <its message>"; --help adds no list.
+  Row& text_form(std::function<Value(const std::string&)> parse, std::function<std::string(const Value&)> text) {
+    parse_ = std::move(parse);
+    text_ = std::move(text);
+    return *this;
+  }
 
   const std::string& name() const override { return name_; }
   const std::string& group() const override { return group_; }
@@ -230,7 +239,9 @@ class Row final : public OptionRow<Config> {
     if (required_) semantic->required();
     if (default_) semantic->default_value(stored(*default_), option_detail::escaped_line(to_text(*default_)));
     std::string help = help_;
-    if constexpr (std::is_enum_v<Value>) help += " (" + choices_text() + ")";
+    if constexpr (std::is_enum_v<Value>) {
+      if (!names_.empty()) help += " (" + choices_text() + ")";
+    }
     std::string recipes;
     for (const auto& [recipe_name, value] : recipes_) {
       recipes += (recipes.empty() ? "" : "; ") + recipe_name + ": " + to_text(value);
@@ -284,7 +295,10 @@ class Row final : public OptionRow<Config> {
 
  private:
   std::string to_text(const Value& v) const {
-    if constexpr (std::is_enum_v<Value>) {
+    if (text_) return text_(v);
+    if constexpr (option_detail::Unwrap<Value>::optional) {
+      throw std::logic_error("option --" + name_ + " has no text form");
+    } else if constexpr (std::is_enum_v<Value>) {
       for (const auto& [n, e] : names_) {
         if (e == v) return n;
       }
@@ -313,7 +327,18 @@ class Row final : public OptionRow<Config> {
   }
 
   Value from_stored(const Stored& s) const {
-    if constexpr (std::is_enum_v<Value>) {
+    if constexpr (std::is_same_v<Stored, std::string> && !std::is_same_v<Value, std::string>) {
+      if (parse_) {
+        try {
+          return parse_(s);
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument("--" + name_ + ": " + e.what());
+        }
+      }
+    }
+    if constexpr (option_detail::Unwrap<Value>::optional) {
+      throw std::logic_error("option --" + name_ + " has no text form");
+    } else if constexpr (std::is_enum_v<Value>) {
       for (const auto& [n, e] : names_) {
         if (n == s) return e;
       }
@@ -344,6 +369,8 @@ class Row final : public OptionRow<Config> {
   std::vector<std::pair<std::string, Value>> recipes_;
   std::vector<Check> checks_;
   std::vector<std::pair<std::string, Value>> names_;
+  std::function<Value(const std::string&)> parse_;
+  std::function<std::string(const Value&)> text_;
   bool required_ = false;
 };
 

@@ -14,7 +14,7 @@ namespace {
 
 std::string value_text(int64_t v) { return std::to_string(v); }
 std::string value_text(bool v) { return v ? "true" : "false"; }
-std::string value_text(double v) { return option_detail::number_text(v); }
+std::string value_text(double v) { return number_text(v); }
 
 std::string shape_text(const GptConfig& c) {
   return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, width " +
@@ -91,14 +91,14 @@ GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_voc
   const StoredModel& stored = *start.model;
   const std::string model = "the model of " + stored.description;
   GptConfig config = stored.config;
-  require_agreement(flags, "n-layer", shape.n_layer, config.n_layer, model);
-  require_agreement(flags, "n-head", shape.n_head, config.n_head, model);
-  require_agreement(flags, "n-embd", shape.n_embd, config.n_embd, model);
-  require_agreement(flags, "block-size", shape.block_size, config.block_size, model);
-  require_agreement(flags, "bias", shape.bias, config.bias, model);
+  // Each size flag given must say what the stored model has; the choices together must make its architecture.
+#define MYGPT_SIZE_AGREES(Type, name, init, role, ...) \
+  if constexpr (FieldRole::role == FieldRole::size) require_agreement(flags, field_flag_name(#name), shape.name, config.name, model);
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_SIZE_AGREES)
+#undef MYGPT_SIZE_AGREES
   require_agreement(flags, "vocab-size", flags.config.data.vocab_size, config.vocab_size, model);
   GptConfig with_family_flags = config;
-  shape.apply_to(with_family_flags);
+  shape.apply_to(with_family_flags, FieldRole::choice);
   if (!(with_family_flags == config)) {
     throw std::invalid_argument("the architecture flags make " + with_family_flags.architecture_text() + ", but " +
                                 model + " is " + config.architecture_text());
@@ -111,13 +111,20 @@ GptConfig resolve_model_config(const Parsed<TrainFlags>& flags, int64_t data_voc
                                   " (" + shape_text(config) + ")");
     }
   }
-  if (start.resume) {
-    require_agreement(flags, "dropout", shape.dropout, config.dropout, model);
-  } else {
-    config.dropout = shape.dropout.value_or(preset_config(shape.preset).dropout);
-    // Training pads a Hugging Face model's vocabulary as our GPT-2 presets do (50257 -> 50304).
-    if (stored.hugging_face && !flags.gave("vocab-size")) config.vocab_size = padded_vocab_size(config.vocab_size);
+  // The settings of a run (dropout): a resume keeps its checkpoint's, --init-from takes the flags' (or the preset's).
+  const GptConfig preset = preset_config(shape.preset);
+#define MYGPT_SETTING(Type, name, init, role, ...)                                                           \
+  if constexpr (FieldRole::role == FieldRole::setting) {                                                    \
+    if (start.resume) {                                                                                     \
+      require_agreement(flags, field_flag_name(#name), shape.name, config.name, model);                     \
+    } else {                                                                                                \
+      config.name = shape.name.value_or(preset.name);                                                       \
+    }                                                                                                       \
   }
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_SETTING)
+#undef MYGPT_SETTING
+  // Training pads a Hugging Face model's vocabulary as our GPT-2 presets do (50257 -> 50304).
+  if (!start.resume && stored.hugging_face && !flags.gave("vocab-size")) config.vocab_size = padded_vocab_size(config.vocab_size);
   config.validate();
   return config;
 }

@@ -23,6 +23,17 @@
 namespace mygpt {
 namespace {
 
+// A model config field's value in run.json: numbers and switches as JSON has them, a choice by its name, the
+// soft-cap a number or null.
+nlohmann::json json_of(int64_t v) { return v; }
+nlohmann::json json_of(double v) { return v; }
+nlohmann::json json_of(bool v) { return v; }
+nlohmann::json json_of(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+template <typename Enum, typename = std::enable_if_t<std::is_enum_v<Enum>>>
+nlohmann::json json_of(Enum v) {
+  return enum_name(v);
+}
+
 // <out>/run.json: everything about the run that its metrics do not say, written at each (re)start.
 nlohmann::json run_record(const Trainer& trainer, const TrainingData& data, const WorldInfo& w,
                           const torch::Device& device, int64_t threads, int64_t start_step) {
@@ -30,16 +41,11 @@ nlohmann::json run_record(const Trainer& trainer, const TrainingData& data, cons
   for (const auto& [name, value] : train_flag_table().entries_of_text(trainer.checkpoint_meta().run_config)) {
     options[name] = value;
   }
-  const GptConfig& m = trainer.checkpoint_meta().model_config;
+  nlohmann::json model = nlohmann::json::object();
+  visit_shown_fields(trainer.checkpoint_meta().model_config,
+                     [&](const char* name, const auto& value) { model[name] = json_of(value); });
   return {{"options", options},
-          {"model", {{"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_embd", m.n_embd}, {"block_size", m.block_size},
-                     {"vocab_size", m.vocab_size}, {"dropout", m.dropout}, {"bias", m.bias},
-                     {"positions", positions_name(m.positions)}, {"rope_theta", m.rope_theta},
-                     {"norm", norm_name(m.norm)}, {"norm_weight", m.norm_weight}, {"norm_eps", m.norm_eps},
-                     {"embedding_norm", m.embedding_norm}, {"qk_norm", m.qk_norm}, {"mlp", mlp_name(m.mlp)},
-                     {"mlp_hidden", m.mlp_width()}, {"n_kv_head", m.kv_heads()}, {"tie_head", m.tie_head},
-                     {"logit_softcap", m.logit_softcap ? nlohmann::json(*m.logit_softcap) : nlohmann::json(nullptr)},
-                     {"init", init_name(m.init)}}},
+          {"model", model},
           {"tokenizer", std::string(tokenizer_kind_name(trainer.checkpoint_meta().tokenizer_kind))},
           {"data", data.description},
           {"world_size", w.world_size},

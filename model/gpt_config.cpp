@@ -1,12 +1,12 @@
 #include "model/gpt_config.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cfloat>
 #include <cmath>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "common/strprintf.h"
 
@@ -89,21 +89,78 @@ const std::vector<int64_t>& nanochat_depths() {
   return depths;
 }
 
-template <typename Enum>
-Enum parse_name(const std::string& name, const char* what, std::initializer_list<std::pair<const char*, Enum>> known) {
-  std::string list;
-  for (const auto& [n, v] : known) {
-    if (name == n) return v;
-    list += (list.empty() ? "" : ", ") + std::string(n);
-  }
-  throw std::invalid_argument("unknown " + std::string(what) + " '" + name + "' (known: " + list + ")");
+// A double as the checkpoint text has always held it (17 significant digits; from_text reads any form).
+std::string stored_text(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+std::string stored_text(int64_t v) { return std::to_string(v); }
+std::string stored_text(bool v) { return v ? "1" : "0"; }
+std::string stored_text(const std::optional<double>& cap) { return logit_softcap_text(cap); }
+template <typename Enum, typename = std::enable_if_t<std::is_enum_v<Enum>>>
+std::string stored_text(Enum v) {
+  return enum_name(v);
 }
 
-// The shortest text that reads back as the same double: 1e-06, not 9.9999999999999995e-07.
-std::string number_text(double v) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
-  return std::string(buffer, result.ptr);
+// A field's value from its checkpoint text, each type by its own parse; the messages are what they always were.
+template <typename Number, typename Parse>
+Number stored_number(const std::string& text, Parse parse) {
+  try {
+    return parse(text);
+  } catch (const std::out_of_range&) {
+    throw std::invalid_argument("model config holds a number out of range");
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("model config holds a field that is not a number");
+  }
+}
+void read_stored(const std::string& text, int64_t& v) {
+  v = stored_number<int64_t>(text, [](const std::string& t) { return std::stoll(t); });
+}
+void read_stored(const std::string& text, double& v) {
+  v = stored_number<double>(text, [](const std::string& t) { return std::stod(t); });
+}
+void read_stored(const std::string& text, bool& v) {
+  v = stored_number<int64_t>(text, [](const std::string& t) { return std::stoll(t); }) != 0;
+}
+template <typename Named, typename Parse>
+void read_named(const std::string& text, Named& v, Parse parse) {
+  try {
+    v = parse(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("model config: ") + e.what());
+  }
+}
+void read_stored(const std::string& text, std::optional<double>& v) { read_named(text, v, parse_logit_softcap); }
+template <typename Enum, typename = std::enable_if_t<std::is_enum_v<Enum>>>
+void read_stored(const std::string& text, Enum& v) {
+  read_named(text, v, parse_enum<Enum>);
+}
+
+// A value as a flag's message shows it (--n-layer 3, --bias false, --logit-softcap 15).
+std::string flag_text(int64_t v) { return std::to_string(v); }
+std::string flag_text(double v) { return number_text(v); }
+std::string flag_text(bool v) { return v ? "true" : "false"; }
+std::string flag_text(const std::optional<double>& cap) { return logit_softcap_text(cap); }
+template <typename Enum, typename = std::enable_if_t<std::is_enum_v<Enum>>>
+std::string flag_text(Enum v) {
+  return enum_name(v);
+}
+
+// The architecture line's phrases that show several fields.
+std::string positions_phrase(const GptConfig& c) {
+  std::string text = enum_name(c.positions);
+  if (c.positions == Positions::rotary) text += "(" + number_text(c.rope_theta) + ")";
+  return text;
+}
+std::string norm_phrase(const GptConfig& c) {
+  return std::string(enum_name(c.norm)) + "(eps " + number_text(c.norm_eps) + (c.norm_weight ? "" : ", no weight") + ")";
+}
+std::string heads_phrase(const GptConfig& c) {
+  std::string text = std::to_string(c.n_head) + " heads";
+  if (c.kv_heads() != c.n_head) text += " / " + std::to_string(c.kv_heads()) + " kv";
+  return text;
 }
 
 void require_positive(int64_t value, const char* name) {
@@ -113,26 +170,6 @@ void require_positive(int64_t value, const char* name) {
 }
 
 }  // namespace
-
-const char* positions_name(Positions v) { return v == Positions::learned ? "learned" : "rotary"; }
-const char* norm_name(NormKind v) { return v == NormKind::layernorm ? "layernorm" : "rmsnorm"; }
-const char* mlp_name(MlpKind v) {
-  return v == MlpKind::gelu_tanh ? "gelu" : v == MlpKind::relu2 ? "relu2" : "swiglu";
-}
-const char* init_name(InitKind v) { return v == InitKind::gpt2 ? "gpt2" : "nanochat"; }
-Positions parse_positions(const std::string& name) {
-  return parse_name<Positions>(name, "positions", {{"learned", Positions::learned}, {"rotary", Positions::rotary}});
-}
-NormKind parse_norm(const std::string& name) {
-  return parse_name<NormKind>(name, "norm", {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}});
-}
-MlpKind parse_mlp(const std::string& name) {
-  return parse_name<MlpKind>(name, "mlp",
-                             {{"gelu", MlpKind::gelu_tanh}, {"relu2", MlpKind::relu2}, {"swiglu", MlpKind::swiglu}});
-}
-InitKind parse_init(const std::string& name) {
-  return parse_name<InitKind>(name, "init", {{"gpt2", InitKind::gpt2}, {"nanochat", InitKind::nanochat}});
-}
 
 std::optional<double> parse_logit_softcap(const std::string& text) {
   if (text == "none") return std::nullopt;
@@ -162,34 +199,41 @@ std::optional<double> parse_logit_softcap(const std::string& text) {
 
 std::string logit_softcap_text(const std::optional<double>& cap) { return cap ? number_text(*cap) : "none"; }
 
+std::string field_flag_name(const std::string& field) {
+  std::string flag = field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 bool GptConfig::is_gpt2_architecture() const {
-  // The same sizes with every family choice at its default (GPT-2's), the MLP's 4x width named or not.
+  // The same sizes and settings with every choice at its default (GPT-2's), compared as shown: the MLP's 4x
+  // width and as many kv-heads as heads, named or not, are GPT-2's.
   GptConfig gpt2;
-  gpt2.vocab_size = vocab_size;
-  gpt2.block_size = block_size;
-  gpt2.n_layer = n_layer;
-  gpt2.n_head = n_head;
-  gpt2.n_embd = n_embd;
-  gpt2.dropout = dropout;
-  gpt2.bias = bias;
-  gpt2.mlp_hidden = mlp_hidden == 4 * n_embd ? mlp_hidden : 0;
-  gpt2.n_kv_head = n_kv_head == n_head ? n_kv_head : 0;
-  return *this == gpt2;
+#define MYGPT_COPY_SIZE(Type, name, init, role, ...) \
+  if (FieldRole::role != FieldRole::choice) gpt2.name = name;
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_COPY_SIZE)
+#undef MYGPT_COPY_SIZE
+  bool same = true;
+#define MYGPT_SAME_SHOWN(Type, name, init, role, check, place, phrase, shown, help) \
+  same = same && [](const GptConfig& c) { return shown; }(*this) == [](const GptConfig& c) { return shown; }(gpt2);
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_SAME_SHOWN)
+#undef MYGPT_SAME_SHOWN
+  return same;
 }
 
 std::string GptConfig::architecture_text() const {
-  std::string text = std::string(positions_name(positions));
-  if (positions == Positions::rotary) text += "(" + number_text(rope_theta) + ")";
-  text += std::string(", ") + norm_name(norm) + "(eps " + number_text(norm_eps) + (norm_weight ? "" : ", no weight") + ")";
-  if (embedding_norm) text += ", embedding norm";
-  if (qk_norm) text += ", qk-norm";
-  text += std::string(", ") + mlp_name(mlp) + " " + std::to_string(mlp_width());
-  text += ", " + std::to_string(n_head) + " heads";
-  if (kv_heads() != n_head) text += " / " + std::to_string(kv_heads()) + " kv";
-  text += tie_head ? ", tied head" : ", untied head";
-  if (logit_softcap) text += ", soft-cap " + number_text(*logit_softcap);
-  text += bias ? ", biases" : ", no biases";
-  return text + ", " + init_name(init) + " init";
+  std::vector<std::pair<int, std::string>> phrases;
+  const GptConfig& c = *this;
+#define MYGPT_PHRASE(Type, name, init, role, check, place, phrase, ...) \
+  if (place > 0) phrases.emplace_back(place, phrase);
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_PHRASE)
+#undef MYGPT_PHRASE
+  std::stable_sort(phrases.begin(), phrases.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string text;
+  for (const auto& [place, phrase] : phrases) {
+    if (!phrase.empty()) text += (text.empty() ? "" : ", ") + phrase;
+  }
+  return text;
 }
 
 void GptConfig::validate() const {
@@ -241,28 +285,17 @@ void GptConfig::validate() const {
 }
 
 std::string GptConfig::to_text() const {
-  std::ostringstream out;
-  out.precision(17);
-  out << "vocab_size=" << vocab_size << "\nblock_size=" << block_size << "\nn_layer=" << n_layer
-      << "\nn_head=" << n_head << "\nn_embd=" << n_embd << "\ndropout=" << dropout << "\nbias=" << (bias ? 1 : 0)
-      << "\n";
-  // The family's fields only where they depart from GPT-2's: a GPT-2 config's text is what it always was,
-  // and a checkpoint written before the family existed reads as GPT-2.
+  // The choices only where they depart from GPT-2's: a GPT-2 config's text has the fields it always had, and a
+  // checkpoint written before a choice existed reads as GPT-2.
   const GptConfig gpt2;
-  if (positions != gpt2.positions) out << "positions=" << positions_name(positions) << "\n";
-  if (rope_theta != gpt2.rope_theta) out << "rope_theta=" << rope_theta << "\n";
-  if (norm != gpt2.norm) out << "norm=" << norm_name(norm) << "\n";
-  if (norm_weight != gpt2.norm_weight) out << "norm_weight=" << (norm_weight ? 1 : 0) << "\n";
-  if (norm_eps != gpt2.norm_eps) out << "norm_eps=" << norm_eps << "\n";
-  if (embedding_norm != gpt2.embedding_norm) out << "embedding_norm=" << (embedding_norm ? 1 : 0) << "\n";
-  if (qk_norm != gpt2.qk_norm) out << "qk_norm=" << (qk_norm ? 1 : 0) << "\n";
-  if (mlp != gpt2.mlp) out << "mlp=" << mlp_name(mlp) << "\n";
-  if (mlp_hidden != gpt2.mlp_hidden) out << "mlp_hidden=" << mlp_hidden << "\n";
-  if (n_kv_head != gpt2.n_kv_head) out << "n_kv_head=" << n_kv_head << "\n";
-  if (tie_head != gpt2.tie_head) out << "tie_head=" << (tie_head ? 1 : 0) << "\n";
-  if (logit_softcap != gpt2.logit_softcap) out << "logit_softcap=" << logit_softcap_text(logit_softcap) << "\n";
-  if (init != gpt2.init) out << "init=" << init_name(init) << "\n";
-  return out.str();
+  std::string out;
+#define MYGPT_WRITE_FIELD(Type, name, init, role, ...)              \
+  if (FieldRole::role != FieldRole::choice || name != gpt2.name) { \
+    out += #name "=" + stored_text(name) + "\n";                    \
+  }
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_WRITE_FIELD)
+#undef MYGPT_WRITE_FIELD
+  return out;
 }
 
 GptConfig GptConfig::from_text(const std::string& text) {
@@ -273,46 +306,16 @@ GptConfig GptConfig::from_text(const std::string& text) {
     if (eq == std::string::npos) throw std::invalid_argument("model config line without '=': " + line);
     fields[line.substr(0, eq)] = line.substr(eq + 1);
   }
-  auto field = [&](const char* key) -> const std::string& {
-    const auto it = fields.find(key);
-    if (it == fields.end()) throw std::invalid_argument(std::string("model config lacks ") + key);
-    return it->second;
-  };
   GptConfig config;
-  try {
-    config.vocab_size = std::stoll(field("vocab_size"));
-    config.block_size = std::stoll(field("block_size"));
-    config.n_layer = std::stoll(field("n_layer"));
-    config.n_head = std::stoll(field("n_head"));
-    config.n_embd = std::stoll(field("n_embd"));
-    config.dropout = std::stod(field("dropout"));
-    config.bias = std::stoll(field("bias")) != 0;
-    auto optional = [&](const char* key) -> const std::string* {
-      const auto it = fields.find(key);
-      return it == fields.end() ? nullptr : &it->second;
-    };
-    if (auto v = optional("positions")) config.positions = parse_positions(*v);
-    if (auto v = optional("rope_theta")) config.rope_theta = std::stod(*v);
-    if (auto v = optional("norm")) config.norm = parse_norm(*v);
-    if (auto v = optional("norm_weight")) config.norm_weight = std::stoll(*v) != 0;
-    if (auto v = optional("norm_eps")) config.norm_eps = std::stod(*v);
-    if (auto v = optional("embedding_norm")) config.embedding_norm = std::stoll(*v) != 0;
-    if (auto v = optional("qk_norm")) config.qk_norm = std::stoll(*v) != 0;
-    if (auto v = optional("mlp")) config.mlp = parse_mlp(*v);
-    if (auto v = optional("mlp_hidden")) config.mlp_hidden = std::stoll(*v);
-    if (auto v = optional("n_kv_head")) config.n_kv_head = std::stoll(*v);
-    if (auto v = optional("tie_head")) config.tie_head = std::stoll(*v) != 0;
-    if (auto v = optional("logit_softcap")) config.logit_softcap = parse_logit_softcap(*v);
-    if (auto v = optional("init")) config.init = parse_init(*v);
-  } catch (const std::out_of_range&) {
-    throw std::invalid_argument("model config holds a number out of range");
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    if (what.rfind("model config", 0) == 0 || what.rfind("unknown", 0) == 0 || what.rfind("logit", 0) == 0) {
-      throw std::invalid_argument("model config: " + what);
-    }
-    throw std::invalid_argument("model config holds a field that is not a number");
+  // A choice absent keeps its default; any other field absent is an error (the message it always had).
+#define MYGPT_READ_FIELD(Type, name, init, role, ...)                                                  \
+  if (const auto it = fields.find(#name); it != fields.end()) {                                       \
+    read_stored(it->second, config.name);                                                             \
+  } else if (FieldRole::role != FieldRole::choice) {                                                  \
+    throw std::invalid_argument("model config: model config lacks " #name);                           \
   }
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_READ_FIELD)
+#undef MYGPT_READ_FIELD
   config.validate();
   return config;
 }
@@ -356,49 +359,30 @@ bool is_gpt2_preset(const std::string& name) { return name.rfind("gpt2", 0) == 0
 
 GptConfig ModelShapeOptions::resolve(int64_t vocab_size) const {
   GptConfig config = preset_config(preset);
-  if (n_layer) config.n_layer = *n_layer;
-  if (n_head) config.n_head = *n_head;
-  if (n_embd) config.n_embd = *n_embd;
-  if (block_size) config.block_size = *block_size;
-  if (dropout) config.dropout = *dropout;
-  if (bias) config.bias = *bias;
-  apply_to(config);
+  apply_to(config, FieldRole::size);
+  apply_to(config, FieldRole::setting);
+  apply_to(config, FieldRole::choice);
   config.vocab_size = vocab_size;  // the data decides: character vocabulary, or the (padded) BPE one
   try {
     config.validate();
   } catch (const std::invalid_argument& e) {
     // Name the flags that made the shape, so that the user knows what to change.
     std::string made_by = "--preset " + preset;
-    auto given = [&](const char* flag, const std::optional<int64_t>& value) {
-      if (value) made_by += std::string(" --") + flag + " " + std::to_string(*value);
-    };
-    given("n-layer", n_layer);
-    given("n-head", n_head);
-    given("n-embd", n_embd);
-    given("block-size", block_size);
-    given("n-kv-head", n_kv_head);
-    if (positions) made_by += " --positions " + *positions;
-    if (logit_softcap) made_by += " --logit-softcap " + *logit_softcap;
+#define MYGPT_NAME_GIVEN(Type, name, ...) \
+  if (this->name) made_by += " --" + field_flag_name(#name) + " " + flag_text(*this->name);
+    MYGPT_GPT_CONFIG_FIELDS(MYGPT_NAME_GIVEN)
+#undef MYGPT_NAME_GIVEN
     throw std::invalid_argument(std::string(e.what()) + " (the shape of " + made_by + ", vocabulary " +
                                 std::to_string(vocab_size) + " from the data or --vocab-size)");
   }
   return config;
 }
 
-void ModelShapeOptions::apply_to(GptConfig& config) const {
-  if (positions) config.positions = parse_positions(*positions);
-  if (norm) config.norm = parse_norm(*norm);
-  if (mlp) config.mlp = parse_mlp(*mlp);
-  if (init) config.init = parse_init(*init);
-  if (logit_softcap) config.logit_softcap = parse_logit_softcap(*logit_softcap);
-  if (rope_theta) config.rope_theta = *rope_theta;
-  if (norm_eps) config.norm_eps = *norm_eps;
-  if (norm_weight) config.norm_weight = *norm_weight;
-  if (embedding_norm) config.embedding_norm = *embedding_norm;
-  if (qk_norm) config.qk_norm = *qk_norm;
-  if (tie_head) config.tie_head = *tie_head;
-  if (n_kv_head) config.n_kv_head = *n_kv_head;
-  if (mlp_hidden) config.mlp_hidden = *mlp_hidden;
+void ModelShapeOptions::apply_to(GptConfig& config, FieldRole role) const {
+#define MYGPT_APPLY(Type, name, init, field_role, ...) \
+  if (FieldRole::field_role == role && name) config.name = *name;
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_APPLY)
+#undef MYGPT_APPLY
 }
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t multiple) {

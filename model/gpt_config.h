@@ -3,12 +3,16 @@
 // One config describes a family of decoder-only transformers: GPT-2 (learned positions, LayerNorm with
 // biases, tanh-GELU, tied head) and the newer block of nanochat, Llama and Qwen (rotary positions,
 // RMSNorm, QK-norm, ReLU^2 or SwiGLU, grouped-query attention, untied head, logit soft-cap). Each choice
-// is one field here; model/gpt.cpp reads them in one block, top to bottom.
+// is one field here (one row of model/gpt_config_fields.h); model/gpt.cpp reads them in one block, top to bottom.
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/number_text.h"
+#include "model/gpt_config_fields.h"
 
 namespace mygpt {
 
@@ -18,42 +22,67 @@ enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu_tanh, relu2, swiglu };  // GPT-2 | nanochat / modded-nanogpt | Llama
 enum class InitKind { gpt2, nanochat };         // see GptImpl::reset_parameters
 
-const char* positions_name(Positions v);
-const char* norm_name(NormKind v);
-const char* mlp_name(MlpKind v);
-const char* init_name(InitKind v);
-// Parse a name; std::invalid_argument listing the known ones otherwise.
-Positions parse_positions(const std::string& name);
-NormKind parse_norm(const std::string& name);
-MlpKind parse_mlp(const std::string& name);
-InitKind parse_init(const std::string& name);
+// Each choice's one table of names: what a flag, the checkpoint text, run.json and the architecture line say.
+template <typename Enum>
+struct EnumNames;
+template <>
+struct EnumNames<Positions> {
+  static constexpr const char* what = "positions";
+  static constexpr std::pair<const char*, Positions> names[] = {{"learned", Positions::learned},
+                                                                {"rotary", Positions::rotary}};
+};
+template <>
+struct EnumNames<NormKind> {
+  static constexpr const char* what = "norm";
+  static constexpr std::pair<const char*, NormKind> names[] = {{"layernorm", NormKind::layernorm},
+                                                               {"rmsnorm", NormKind::rmsnorm}};
+};
+template <>
+struct EnumNames<MlpKind> {
+  static constexpr const char* what = "mlp";
+  static constexpr std::pair<const char*, MlpKind> names[] = {
+      {"gelu", MlpKind::gelu_tanh}, {"relu2", MlpKind::relu2}, {"swiglu", MlpKind::swiglu}};
+};
+template <>
+struct EnumNames<InitKind> {
+  static constexpr const char* what = "init";
+  static constexpr std::pair<const char*, InitKind> names[] = {{"gpt2", InitKind::gpt2},
+                                                               {"nanochat", InitKind::nanochat}};
+};
+
+template <typename Enum>
+const char* enum_name(Enum v) {
+  for (const auto& [name, value] : EnumNames<Enum>::names) {
+    if (value == v) return name;
+  }
+  throw std::logic_error(std::string(EnumNames<Enum>::what) + " value without a name");
+}
+// A name; std::invalid_argument listing the known ones otherwise ("unknown mlp 'geglu' (known: gelu, relu2, swiglu)").
+template <typename Enum>
+Enum parse_enum(const std::string& name) {
+  std::string list;
+  for (const auto& [known, value] : EnumNames<Enum>::names) {
+    if (name == known) return value;
+    list += (list.empty() ? "" : ", ") + std::string(known);
+  }
+  throw std::invalid_argument("unknown " + std::string(EnumNames<Enum>::what) + " '" + name + "' (known: " + list + ")");
+}
+
 // "none" or a positive finite number (the cap of cap * tanh(logits / cap)).
 std::optional<double> parse_logit_softcap(const std::string& text);
 std::string logit_softcap_text(const std::optional<double>& cap);
 
-struct GptConfig {
-  int64_t vocab_size = 50304;  // GPT-2's 50257 padded up to a multiple of 64 for faster matmuls
-  int64_t block_size = 1024;   // longest context the position embedding covers
-  int64_t n_layer = 12;
-  int64_t n_head = 12;
-  int64_t n_embd = 768;
-  double dropout = 0.0;
-  bool bias = true;  // in the linear layers and the norms
+// A field's flag: its name with dashes (n_kv_head: n-kv-head).
+std::string field_flag_name(const std::string& field);
 
-  // The family's choices; the defaults are GPT-2's, so a config that sets none of them is GPT-2.
-  Positions positions = Positions::learned;
-  double rope_theta = 10000.0;   // rotary base (rotary only)
-  NormKind norm = NormKind::layernorm;
-  bool norm_weight = true;       // a learned gain in every norm (nanochat's RMSNorm has none)
-  double norm_eps = 1e-5;
-  bool embedding_norm = false;   // a norm right after the token embedding (nanochat)
-  bool qk_norm = false;          // queries and keys normalized per head before attention (and rotary)
-  MlpKind mlp = MlpKind::gelu_tanh;
-  int64_t mlp_hidden = 0;        // the MLP's inner width; 0: 4 * n_embd
-  int64_t n_kv_head = 0;         // key/value heads (grouped-query attention when fewer); 0: n_head
-  bool tie_head = true;          // the output head is the token embedding
-  std::optional<double> logit_softcap;  // logits -> cap * tanh(logits / cap) (nanochat: 15)
-  InitKind init = InitKind::gpt2;
+// The roles and flag checks of the field table's rows (model/gpt_config_fields.h says what each means).
+enum class FieldRole { data, size, setting, choice };
+enum class FieldCheck { none, positive, fraction, above_one, open_unit };
+
+struct GptConfig {
+#define MYGPT_CONFIG_MEMBER(Type, name, init, ...) Type name = init;
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_CONFIG_MEMBER)
+#undef MYGPT_CONFIG_MEMBER
 
   int64_t head_size() const { return n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -61,7 +90,7 @@ struct GptConfig {
   // Rows of the fused q, k, v projection and of the MLP's input projection (SwiGLU's gate and up).
   int64_t qkv_rows() const { return (n_head + 2 * kv_heads()) * head_size(); }
   int64_t mlp_in_rows() const { return (mlp == MlpKind::swiglu ? 2 : 1) * mlp_width(); }
-  // Whether this is GPT-2's architecture (any size).
+  // Whether this is GPT-2's architecture (any size): every choice shows GPT-2's.
   bool is_gpt2_architecture() const;
 
   // Throws std::invalid_argument naming the first bad field (non-positive sizes, heads that do not
@@ -72,12 +101,22 @@ struct GptConfig {
   // nanochat init"): every field the family options set, so two configs that differ there read differently.
   std::string architecture_text() const;
 
-  // One "key=value" per line; from_text accepts exactly what to_text writes.
+  // One "key=value" per line, the table's rows in order (choices only where they depart from the default);
+  // from_text reads what to_text writes, in any order, and what every earlier version wrote.
   std::string to_text() const;
   static GptConfig from_text(const std::string& text);
 
   bool operator==(const GptConfig&) const = default;
 };
+
+// Calls visit(name, value) for every field in the table's order, with the value run.json shows (the effective
+// MLP width and kv-heads).
+template <typename Visit>
+void visit_shown_fields(const GptConfig& c, Visit&& visit) {
+#define MYGPT_VISIT_SHOWN(Type, name, init, role, check, place, phrase, shown, help) visit(#name, shown);
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_VISIT_SHOWN)
+#undef MYGPT_VISIT_SHOWN
+}
 
 // Presets by name: "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl" (all with the padded BPE
 // vocabulary), and small ones for CPU work and tests: "shakespeare-char" (nanoGPT's character model),
@@ -91,22 +130,19 @@ std::vector<std::string> preset_names();
 // True for the GPT-2 family of presets, which also bring the GPT-2 training recipe.
 bool is_gpt2_preset(const std::string& name);
 
-// A model shape as a command line gives it: a preset, and the fields that override it.
+// A model shape as a command line gives it: a preset, and the fields that override it (one per row of the
+// field table; vocab_size is never given here: the data's --vocab-size sets it).
 struct ModelShapeOptions {
   std::string preset;
-  std::optional<int64_t> n_layer, n_head, n_embd, block_size;
-  std::optional<double> dropout;
-  std::optional<bool> bias;
-  // The family's choices, by the names parse_* reads (a string each, so that model/ owns the names).
-  std::optional<std::string> positions, norm, mlp, init, logit_softcap;
-  std::optional<double> rope_theta, norm_eps;
-  std::optional<bool> norm_weight, embedding_norm, qk_norm, tie_head;
-  std::optional<int64_t> n_kv_head, mlp_hidden;
+#define MYGPT_OVERRIDE_MEMBER(Type, name, ...) std::optional<Type> name;
+  MYGPT_GPT_CONFIG_FIELDS(MYGPT_OVERRIDE_MEMBER)
+#undef MYGPT_OVERRIDE_MEMBER
 
-  // config with the fields given here put over it.
-  void apply_to(GptConfig& config) const;
+  // config with the fields of `role` given here put over it.
+  void apply_to(GptConfig& config, FieldRole role) const;
 
-  // The preset with the overrides and the data's vocabulary; validated (std::invalid_argument).
+  // The preset with the overrides and the data's vocabulary; validated (std::invalid_argument naming the flags
+  // that made the shape).
   GptConfig resolve(int64_t vocab_size) const;
 };
 

@@ -146,7 +146,7 @@ TEST(KvCacheGeneration, ReportsEachStepsTokensAsTheyComeAndRestoresTrainingMode)
 TEST(KvCacheGeneration, NonFiniteLogitsAreNamed) {
   torch::manual_seed(0);
   Gpt model(
-      GptConfig{.vocab_size = 11, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8, .logit_softcap = std::nullopt});
+      GptConfig{.vocab_size = 11, .n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 8, .logit_softcap = std::nullopt});
   {
     torch::NoGradGuard no_grad;
     for (auto& p : model->parameters()) p.fill_(1e30);

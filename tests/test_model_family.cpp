@@ -145,7 +145,7 @@ TEST(ModelFamily, BadConfigsAreNamedInOneLine) {
   }
   EXPECT_EQ(parse_logit_softcap("none"), std::nullopt);
   EXPECT_EQ(parse_logit_softcap("30"), 30.0);
-  EXPECT_NE(message_of([] { parse_mlp("geglu"); }).find("known: gelu, relu2, swiglu"), std::string::npos);
+  EXPECT_NE(message_of([] { parse_enum<MlpKind>("geglu"); }).find("known: gelu, relu2, swiglu"), std::string::npos);
   for (const auto& [name, config] : members()) {
     EXPECT_EQ(message_of([&] { config.validate(); }), "(no error)") << name;
   }
@@ -155,10 +155,57 @@ TEST(ModelFamily, ConfigTextRoundTripsAndGpt2sIsUnchanged) {
   for (const auto& [name, config] : members()) {
     EXPECT_EQ(GptConfig::from_text(config.to_text()), config) << name;
   }
-  // GPT-2's text has exactly the seven fields it had before the family existed.
+  // GPT-2's text has exactly the seven fields it had before the family existed (in the field table's order).
   EXPECT_EQ(preset_config("gpt2").to_text(),
-            "vocab_size=50304\nblock_size=1024\nn_layer=12\nn_head=12\nn_embd=768\ndropout=0\nbias=1\n");
+            "vocab_size=50304\nn_layer=12\nn_head=12\nn_embd=768\nblock_size=1024\ndropout=0\nbias=1\n");
   EXPECT_THROW(GptConfig::from_text(preset_config("tiny").to_text() + "mlp=geglu\n"), std::invalid_argument);
+}
+
+TEST(ModelFamily, ConfigTextOfEarlierVersionsReadsAsTheSameConfig) {
+  // What the binary before the field table wrote for nanochat-d4 (block 64, 12 tokens) and for GPT-2: read as
+  // those configs, and written again they read back the same.
+  GptConfig nanochat = preset_config("nanochat-d4");
+  nanochat.vocab_size = 12;
+  nanochat.block_size = 64;
+  const std::string earlier =
+      "vocab_size=12\nblock_size=64\nn_layer=4\nn_head=2\nn_embd=256\ndropout=0\nbias=0\npositions=rotary\n"
+      "norm=rmsnorm\nnorm_weight=0\nnorm_eps=9.9999999999999995e-07\nembedding_norm=1\nqk_norm=1\nmlp=relu2\n"
+      "n_kv_head=2\ntie_head=0\nlogit_softcap=15\ninit=nanochat\n";
+  EXPECT_EQ(GptConfig::from_text(earlier), nanochat);
+  EXPECT_EQ(GptConfig::from_text(nanochat.to_text()), nanochat);
+  EXPECT_EQ(GptConfig::from_text("vocab_size=50304\nblock_size=1024\nn_layer=12\nn_head=12\nn_embd=768\ndropout=0\nbias=1\n"),
+            preset_config("gpt2"));
+}
+
+TEST(ModelFamily, ConfigTextErrorsComeFromTheFieldsOwnParse) {
+  const std::string tiny = preset_config("tiny").to_text();
+  EXPECT_EQ(message_of([&] { GptConfig::from_text(tiny + "mlp=geglu\n"); }),
+            "model config: unknown mlp 'geglu' (known: gelu, relu2, swiglu)");
+  EXPECT_EQ(message_of([&] { GptConfig::from_text(tiny + "logit_softcap=-1\n"); }),
+            "model config: logit soft-cap must be a positive number or none, got '-1'");
+  EXPECT_EQ(message_of([&] { GptConfig::from_text(tiny + "qk_norm=yes\n"); }),
+            "model config holds a field that is not a number");
+  EXPECT_EQ(message_of([&] { GptConfig::from_text(tiny + "n_layer=99999999999999999999\n"); }),
+            "model config holds a number out of range");
+  EXPECT_EQ(message_of([] { GptConfig::from_text("vocab_size=65\n"); }), "model config: model config lacks n_layer");
+  EXPECT_EQ(message_of([] { GptConfig::from_text("garbage"); }), "model config line without '=': garbage");
+}
+
+TEST(ModelFamily, ArchitectureLineNamesEveryChoiceInItsPlace) {
+  GptConfig c = preset_config("llama-small");
+  c.vocab_size = kVocab;
+  EXPECT_EQ(c.architecture_text(),
+            "rotary(10000), rmsnorm(eps 1e-05), swiglu 384, 4 heads / 2 kv, untied head, no biases, gpt2 init");
+  c = preset_config("nanochat-d4");
+  EXPECT_EQ(c.architecture_text(), "rotary(10000), rmsnorm(eps 1e-06, no weight), embedding norm, qk-norm, relu2 1024, "
+                                   "2 heads, untied head, soft-cap 15, no biases, nanochat init");
+  GptConfig gpt2 = preset_config("gpt2");
+  EXPECT_TRUE(gpt2.is_gpt2_architecture());
+  gpt2.mlp_hidden = 4 * gpt2.n_embd;  // named or not, GPT-2's width
+  gpt2.n_kv_head = gpt2.n_head;
+  EXPECT_TRUE(gpt2.is_gpt2_architecture());
+  gpt2.qk_norm = true;
+  EXPECT_FALSE(gpt2.is_gpt2_architecture());
 }
 
 TEST(ModelFamily, ParametersAreWhatParameterShapesSays) {
