@@ -27,6 +27,7 @@
 #include "model/sampling.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_space.h"
+#include "trainer/injected_overflow.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/validation_batches.h"
 
@@ -299,8 +300,19 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
     parts.core_vocab_limit = tokens_in_vocabulary(tokenizer.kind, model_config.vocab_size);
   }
 
+  // The kernel is the default on CUDA (measured: docs/gpu-runs/2026-11-26-h100); a binary built without nvcc
+  // runs the ATen loss instead, and refuses only a run that asked for the kernel by name (below).
+  const bool kernel_missing = options.cuda_loss_kernel && device.is_cuda() && !lm_loss_cuda_kernel_built();
+  // The LayerNorm kernel is the default on CUDA too (8.6% less time per GPT-2 step on an H100,
+  // docs/gpu-runs/2026-11-27-h100-2); without nvcc the blocks keep ATen's LayerNorm.
+  const bool norm_kernel_missing = options.cuda_norm_kernel && device.is_cuda() && !layer_norm_cuda_kernel_built();
+  const GptRuntime runtime{
+      .fused_loss = options.fused_loss,
+      .loss = {.chunk_rows = options.loss_chunk_rows, .cuda_kernel = options.cuda_loss_kernel && !kernel_missing},
+      .recompute = options.recompute,
+      .cuda_norm_kernel = options.cuda_norm_kernel && device.is_cuda() && !norm_kernel_missing};
   seed_everything(options.seed);
-  parts.model = Gpt(model_config);
+  parts.model = Gpt(model_config, runtime);
   if (start->model && !start->resume) {
     if (comm.rank() == 0) copy_stored_weights(*start->model, parts.model);
     output.print("weights: " + start->model->description + " (optimizer, step and data position start fresh)");
@@ -315,28 +327,17 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
                              static_cast<long long>(known_rows), static_cast<long long>(data.chat->ids_end - 1)));
     }
   }
-  parts.model->set_fused_loss(options.fused_loss);
-  // The kernel is the default on CUDA (measured: docs/gpu-runs/2026-11-26-h100); a binary built without nvcc
-  // runs the ATen loss instead, and refuses only a run that asked for the kernel by name.
-  const bool kernel_missing = options.cuda_loss_kernel && device.is_cuda() && !lm_loss_cuda_kernel_built();
   if (kernel_missing && flags.gave("cuda-loss-kernel")) {
     throw std::invalid_argument("--cuda-loss-kernel: this binary was built without nvcc, so it has no CUDA loss kernel");
   }
   if (kernel_missing) {
     output.print("note: this binary was built without nvcc: the fused loss runs as ATen ops, not the CUDA loss kernel");
   }
-  parts.model->set_loss_options(
-      {.chunk_rows = options.loss_chunk_rows, .cuda_kernel = options.cuda_loss_kernel && !kernel_missing});
-  // The LayerNorm kernel is the default on CUDA too (8.6% less time per GPT-2 step on an H100,
-  // docs/gpu-runs/2026-11-27-h100-2); without nvcc the blocks keep ATen's LayerNorm.
-  const bool norm_kernel_missing = options.cuda_norm_kernel && device.is_cuda() && !layer_norm_cuda_kernel_built();
   if (norm_kernel_missing && flags.gave("cuda-norm-kernel")) {
     throw std::invalid_argument("--cuda-norm-kernel: this binary was built without nvcc, so it has no CUDA LayerNorm "
                                 "kernel");
   }
-  parts.model->set_cuda_norm_kernel(options.cuda_norm_kernel && device.is_cuda() && !norm_kernel_missing);
   prefer_attention_backend(options.attention, device);
-  parts.model->set_recompute(options.recompute);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
   // Each rank's dropout masks from its own stream (as nanoGPT seeds 1337 + rank): with one stream for all,
@@ -370,7 +371,10 @@ std::unique_ptr<Trainer> build_trainer(const Parsed<TrainFlags>& given_flags, co
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
   parts.sample = make_sampler(options, tokenizer, device, stop_requested);
   parts.stop_requested = std::move(stop_requested);
-  parts.inject_overflow = injected_overflows(comm.rank());
+  if (auto at_step = injected_overflows(comm.rank())) {
+    inject_overflows(parts.model, std::move(at_step), start->resume ? start->model->checkpoint->meta.step : 0,
+                     options.grad_accum);
+  }
   return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));
 }
 
