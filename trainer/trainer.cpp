@@ -2,13 +2,10 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <limits>
 
 #include "model/widening_sum.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/step_profiler.h"
-#include "trainer/validation_batches.h"
 
 namespace mygpt {
 
