@@ -216,7 +216,7 @@ TEST(MaskedLoss, IsTheSumOverTrainedTargetsOfTheFullCrossEntropy) {
   const torch::Tensor zero = unfused->loss(batch.x, none, LossReduction::sum);
   EXPECT_EQ(zero.item<double>(), 0.0);
   zero.backward();
-  for (const auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
+  for (const auto& p : unfused->parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
 }  // namespace
