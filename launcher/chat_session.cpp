@@ -59,7 +59,8 @@ ChatReply ChatSession::reply(std::string_view user_message, const std::function<
   torch::NoGradGuard no_grad;
   const torch::Device device = model_->parameters().front().device();
   const int64_t end = format_.tokens().assistant_end;
-  auto logits = model_->last_token_logits(torch::tensor(ids, torch::kLong).unsqueeze(0).to(device), cache_);
+  auto logits = model_->forward(torch::tensor(ids, torch::kLong).unsqueeze(0).to(device),
+                                {.cache = &cache_, .last_position_only = true});
   unread_.clear();
 
   ChatReply reply;
@@ -97,7 +98,8 @@ ChatReply ChatSession::reply(std::string_view user_message, const std::function<
       reply.outgrew = true;
       break;
     }
-    logits = model_->last_token_logits(torch::tensor({last}, torch::kLong).view({1, 1}).to(device), cache_);
+    logits = model_->forward(torch::tensor({last}, torch::kLong).view({1, 1}).to(device),
+                             {.cache = &cache_, .last_position_only = true});
     last = -1;
   }
   show(stream.finish());

@@ -203,7 +203,7 @@ int evaluate_conversations(const EvalFlags& f, InferenceModel& m, const torch::D
   for (int64_t i = 0; i < batches; ++i) {
     Batch batch = loader.next(device);
     AutocastScope autocast(device, precision);
-    loss_sum += m.model->masked_loss_sum(batch.x, batch.y, m.token_count).to(torch::kDouble).item<double>();
+    loss_sum += m.model->loss(batch.x, batch.y, LossReduction::sum, m.token_count).to(torch::kDouble).item<double>();
     targets += batch.y.ge(0).sum().item<double>();
   }
   std::cout << strprintf("val loss: %.4f (%lld conversations, %.0f assistant tokens)", loss_sum / targets,
@@ -254,7 +254,7 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm,
   for (int64_t b = comm.rank(); b < batches.count; b += comm.world_size()) {
     Batch batch = loader.next(device);
     AutocastScope autocast(device, precision);
-    const torch::Tensor losses = m.model->token_losses(batch.x, batch.y, m.token_count);
+    const torch::Tensor losses = m.model->loss(batch.x, batch.y, LossReduction::none, m.token_count);
     loss_sum += losses.mean().to(loss_sum.scalar_type());
     if (bpb) bpb->add(losses, batch.y);
     done += comm.world_size();

@@ -20,6 +20,7 @@
 #include "model/new_token_rows.h"
 #include "model/sampling.h"
 #include "trainer/checkpoint.h"
+#include "trainer/injected_overflow.h"
 #include "trainer/validation_batches.h"
 
 namespace mygpt {
@@ -175,8 +176,12 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
     parts.core_vocab_limit = tokens_in_vocabulary(tokenizer.kind, model_config.vocab_size);
   }
 
+  const GptRuntime runtime{.fused_loss = options.fused_loss,
+                           .loss = {.chunk_rows = options.loss_chunk_rows, .cuda_kernel = plan.cuda_loss_kernel},
+                           .recompute = options.recompute,
+                           .cuda_norm_kernel = plan.cuda_norm_kernel};
   seed_everything(options.seed);
-  parts.model = Gpt(model_config);
+  parts.model = Gpt(model_config, runtime);
   if (start.model && !start.resume) {
     if (comm.rank() == 0) copy_stored_weights(*start.model, parts.model);
     output.print("weights: " + start.model->description + " (optimizer, step and data position start fresh)");
@@ -191,12 +196,8 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
                              static_cast<long long>(known_rows), static_cast<long long>(data.chat->ids_end - 1)));
     }
   }
-  parts.model->set_fused_loss(options.fused_loss);
   if (!plan.notes.loss_kernel.empty()) output.print(plan.notes.loss_kernel);
-  parts.model->set_loss_options({.chunk_rows = options.loss_chunk_rows, .cuda_kernel = plan.cuda_loss_kernel});
-  parts.model->set_cuda_norm_kernel(plan.cuda_norm_kernel);
   prefer_attention_backend(options.attention, device);
-  parts.model->set_recompute(options.recompute);
   parts.model->to(device);
   broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
   // Each rank's dropout masks from its own stream (as nanoGPT seeds 1337 + rank): with one stream for all,
@@ -231,7 +232,10 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
   parts.sample = make_sampler(options, tokenizer, device, stop_requested);
   parts.stop_requested = std::move(stop_requested);
-  parts.inject_overflow = injected_overflows(comm.rank());
+  if (auto at_step = injected_overflows(comm.rank())) {
+    inject_overflows(parts.model, std::move(at_step), start.resume ? start.model->checkpoint->meta.step : 0,
+                     options.grad_accum);
+  }
   // The gradient buckets (and with --zero 1 the AdamW of this rank's shard of them) last: over the model
   // as it is on the device.
   parts.grad_sync = std::make_unique<GradientSynchronizer>(parts.model->parameters(), comm,

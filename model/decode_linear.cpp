@@ -190,4 +190,10 @@ torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight,
   return multiply(x, weight, bias, kernel_of(isa));
 }
 
+torch::Tensor decoding_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                              bool continues_cache) {
+  if (continues_cache && decode_linear_applies(x, weight, bias)) return decode_linear(x, weight, bias);
+  return torch::linear(x, weight, bias);
+}
+
 }  // namespace mygpt

@@ -25,6 +25,12 @@ bool decode_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, 
 // not bit for bit across CPU kinds).
 torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
+// linear(x, weight, bias) in a read with a KV cache: decode_linear for the few rows of a decoding step
+// (continues_cache: the cache already held positions) where it applies, torch::linear otherwise. A first
+// read is always torch::linear, as a read without the cache computes it, so that the two agree bit for bit.
+torch::Tensor decoding_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                              bool continues_cache);
+
 // The instruction sets decode_linear has code for; it uses the widest this CPU runs. Naming one runs
 // that code instead (for the tests, which check each against the reference on the CPU they run on).
 enum class DecodeLinearIsa { avx512, avx2, baseline };

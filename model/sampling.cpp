@@ -63,10 +63,10 @@ torch::Tensor last_block(const torch::Tensor& tokens, int64_t block_size) {
 torch::Tensor logits_after(Gpt& model, const torch::Tensor& tokens, const torch::Tensor& next,
                            std::optional<KvCache>& cache) {
   const int64_t block_size = model->config().block_size;
-  if (!cache) return model->last_token_logits(last_block(tokens, block_size));
-  if (!cache->full()) return model->last_token_logits(next, *cache);
+  if (!cache) return model->forward(last_block(tokens, block_size), {.last_position_only = true});
+  if (!cache->full()) return model->forward(next, {.cache = &*cache, .last_position_only = true});
   cache->clear();
-  return model->last_token_logits(last_block(tokens, block_size), *cache);
+  return model->forward(last_block(tokens, block_size), {.cache = &*cache, .last_position_only = true});
 }
 
 }  // namespace
@@ -93,8 +93,8 @@ torch::Tensor generate(Gpt& model, torch::Tensor prompt, const SamplingOptions& 
   if (options.kv_cache) cache.emplace(model->make_kv_cache());
   const int64_t block_size = model->config().block_size;
   auto tokens = prompt;
-  auto logits = cache ? model->last_token_logits(last_block(tokens, block_size), *cache)
-                      : model->last_token_logits(last_block(tokens, block_size));
+  auto logits = model->forward(last_block(tokens, block_size),
+                               {.cache = cache ? &*cache : nullptr, .last_position_only = true});
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     if (!torch::isfinite(logits).all().item<bool>()) throw NonFiniteLogits();
     auto next = sample_next(limit_vocab(logits.to(torch::kFloat), options.vocab_limit), options, generator);

@@ -167,7 +167,7 @@ TEST(ChatBatchLoader, RanksTogetherReadTheBatchesOfOneProcessAndResumeExactly) {
 // d(loss)/d(every parameter), flattened, for the SFT loss over one batch.
 torch::Tensor sft_gradient(Gpt& model, const Batch& batch) {
   model->zero_grad();
-  (model->masked_loss_sum(batch.x, batch.y) / batch.y.ge(0).sum()).backward();
+  (model->loss(batch.x, batch.y, LossReduction::sum) / batch.y.ge(0).sum()).backward();
   std::vector<torch::Tensor> grads;
   for (const auto& p : model->parameters()) grads.push_back(p.grad().flatten().clone());
   return torch::cat(grads);
@@ -201,21 +201,22 @@ TEST(MaskedLoss, IsTheSumOverTrainedTargetsOfTheFullCrossEntropy) {
   CharChat c;
   torch::manual_seed(4);
   Gpt model(small_config(c.vocab(), 32));
+  torch::manual_seed(4);
+  Gpt unfused(small_config(c.vocab(), 32), GptRuntime{.fused_loss = false});  // the same weights
   ChatBatchLoader loader(varied_conversations(c.format, 4), 4, 12, 0, false, 1);
   const Batch batch = loader.next(torch::kCPU);
   const torch::Tensor logits = model->forward(batch.x).reshape({-1, c.vocab()});
   const torch::Tensor expected = torch::nn::functional::cross_entropy(
       logits, batch.y.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kUntrainedTarget).reduction(torch::kSum));
-  EXPECT_NEAR(model->masked_loss_sum(batch.x, batch.y).item<double>(), expected.item<double>(), 1e-4);
-  model->set_fused_loss(false);
-  EXPECT_NEAR(model->masked_loss_sum(batch.x, batch.y).item<double>(), expected.item<double>(), 1e-4);
+  EXPECT_NEAR(model->loss(batch.x, batch.y, LossReduction::sum).item<double>(), expected.item<double>(), 1e-4);
+  EXPECT_NEAR(unfused->loss(batch.x, batch.y, LossReduction::sum).item<double>(), expected.item<double>(), 1e-4);
   // No trained target: a zero that still reaches every parameter (gradient sync waits for all).
   const torch::Tensor none = torch::full_like(batch.y, kUntrainedTarget);
-  const torch::Tensor zero = model->masked_loss_sum(batch.x, none);
+  const torch::Tensor zero = unfused->loss(batch.x, none, LossReduction::sum);
   EXPECT_EQ(zero.item<double>(), 0.0);
   zero.backward();
-  for (const auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
+  for (const auto& p : unfused->parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
 }  // namespace

@@ -216,13 +216,15 @@ TEST(WideningSum, ARefusedWideningAddmmIsReportedAndTheSeparatePassGivesTheSum) 
 // ------------------------------------------------------------------------------------------------
 // Through the whole model
 
-// The "tiny" preset (2 layers, 2 heads, 32 wide, block 32) with a vocabulary of its own.
-Gpt tiny_gpt(int64_t vocab = 61) {
+// The "tiny" preset (2 layers, 2 heads, 32 wide, block 32) with a vocabulary of its own; the same weights
+// whatever the runtime settings.
+Gpt tiny_gpt(int64_t vocab = 61, const GptRuntime& runtime = {}) {
   GptConfig c = preset_config("tiny");
   c.vocab_size = vocab;
   torch::manual_seed(11);
-  return Gpt(c);
+  return Gpt(c, runtime);
 }
+const GptRuntime kUnfused{.fused_loss = false};
 
 torch::Tensor tokens(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
   torch::manual_seed(seed);
@@ -230,18 +232,14 @@ torch::Tensor tokens(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
 }
 
 TEST(FusedLoss, IsOnByDefaultAndCanBeSwitchedOff) {
-  Gpt model = tiny_gpt();
-  EXPECT_TRUE(model->fused_loss());
-  model->set_fused_loss(false);
-  EXPECT_FALSE(model->fused_loss());
+  EXPECT_TRUE(tiny_gpt()->runtime().fused_loss);
+  EXPECT_FALSE(tiny_gpt(61, kUnfused)->runtime().fused_loss);
 }
 
 TEST(FusedLoss, EveryParameterGradientEqualsThePlainPaths) {
-  Gpt model = tiny_gpt();
   const auto idx = tokens(3, 16, 61, 1), targets = tokens(3, 16, 61, 2);
   auto gradients = [&](bool fused) {
-    model->set_fused_loss(fused);
-    model->zero_grad();
+    Gpt model = tiny_gpt(61, fused ? GptRuntime{} : kUnfused);
     auto loss = model->loss(idx, targets);
     loss.backward();
     std::vector<torch::Tensor> grads{loss.detach()};
@@ -252,7 +250,7 @@ TEST(FusedLoss, EveryParameterGradientEqualsThePlainPaths) {
   const auto fused = gradients(true);
   ASSERT_EQ(fused.size(), plain.size());
   expect_close(fused[0], plain[0], 1e-6, 1e-6, "loss");
-  const auto names = model->named_parameters().keys();
+  const auto names = tiny_gpt()->named_parameters().keys();
   for (size_t i = 1; i < fused.size(); ++i) {
     // Relative to the tensor's own scale: some entries are tiny sums of cancelling terms.
     const double scale = plain[i].abs().max().item<double>();
@@ -261,22 +259,21 @@ TEST(FusedLoss, EveryParameterGradientEqualsThePlainPaths) {
 }
 
 TEST(FusedLoss, ValidationLossWithoutGradientsEqualsThePlainOne) {
-  Gpt model = tiny_gpt();
+  Gpt model = tiny_gpt(), unfused = tiny_gpt(61, kUnfused);
   model->eval();
+  unfused->eval();
   torch::NoGradGuard no_grad;
   const auto idx = tokens(2, 12, 61, 3), targets = tokens(2, 12, 61, 4);
   const auto fused = model->loss(idx, targets);
-  model->set_fused_loss(false);
-  expect_close(fused, model->loss(idx, targets), 1e-6, 1e-6, "no-grad loss");
+  expect_close(fused, unfused->loss(idx, targets), 1e-6, 1e-6, "no-grad loss");
 }
 
 TEST(FusedLoss, Bf16AutocastLossAgreesWithThePlainOne) {
-  Gpt model = tiny_gpt();
+  Gpt model = tiny_gpt(), unfused = tiny_gpt(61, kUnfused);
   const auto idx = tokens(2, 16, 61, 5), targets = tokens(2, 16, 61, 6);
   AutocastScope autocast(torch::kCPU, Precision::bf16);
   const auto fused = model->loss(idx, targets).detach();
-  model->set_fused_loss(false);
-  const auto plain = model->loss(idx, targets).detach();
+  const auto plain = unfused->loss(idx, targets).detach();
   EXPECT_EQ(fused.scalar_type(), torch::kFloat);
   expect_close(fused, plain, 1e-2, 0, "bf16 model loss");
 }
@@ -294,8 +291,7 @@ TEST(FusedLoss, TokenLossesEqualThePlainPerTokenCrossEntropy) {
                    .view({3, 10});
   }
   for (bool fused : {true, false}) {
-    model->set_fused_loss(fused);
-    const auto losses = model->token_losses(idx, targets);
+    const auto losses = tiny_gpt(61, fused ? GptRuntime{} : kUnfused)->loss(idx, targets, LossReduction::none);
     EXPECT_EQ(losses.scalar_type(), torch::kFloat);
     expect_close(losses, expected, 1e-6, 1e-6, fused ? "fused token losses" : "plain token losses");
   }
@@ -306,7 +302,7 @@ TEST(FusedLoss, LastTokenLogitsAreTheLastRowOfTheFullLogits) {
   model->eval();
   torch::NoGradGuard no_grad;
   const auto idx = tokens(2, 9, 61, 9);
-  const auto last = model->last_token_logits(idx);
+  const auto last = model->forward(idx, {.last_position_only = true});
   EXPECT_EQ(last.sizes(), (std::vector<int64_t>{2, 61}));
   expect_close(last, model->forward(idx).select(1, -1), 1e-6, 1e-6, "last-position logits");
 }
@@ -323,7 +319,7 @@ TEST(FusedLoss, HellaSwagPickFromTokenLossesEqualsThePickFromLogits) {
     auto mask = torch::zeros({4, 12}, torch::kLong);
     mask.slice(1, 5 + static_cast<int64_t>(seed % 3)).fill_(1);
     const auto targets = torch::cat({rows.slice(1, 1), torch::zeros({4, 1}, torch::kLong)}, 1);
-    const auto losses = model->token_losses(rows, targets).slice(1, 0, -1);
+    const auto losses = model->loss(rows, targets, LossReduction::none).slice(1, 0, -1);
     torch::NoGradGuard no_grad;
     EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), pick_hellaswag_ending(model->forward(rows), rows, mask))
         << "seed " << seed;

@@ -73,7 +73,7 @@ TEST(KvCache, ReadingInPiecesGivesTheLogitsOfOneRead) {
   // Pieces of 5, 1 and 6 positions: a first read, a single position and several at once after a past.
   int64_t done = 0;
   for (const int64_t piece : {5, 1, 6}) {
-    const auto logits = model->last_token_logits(tokens.slice(1, done, done + piece), cache);
+    const auto logits = model->forward(tokens.slice(1, done, done + piece), {.cache = &cache, .last_position_only = true});
     done += piece;
     EXPECT_EQ(cache.length(), done);
     EXPECT_TRUE(torch::allclose(logits, whole.select(1, done - 1), 1e-4, 1e-4)) << "after " << done << " positions";
@@ -84,10 +84,10 @@ TEST(KvCache, RefusesToPassTheBlockSize) {
   auto model = scrambled_model(small_config(8), 1);
   auto cache = model->make_kv_cache();
   torch::NoGradGuard no_grad;
-  model->last_token_logits(random_prompts(1, 6, 101, 3), cache);
-  EXPECT_THROW(model->last_token_logits(random_prompts(1, 3, 101, 4), cache), std::logic_error);
+  model->forward(random_prompts(1, 6, 101, 3), {.cache = &cache, .last_position_only = true});
+  EXPECT_THROW(model->forward(random_prompts(1, 3, 101, 4), {.cache = &cache, .last_position_only = true}), std::logic_error);
   cache.clear();
-  EXPECT_NO_THROW(model->last_token_logits(random_prompts(1, 8, 101, 5), cache));
+  EXPECT_NO_THROW(model->forward(random_prompts(1, 8, 101, 5), {.cache = &cache, .last_position_only = true}));
   EXPECT_TRUE(cache.full());
 }
 

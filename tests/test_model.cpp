@@ -136,7 +136,7 @@ TEST(GptModel, OutputHeadIsTiedToTheTokenEmbedding) {
   auto idx = random_tokens(2, 9, vocab);
   torch::NoGradGuard no_grad;
   auto x = model->wte(idx) + model->wpe(torch::arange(9, torch::kLong));
-  for (const auto& block : *model->h) x = block->as<BlockImpl>()->forward(x);
+  for (const auto& block : *model->h) x = block->as<BlockImpl>()->forward({x}).whole();
   auto expected = torch::matmul(model->ln_f(x), model->wte->weight.t());
   EXPECT_TRUE(torch::allclose(model->forward(idx), expected, 1e-5, 1e-6));
 }

@@ -63,10 +63,10 @@ std::vector<std::pair<std::string, GptConfig>> members() {
 
 // Weights large enough that the logits have wide margins and a wrong position, head or mapping moves
 // them; gains near 1.
-Gpt scrambled(const GptConfig& config, int seed) {
+Gpt scrambled(const GptConfig& config, int seed, const GptRuntime& runtime = {}) {
   torch::set_num_threads(1);
   torch::manual_seed(seed);
-  Gpt model(config);
+  Gpt model(config, runtime);
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {
     const bool gain = item.key().find("norm") != std::string::npos || item.key().find("ln_") != std::string::npos;
@@ -289,13 +289,10 @@ TEST(ModelFamily, NanochatInitZeroesTheResidualWriters) {
 // few ulps of the largest terms (relative 1e-5 leaves a margin of ~10x over fp32's 1.2e-7 per op).
 TEST(ModelFamily, FusedLossEqualsThePlainLossWithGradients) {
   for (const auto& [name, config] : members()) {
-    Gpt model = scrambled(config, 5);
-    model->train();
     const auto idx = random_ids(3, 20, kVocab, 6), targets = random_ids(3, 20, kVocab, 7);
     auto run = [&](bool fused) {
-      model->zero_grad();
-      model->set_fused_loss(fused);
-      model->set_loss_options({.chunk_rows = 7});
+      Gpt model = scrambled(config, 5, {.fused_loss = fused, .loss = {.chunk_rows = 7}});
+      model->train();
       auto loss = model->loss(idx, targets);
       loss.backward();
       std::vector<torch::Tensor> grads;
@@ -312,7 +309,7 @@ TEST(ModelFamily, FusedLossEqualsThePlainLossWithGradients) {
     // The cap is in effect: every logit lies within it.
     if (config.logit_softcap) {
       torch::NoGradGuard no_grad;
-      EXPECT_LE(model->forward(idx).abs().max().item<double>(), *config.logit_softcap) << name;
+      EXPECT_LE(scrambled(config, 5)->forward(idx).abs().max().item<double>(), *config.logit_softcap) << name;
     }
   }
 }
@@ -326,10 +323,11 @@ TEST(ModelFamily, KvCacheEqualsTheUncachedPath) {
     torch::NoGradGuard no_grad;
     const auto ids = random_ids(2, 12, kVocab, 10);
     KvCache cache = model->make_kv_cache();
-    model->last_token_logits(ids.narrow(1, 0, 5), cache);
-    model->last_token_logits(ids.narrow(1, 5, 1), cache);
-    const auto cached = model->last_token_logits(ids.narrow(1, 6, 6), cache);
-    const auto uncached = model->last_token_logits(ids);
+    const ForwardOptions decoding{.cache = &cache, .last_position_only = true};
+    model->forward(ids.narrow(1, 0, 5), decoding);
+    model->forward(ids.narrow(1, 5, 1), decoding);
+    const auto cached = model->forward(ids.narrow(1, 6, 6), decoding);
+    const auto uncached = model->forward(ids, {.last_position_only = true});
     const double scale = uncached.abs().max().item<double>();
     EXPECT_LE((cached - uncached).abs().max().item<double>(), 1e-5 * scale) << name;
 
@@ -418,9 +416,12 @@ bool transformers_missing() {
 double our_loss(Gpt& model, const torch::Tensor& tokens, int64_t vocab) {
   torch::NoGradGuard no_grad;
   model->eval();
-  model->set_fused_loss(false);
   const auto inputs = tokens.narrow(1, 0, tokens.size(1) - 1), targets = tokens.narrow(1, 1, tokens.size(1) - 1);
-  return model->loss(inputs, targets, vocab).item<double>();
+  // The cross-entropy of the full logits (what the unfused loss computes), over the first `vocab` ids.
+  const auto logits = model->forward(inputs, {.vocab_limit = vocab});
+  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(torch::kFloat),
+                                              targets.reshape({-1}))
+      .item<double>();
 }
 
 torch::Tensor ids_of(const nlohmann::json& reference) {

@@ -26,8 +26,8 @@ struct Outcome {
 
 Outcome forward_backward(Recompute mode, bool bf16) {
   torch::manual_seed(5);
-  Gpt model(testing::small_config(kVocab, 16, /*layers=*/2, /*heads=*/2, /*width=*/32, /*dropout=*/0.2));
-  model->set_recompute(mode);
+  Gpt model(testing::small_config(kVocab, 16, /*layers=*/2, /*heads=*/2, /*width=*/32, /*dropout=*/0.2),
+            GptRuntime{.recompute = mode});
   model->train();
   auto x = torch::randint(kVocab, {3, 16}, torch::kLong), y = torch::randint(kVocab, {3, 16}, torch::kLong);
   Outcome out;

@@ -65,9 +65,8 @@ std::vector<std::vector<RowScore>> score_batch(Gpt& model, const std::vector<Sco
   torch::Tensor nll, match;
   {
     AutocastScope autocast(device, precision);
-    const auto hidden = model->hidden_states(on_device.slice(0, 0, R * T).view({R, T}));
-    const auto picked = hidden.reshape({R * T, -1}).index_select(0, on_device.slice(0, R * T, R * T + positions));
-    const auto logits = model->logits_of_rows(picked, vocab_limit).to(torch::kFloat);
+    const ForwardOptions picked{.positions = on_device.slice(0, R * T, R * T + positions), .vocab_limit = vocab_limit};
+    const auto logits = model->forward(on_device.slice(0, 0, R * T).view({R, T}), picked).to(torch::kFloat);
     const auto target = on_device.slice(0, R * T + positions);
     nll = -torch::log_softmax(logits, -1).gather(1, target.unsqueeze(1)).squeeze(1);
     match = logits.argmax(-1).eq(target);

@@ -26,7 +26,7 @@ struct HellaSwagResult {
 // tokens (4, T) and a mask (4, T) that marks the ending tokens.
 int64_t pick_hellaswag_ending(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& mask);
 // The same choice from next-token losses (4, T-1), column t being the loss of predicting token t+1
-// (what Gpt::token_losses gives without holding the (4, T, V) logits), and the same mask (4, T).
+// (what Gpt::loss with LossReduction::none gives without holding the (4, T, V) logits), and the same mask (4, T).
 int64_t pick_hellaswag_ending_from_losses(const torch::Tensor& next_token_losses, const torch::Tensor& mask);
 // The choices of E examples at once: losses (4E, T-1) and mask (4E, T), four rows per example -> (E).
 torch::Tensor pick_hellaswag_endings_from_losses(const torch::Tensor& next_token_losses, const torch::Tensor& mask);

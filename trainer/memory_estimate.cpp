@@ -258,8 +258,7 @@ int64_t measure_training_runtime_bytes(const GptConfig& like, bool fused_loss) {
     tiny.mlp_hidden = 0;  // 4x
     tiny.block_size = 8;
     tiny.vocab_size = 16;
-    Gpt model(tiny);
-    model->set_fused_loss(fused_loss);
+    Gpt model(tiny, GptRuntime{.fused_loss = fused_loss});
     model->train();
     AdamW optimizer(model->decay_parameters(), model->no_decay_parameters(), AdamWOptions{});
     const auto x = torch::randint(16, {2, 8}, torch::kLong);

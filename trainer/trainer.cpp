@@ -2,13 +2,10 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <limits>
 
 #include "model/widening_sum.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/step_profiler.h"
-#include "trainer/validation_batches.h"
 
 namespace mygpt {
 
@@ -74,30 +71,29 @@ StepResult Trainer::train_step(int64_t step) {
   // in fp16; they are divided by it again below.
   const std::vector<Batch> sft_batches = p_.sft ? read_sft_micro_batches() : std::vector<Batch>{};
   const torch::Tensor trained_tokens = p_.sft ? global_trained_tokens(sft_batches) : torch::Tensor();
+  // Gradient sync averages the ranks' gradients: each rank's SFT share of the global mean is taken W
+  // times, so that their average is their sum.
+  const torch::Tensor sft_share = p_.sft ? trained_tokens.reciprocal() * comm_.world_size() : torch::Tensor();
+  const LossReduction reduction = p_.sft ? LossReduction::sum : LossReduction::mean;
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
   if (scaler_) {  // a power of two: the products below are exact, as with the host's double before
     loss_scale_.fill_(loss_scale);
     inverse_loss_scale_.fill_(1.0 / loss_scale);
   }
-  const bool inject_overflow = p_.inject_overflow && p_.inject_overflow(step);
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
   auto loss_sum = torch::zeros({}, on_device);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-    const bool last_micro = micro == options_.grad_accum - 1;
     const Batch& batch = p_.sft ? sft_batches[static_cast<size_t>(micro)] : next_train_batch();
-    grad_sync_.begin_micro_step(last_micro);
+    grad_sync_.begin_micro_step(/*last_micro_step=*/micro == options_.grad_accum - 1);
     torch::Tensor loss;
     {
       AutocastScope autocast(p_.device, precision());
-      // Gradient sync averages the ranks' gradients: each rank's SFT share of the global mean is taken W
-      // times, so that their average is their sum.
-      loss = p_.sft ? p_.model->masked_loss_sum(batch.x, batch.y) * (trained_tokens.reciprocal() * comm_.world_size())
-                    : p_.model->loss(batch.x, batch.y) / static_cast<double>(options_.grad_accum);
+      loss = p_.model->loss(batch.x, batch.y, reduction);
+      loss = p_.sft ? loss * sft_share : loss / static_cast<double>(options_.grad_accum);
     }
     loss_sum += loss.detach();
-    torch::Tensor scaled = scaler_ ? loss * loss_scale_ : loss;
-    if (inject_overflow && last_micro) scaled = scaled * std::numeric_limits<double>::infinity();
-    scaled.backward();  // on the last micro-step, gradient buckets start their all-reduce from in here
+    // On the last micro-step, gradient buckets start their all-reduce from inside backward.
+    (scaler_ ? loss * loss_scale_ : loss).backward();
   }
   // Average gradients across ranks; from here on every rank holds the same gradient.
   grad_sync_.finish();
@@ -154,167 +150,12 @@ torch::Tensor Trainer::global_trained_tokens(const std::vector<Batch>& micro_bat
   return count;
 }
 
-bool Trainer::in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next) {
-  // Rounds of one batch per rank (a rank past the count sits one out), each ended by the stop check.
-  for (int64_t round = 0; round < batches; round += comm_.world_size()) {
-    if (round + comm_.rank() < batches) score_next();
-    if (round + comm_.world_size() < batches && stop_agreed()) return false;
-  }
-  return true;
-}
-
-double Trainer::evaluate() {
-  if (p_.sft) return evaluate_conversations();
-  torch::NoGradGuard no_grad;
-  p_.model->eval();
-  p_.val_loader->reset();  // the same validation batches every time, so evaluations compare
-  // Batch b is read by rank b % W (the loader's chunk position + rank): each rank its share of the count.
-  const int64_t batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
-  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
-  if (p_.val_bpb) p_.val_bpb->reset();
-  evaluation_stopped_ = !in_evaluation_rounds(batches, [&] {
-    Batch batch = p_.val_loader->next(p_.device);
-    AutocastScope autocast(p_.device, precision());
-    // One pass gives both numbers: the batch's mean loss and its sums for bits per byte.
-    const torch::Tensor losses = p_.model->token_losses(batch.x, batch.y, p_.val_vocab_limit);
-    loss_sum += losses.mean();
-    if (p_.val_bpb) p_.val_bpb->add(losses, batch.y);
-  });
-  comm_.all_reduce(loss_sum, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
-  last_val_bpb_ = p_.val_bpb ? p_.val_bpb->combine(comm_) : std::numeric_limits<double>::quiet_NaN();
-  p_.model->train();
-  return loss_sum.item<double>() / static_cast<double>(batches);
-}
-
-double Trainer::evaluate_conversations() {
-  // The mean over every assistant token of the held-out batches, as the training loss is over a step's.
-  torch::NoGradGuard no_grad;
-  p_.model->eval();
-  p_.sft_val_loader->reset();
-  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
-  auto sums = torch::zeros({2}, on_device);  // summed loss, trained targets
-  evaluation_stopped_ = !in_evaluation_rounds(p_.sft_val_batches, [&] {
-    Batch batch = p_.sft_val_loader->next(p_.device);
-    AutocastScope autocast(p_.device, precision());
-    sums[0] += p_.model->masked_loss_sum(batch.x, batch.y, p_.val_vocab_limit).to(torch::kFloat);
-    sums[1] += batch.y.ge(0).sum().to(torch::kFloat);
-  });
-  comm_.all_reduce(sums, ReduceOp::Sum);
-  p_.model->train();
-  return sums[0].item<double>() / sums[1].item<double>();
-}
-
 double Trainer::tokens_per_step() const {
   return static_cast<double>(options_.batch_size * options_.seq_len * options_.grad_accum * comm_.world_size());
 }
 
 double Trainer::flops_per_token() const {
   return training_flops_per_token(p_.model->config(), options_.seq_len);
-}
-
-std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
-  std::vector<NamedPart> parts{{"model", "model weights", model_state_},
-                               {"optimizer", "AdamW state", zero_ ? static_cast<StatefulPart&>(*zero_) : *p_.optimizer},
-                               {"loader", "data loader (--data-order random)", loader_state_},
-                               {"rng", "random generators", random_state_}};
-  if (p_.muon) parts.push_back({"muon", "Muon momentum", *p_.muon});
-  // A checkpoint of a bf16 or fp32 run has none: fp16 then starts from --loss-scale-init.
-  if (scaler_) parts.push_back({"loss_scaler", "fp16 loss scale", *scaler_, /*fresh_if_absent=*/true});
-  return parts;
-}
-
-StateDict Trainer::checkpoint_tensors() {
-  // A collective: every rank walks the same parts in the same order; per-rank state is gathered so
-  // that rank 0 can store every rank's row.
-  StateDict tensors;
-  for (const NamedPart& named : stateful_parts()) {
-    for (const auto& [key, tensor] : named.part.state_dict()) {
-      const std::string name = named.name + "." + key;
-      if (named.part.per_rank()) {
-        tensors[name] = comm_.gather_rows(tensor.to(p_.device)).to(torch::kCPU);
-      } else if (output_.writes()) {
-        tensors[name] = tensor.to(torch::kCPU);
-      }
-    }
-  }
-  tensors["world_size"] = torch::tensor({static_cast<int64_t>(comm_.world_size())}, torch::kLong);
-  return tensors;
-}
-
-void Trainer::save_checkpoint_at(int64_t steps_done) {
-  const StateDict tensors = checkpoint_tensors();
-  if (!output_.writes()) return;
-  CheckpointMeta meta = p_.checkpoint_meta;
-  meta.step = steps_done;
-  const auto path = checkpoint_path(output_.out_dir(), steps_done);
-  save_checkpoint(path, meta, tensors);
-  output_.print("saved checkpoint " + path.string());
-  prune_checkpoints();
-}
-
-void Trainer::prune_checkpoints() {
-  const int64_t keep = options_.keep_checkpoints.value_or(0);
-  if (keep <= 0) return;
-  // Both names count (a run resumed from an old-named folder), oldest first.
-  const std::vector<std::filesystem::path> found = list_checkpoints(output_.out_dir());
-  for (size_t i = 0; i + static_cast<size_t>(keep) < found.size(); ++i) {
-    std::filesystem::remove(found[i]);
-  }
-}
-
-int64_t Trainer::restore(const Checkpoint& ckpt) {
-  if (!(ckpt.meta.model_config == p_.model->config())) {
-    throw std::invalid_argument(
-        "the checkpoint's model shape differs from this run's (check --preset and model flags)");
-  }
-  if (ckpt.meta.step > options_.steps) {
-    throw std::invalid_argument("the checkpoint is at step " + std::to_string(ckpt.meta.step) + ", beyond --steps " +
-                                std::to_string(options_.steps) + ": raise --steps to continue it");
-  }
-  const auto world_entry = ckpt.tensors.find("world_size");
-  if (world_entry == ckpt.tensors.end() || world_entry->second.numel() != 1) {
-    throw std::invalid_argument("the checkpoint does not say how many ranks wrote it");
-  }
-  const int64_t saved_world = world_entry->second.item<int64_t>();
-  const bool saved_muon = !part_state(ckpt.tensors, "muon").empty();
-  if (saved_muon != (p_.muon != nullptr)) {
-    throw std::invalid_argument(std::string("the checkpoint was trained with --optimizer ") +
-                                (saved_muon ? "muon" : "adamw") + "; resume it with the same optimizer");
-  }
-  // A run may change precision when it resumes (a checkpoint moved to another kind of GPU): the fp16
-  // loss scale is kept where both use it, starts afresh where only this run does (fresh_if_absent), and
-  // is left where only the checkpoint's did.
-  if (!scaler_ && !part_state(ckpt.tensors, "loss_scaler").empty()) {
-    output_.print(std::string("note: the checkpoint trained in fp16; its loss scale is not used (this run: ") +
-                  precision_description(precision()) + ")");
-  }
-  const int rank = comm_.rank(), world = comm_.world_size();
-  bool reseeded = false;
-  for (const NamedPart& named : stateful_parts()) {
-    StateDict state = part_state(ckpt.tensors, named.name);
-    if (state.empty() && named.fresh_if_absent) {
-      output_.print("note: the checkpoint has no " + named.description + "; it starts afresh");
-      continue;
-    }
-    if (!named.part.per_rank()) {
-      named.part.load_state_dict(state);
-    } else if (saved_world == world) {
-      for (auto& [key, rows] : state) rows = rows[rank].clone();
-      named.part.load_state_dict(state);
-    } else if (named.part.on_other_world_size() == OnOtherWorldSize::reseed) {
-      named.part.reseed(options_.seed + static_cast<uint64_t>(ckpt.meta.step) * 1000003ULL +
-                        static_cast<uint64_t>(rank));
-      reseeded = true;
-    } else {
-      throw std::invalid_argument("the checkpoint was written by " + std::to_string(saved_world) + " ranks; its " +
-                                  named.description + " resumes only on the same number of ranks");
-    }
-  }
-  if (reseeded) {
-    output_.print("note: resuming " + std::to_string(saved_world) + "-rank checkpoint on " + std::to_string(world) +
-                  " rank(s): data position kept, random streams re-seeded (not bit-identical)");
-  }
-  return ckpt.meta.step;
 }
 
 void Trainer::stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, const StepResult& last) {
@@ -435,63 +276,6 @@ void Trainer::print_setup() const {
                   " recomputed in backward (--recompute " +
                   (options_.recompute == Recompute::mlp ? "mlp" : "block") + "): less memory, more compute");
   }
-}
-
-bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
-  auto due = [&](int64_t every) { return every > 0 && (final || step % every == 0); };
-  // A stop asked during an evaluation (a full HellaSwag takes minutes on a CPU; Slurm's grace before
-  // SIGKILL may be shorter) ends it at the next batch, on every rank together.
-  const std::string cut = strprintf("step %lld | stop requested: ", static_cast<long long>(step));
-  if (has_validation() && due(options_.eval_every)) {
-    const double val_loss = evaluate();
-    if (evaluation_stopped_) {
-      output_.print(cut + "the validation loss was cut short and is not recorded");
-      return false;
-    }
-    summary.last_val_loss = val_loss;
-    if (std::isnan(last_val_bpb_)) {
-      output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));
-      output_.metrics({{"step", step}, {"val_loss", val_loss}});
-    } else {
-      output_.print(strprintf("step %lld | val loss: %.4f | val bpb: %.4f", static_cast<long long>(step), val_loss,
-                              last_val_bpb_));
-      output_.metrics({{"step", step}, {"val_loss", val_loss}, {"val_bpb", last_val_bpb_}});
-    }
-  }
-  if (!p_.hellaswag.empty() && due(options_.hellaswag_every)) {
-    const HellaSwagResult h = evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device,
-                                                 precision(), {}, kHellaSwagExamplesPerBatch,
-                                                 [this] { return stop_agreed(); });
-    if (h.stopped) {
-      output_.print(cut + strprintf("HellaSwag was cut short after %lld examples and is not recorded",
-                                    static_cast<long long>(h.total)));
-      return false;
-    }
-    output_.print(strprintf("step %lld | hellaswag: %lld/%lld = %.4f", static_cast<long long>(step),
-                            static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
-    output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
-  }
-  if (p_.core && due(options_.core_every)) {
-    const CoreScore core = evaluate_core(p_.model, *p_.core, *p_.core_codec, p_.core_codec->end_of_text(),
-                                         options_.core_max_per_task, comm_, p_.device, precision(), p_.core_vocab_limit,
-                                         {}, [this] { return stop_agreed(); });
-    if (core.stopped) {
-      output_.print(cut + "CORE was cut short and is not recorded");
-      return false;
-    }
-    nlohmann::json tasks = nlohmann::json::object();
-    for (const CoreTaskScore& t : core.tasks) tasks[t.label] = t.centered;
-    output_.print(strprintf("step %lld | CORE: %.4f (%zu tasks, centered accuracy)", static_cast<long long>(step),
-                            core.core, core.tasks.size()));
-    output_.metrics({{"step", step}, {"core", core.core}, {"core_tasks", tasks}});
-  }
-  if (p_.sample && due(options_.sample_every) && output_.writes()) {
-    // On lines of its own, as generated (newlines kept), and in metrics.jsonl beside the losses.
-    const std::string sample = p_.sample(p_.model);
-    output_.print(strprintf("step %lld | sample:\n", static_cast<long long>(step)) + sample);
-    output_.metrics({{"step", step}, {"sample", sample}});
-  }
-  return true;
 }
 
 TrainSummary Trainer::run(int64_t start_step) {

@@ -1,6 +1,7 @@
 #pragma once
 // The training loop. One optimizer step (Trainer::train_step in trainer.cpp) reads top to bottom:
 // micro-batches with gradient accumulation, gradient sync across ranks, clipping, LR schedule, AdamW.
+// The evaluations are in trainer_evaluation.cpp, checkpoints and resuming in trainer_checkpoints.cpp.
 #include <torch/torch.h>
 
 #include <functional>
@@ -61,9 +62,6 @@ struct TrainerParts {
   std::function<double()> peak_memory_mib;  // CUDA allocator peak, or peak RSS on CPU
   std::function<std::string(Gpt&)> sample;  // a text sample from the model (rank 0 prints it)
   std::function<bool()> stop_requested;     // SIGINT/SIGTERM seen by this process
-  // For tests of the skip path: true at the steps where this rank's gradients are to overflow, as an
-  // fp16 backward does (the loss stays finite, every gradient becomes inf/NaN). Unset: never.
-  std::function<bool(int64_t step)> inject_overflow;
 };
 
 struct StepResult {
@@ -144,10 +142,14 @@ class Trainer {
   // on all ranks together (a device scalar), by which each micro-batch's summed loss is divided.
   std::vector<Batch> read_sft_micro_batches();
   torch::Tensor global_trained_tokens(const std::vector<Batch>& micro_batches);
-  double evaluate_conversations();
   // Batch b of `batches` is this rank's when b % W is its rank: score_next reads and scores the next of
   // them, in rounds of one batch per rank, with stop_agreed() between rounds. False when a stop ended it.
   bool in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next);
+  // One validation pass of evaluate(): `batches` batches of `loader` in rounds, in eval mode without
+  // gradients and under the run's autocast, each given to `add`, which adds into `sums`; then `sums` are
+  // summed over the ranks. Sets evaluation_stopped_.
+  void validation_pass(BatchLoader& loader, int64_t batches, torch::Tensor& sums,
+                       const std::function<void(const Batch&)>& add);
   bool evaluation_stopped_ = false;  // the last evaluate() ended early by stop_agreed()
   double last_val_bpb_ = std::numeric_limits<double>::quiet_NaN();
   Precision precision() const { return options_.precision; }

@@ -5,8 +5,8 @@ pytorch_allreduce.py) imports: the model, the loaders, the schedule, the optimiz
 training loop, single-process or DDP.
 
 It mirrors, line for line where it matters, the C++ code it is compared with:
-  model/gpt.cpp, model/gpt_config.cpp   GPT-2: token + position embeddings, pre-LN blocks, causal
-                                        scaled_dot_product_attention, tanh-GELU MLP, final LayerNorm,
+  model/gpt.cpp, model/gpt_config.cpp,  GPT-2: token + position embeddings, pre-LN blocks, causal
+  model/transformer_block.cpp           scaled_dot_product_attention, tanh-GELU MLP, final LayerNorm,
                                         output head tied to the token embedding, GPT-2 init
   tokenizer/char_tokenizer.cpp,        character tokenizer (sorted unique code points), last
   dataloader/token_source.cpp           val-fraction held out (unused here: no validation)

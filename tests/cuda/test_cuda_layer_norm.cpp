@@ -214,7 +214,7 @@ TEST_P(CudaLayerNormModel, TrainsAsAtensLayerNormDoes) {
   const auto [width, type] = GetParam();
   const GptConfig config = small_gpt2(width, 2, 0.0);
   torch::manual_seed(3);
-  Gpt a(config), b(config);
+  Gpt a(config), b(config, GptRuntime{.cuda_norm_kernel = true});
   {
     torch::NoGradGuard no_grad;
     auto pa = a->parameters(), pb = b->parameters();
@@ -222,7 +222,6 @@ TEST_P(CudaLayerNormModel, TrainsAsAtensLayerNormDoes) {
   }
   a->to(kCuda);
   b->to(kCuda);
-  b->set_cuda_norm_kernel(true);
   const auto idx = torch::randint(0, config.vocab_size, {4, 64}, torch::TensorOptions(kCuda).dtype(torch::kLong));
   const auto targets = torch::randint(0, config.vocab_size, {4, 64}, idx.options());
   const double unit = type == at::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
@@ -258,10 +257,8 @@ TEST(CudaLayerNormKernel, RecomputeGivesThePlainPathsGradientsBitForBit) {
   const GptConfig config = small_gpt2(128, 4, 0.1);
   auto run = [&](Recompute mode, std::vector<torch::Tensor>& grads) {
     torch::manual_seed(5);
-    Gpt m(config);
+    Gpt m(config, GptRuntime{.recompute = mode, .cuda_norm_kernel = true});
     m->to(kCuda);
-    m->set_cuda_norm_kernel(true);
-    m->set_recompute(mode);
     m->train();
     const auto idx = torch::randint(0, config.vocab_size, {4, 64}, torch::TensorOptions(kCuda).dtype(torch::kLong));
     const auto targets = torch::randint(0, config.vocab_size, {4, 64}, idx.options());

@@ -134,9 +134,8 @@ TEST(CudaLossKernelModel, Bf16GptLossAndGradientsEqualTheAtenPath) {
   config.vocab_size = 50304;
   auto grads_with = [&](bool kernel) {
     torch::manual_seed(4);
-    Gpt model(config);
+    Gpt model(config, GptRuntime{.loss = {.chunk_rows = 0, .cuda_kernel = kernel}});
     model->to(kCuda);
-    model->set_loss_options({.chunk_rows = 0, .cuda_kernel = kernel});
     const auto idx = torch::randint(50304, {4, 32}, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
     const auto targets = torch::randint(50304, {4, 32}, idx.options());
     at::autocast::set_autocast_enabled(at::kCUDA, true);
