@@ -107,8 +107,8 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     loaded.emplace(load_training_data(options));
     return DataFacts{loaded->vocab_size, &*loaded};
   };
-  RunPlace place{device, comm.world_size(), /*here=*/true, comm.rank()};
-  place.note = [&header](const std::string& note) { header.print(note); };
+  const RunPlace place{device, comm.world_size(), /*here=*/true, comm.rank(),
+                       [&header](const std::string& note) { header.print(note); }};
   const RunPlan plan = resolve_run(given_flags, start, source, place);
   const TrainingData& data = *loaded;
   install_stop_signal_handlers();

@@ -54,7 +54,7 @@ StepResult Trainer::train_step(int64_t step) {
   p_.model->train();
   const double lr = schedule_.at(step);
   optimizer().set_lr(lr);
-  if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / options_.lr);  // the same schedule, scaled
+  if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / schedule_.max_lr);  // the same schedule, scaled
   // The gradients are views into the synchronizer's buckets, allocated once before the first step: each
   // step's first gradient of a parameter is copied into its slot as backward makes it, and later
   // micro-steps add into the slot (distributed/gradient_sync.h).
@@ -268,7 +268,7 @@ void Trainer::print_setup() const {
     output_.print(strprintf("optimizer: Muon for the blocks' matrices (lr %g, momentum %g, %lld Newton-Schulz steps), "
                             "AdamW for the rest (lr %g)",
                             options_.muon_lr, options_.muon_momentum, static_cast<long long>(options_.muon_ns_steps),
-                            options_.lr));
+                            schedule_.max_lr));
   }
   if (options_.recompute != Recompute::none) {
     output_.print(std::string("recompute: ") +
