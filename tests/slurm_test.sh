@@ -38,13 +38,39 @@ case "$FAKE_SRUN" in
   until_signal)  # srun's own handling: USR1 forwarded (the ranks stop and save), TERM kills the ranks
     trap 'echo USR1 >>"$WORK/srun.signals"; touch "$out/ckpt_00000005.safetensors"; exit 0' USR1
     trap 'echo TERM >>"$WORK/srun.signals"; exit 137' TERM
+    mkdir -p "$out" && printf 'host=h\npid=1\njob=slurm job 42\nrestart=0\n' >"$out/run.lock"  # rank 0's claim: all ranks run
     echo $$ >"$WORK/srun.started"
+    for _ in $(seq 300); do sleep 0.1; done
+    exit 0 ;;
+  slow_start)  # ranks that take 2 s to install their handlers: a SIGUSR1 before kills them (exit 138);
+    # then rank 0 claims --out (run.lock naming the job and its start) and a stop saves
+    trap 'echo EARLY_USR1 >>"$WORK/srun.signals"; exit 138' USR1
+    echo $$ >"$WORK/srun.started"
+    sleep 2
+    mkdir -p "$out" && printf 'host=h\npid=1\njob=slurm job 42\nrestart=0\n' >"$out/run.lock"
+    trap 'echo USR1 >>"$WORK/srun.signals"; touch "$out/ckpt_00000005.safetensors"; rm -f "$out/run.lock"; exit 0' USR1
     for _ in $(seq 300); do sleep 0.1; done
     exit 0 ;;
 esac
 SRUN
-printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >>"$WORK/scontrol.args"\n' >"$WORK/fake/scontrol"
-printf '#!/usr/bin/env bash\nexit 0\n' >"$WORK/fake/mygpt-ddp"
+# scontrol: records its arguments; `show job` tells the job's state (FAKE_JOB_STATE, default RUNNING).
+cat >"$WORK/fake/scontrol" <<'SCONTROL'
+#!/usr/bin/env bash
+printf "%s\n" "$*" >>"$WORK/scontrol.args"
+if [[ $1 == show && $2 == job ]]; then
+  printf 'JobId=%s JobName=gpt2-124m\n   UserId=u(1) GroupId=g(1)\n   JobState=%s Reason=None Dependency=(null)\n' \
+    "$3" "${FAKE_JOB_STATE:-RUNNING}"
+fi
+SCONTROL
+# The binary: `plan` takes FAKE_PLAN_SECONDS (a stop may come meanwhile); everything else succeeds at once.
+cat >"$WORK/fake/mygpt-ddp" <<'BINARY'
+#!/usr/bin/env bash
+if [[ $1 == plan && -n ${FAKE_PLAN_SECONDS:-} ]]; then
+  echo $$ >"$WORK/plan.started"
+  sleep "$FAKE_PLAN_SECONDS"
+fi
+exit 0
+BINARY
 chmod +x "$WORK/fake/srun" "$WORK/fake/scontrol" "$WORK/fake/mygpt-ddp"
 
 # job MODE [NODES [ENV...]]: the batch script as Slurm would run it on NODES nodes of 8 GPUs (default
@@ -67,6 +93,16 @@ srun_flag() { sed -n "s/.* $1 \([^ ]*\).*/\1/p" "$WORK/srun.args"; }
 job stop
 check "an early stop with a checkpoint exits 0 (exit $RC)" test "$RC" -eq 0
 check "... and requeues the job (scontrol requeue 42)" grep -qx "requeue 42" "$WORK/scontrol.args"
+# A cancel (scancel JOBID) TERMs the ranks too, and they save (issue 64: the job was requeued and started
+# again): the job's state in scontrol tells a cancel from a stop before the time limit or by hand.
+for state in CANCELLED COMPLETING; do
+  job stop 1 FAKE_JOB_STATE=$state
+  check "a cancelled job (JobState=$state) that stopped with a checkpoint exits 0 (exit $RC)" test "$RC" -eq 0
+  check "... and is not requeued: $(grep -m1 'cancelled' "$WORK/job_stop.out")" \
+    bash -c "! grep -q '^requeue' '$WORK/scontrol.args' && grep -q 'was cancelled (JobState=$state): not requeued' '$WORK/job_stop.out'"
+done
+job stop 1 FAKE_JOB_STATE=RUNNING
+check "a running job that stopped early (the time limit's TERM, a stop by hand) is requeued" grep -qx "requeue 42" "$WORK/scontrol.args"
 check "srun runs the binary with --mpi=pmix and --resume auto" grep -q -- "--mpi=pmix .*--resume auto" "$WORK/srun.args"
 job finish 1 FAKE_MPI_PLUGINS=$'\tpmi2\n'
 check "a Slurm with PMI2 only: --mpi=pmi2" grep -q -- "--mpi=pmi2 " "$WORK/srun.args"
@@ -132,7 +168,7 @@ check "... and the run's own --steps 200 tells that it finished (not requeued)" 
 job finish 1 TRAIN_FLAGS="--steps 30 --log-every 1"
 check "TRAIN_FLAGS reach the binary, each flag once" \
   test "$(grep -o -- '--steps 30' "$WORK/srun.args" | wc -l)" -eq 1 -a "$(grep -o -- '--log-every ' "$WORK/srun.args" | wc -l)" -eq 1
-check "no path of this repository's own layout is a default" bash -c "! grep -n 'shared/data' '$SCRIPT'"
+check "no path of this repository's own layout is a default" bash -c "! grep -n 'shared/dat[a]' '$SCRIPT'"
 
 # --- a stop by hand (issue 59): scancel --signal=TERM with --full or -b signals the batch shell (with
 # --full its whole process group); srun, given a TERM, SIGKILLs the ranks (no checkpoint). The shell must
@@ -140,15 +176,19 @@ check "no path of this repository's own layout is a default" bash -c "! grep -n 
 # signalled_job HOW SIGNAL: the script (in a process group of its own, as slurmstepd starts it; SIGINT not
 # ignored, as a background job of this shell would have it) with srun running until a signal; HOW: shell
 # (kill the shell: scancel -b) or group (killpg: scancel --full).
+# SIGNALLED_AT: the file whose appearance says it is time for the signal (srun started); SIGNALLED_ENV: more
+# variables (FAKE_SRUN=until_signal unless it says otherwise).
+SIGNALLED_AT=srun.started
+SIGNALLED_ENV=()
 signalled_job() {
   local how=$1 sig=$2
-  rm -rf "$WORK/out" "$WORK/srun.args" "$WORK/scontrol.args" "$WORK/srun.signals" "$WORK/srun.started"
+  rm -rf "$WORK/out" "$WORK/srun.args" "$WORK/scontrol.args" "$WORK/srun.signals" "$WORK/srun.started" "$WORK/plan.started"
   env WORK="$WORK" FAKE_SRUN=until_signal FAKE_MPI_PLUGINS= PATH="$WORK/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=1 \
     SLURM_NTASKS_PER_NODE=2 SLURM_NTASKS=2 SLURM_JOB_NODELIST=node1 SLURM_CPUS_PER_TASK=1 \
-    REPO="$REPO_DIR" DATA_DIR="$WORK/data" OUT_DIR="$WORK/out" BINARY="$WORK/fake/mygpt-ddp" STEPS=10 \
+    REPO="$REPO_DIR" DATA_DIR="$WORK/data" OUT_DIR="$WORK/out" BINARY="$WORK/fake/mygpt-ddp" STEPS=10 "${SIGNALLED_ENV[@]}" \
     setsid perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die' bash "$SCRIPT" >"$WORK/job_signal.out" 2>&1 &
   local shell=$!
-  for _ in $(seq 100); do [[ -s $WORK/srun.started ]] && break; sleep 0.1; done
+  for _ in $(seq 100); do [[ -s $WORK/$SIGNALLED_AT ]] && break; sleep 0.1; done
   if [[ $how == group ]]; then kill "-$sig" -- "-$shell"; else kill "-$sig" "$shell"; fi
   wait "$shell"
   RC=$?
@@ -168,6 +208,41 @@ for form in "${SIGNAL_FORMS[@]}"; do
   fi
 done
 [[ ${#SIGNAL_FORMS[@]} -eq 0 ]] || check "... the batch shell says what it did" grep -q "the batch shell got SIGINT: asking the ranks to stop" "$WORK/job_signal.out"
+
+# --- a stop during start-up (issue 64: exit 143 or 138, FAILED 0:15, no requeue) -------------------------
+if [[ ${#SIGNAL_FORMS[@]} -gt 0 ]]; then
+  # While `plan` runs: the shell holds the stop (plan, in a session of its own, is not reached by a TERM to
+  # the shell's group), starts no rank and requeues the job.
+  SIGNALLED_AT=plan.started SIGNALLED_ENV=(FAKE_PLAN_SECONDS=2)
+  for how in shell group; do
+    signalled_job "$how" TERM
+    if [[ $RC -eq 0 && ! -e $WORK/srun.args ]] && grep -qx "requeue 42" "$WORK/scontrol.args" 2>/dev/null &&
+       grep -q "a stop was asked before the ranks started: not starting them" "$WORK/job_signal.out"; then
+      pass "a TERM to the batch shell ($how) during plan: no rank started, exit 0, the job requeued"
+    else
+      fail "a TERM to the batch shell ($how) during plan" "exit $RC; $(tail -n 3 "$WORK/job_signal.out" | tr '\n' ' ')"
+    fi
+  done
+  # While the ranks start: the stop waits for their claim on --out (every rank has its handlers by then).
+  SIGNALLED_AT=srun.started SIGNALLED_ENV=(FAKE_SRUN=slow_start)
+  signalled_job group TERM
+  signals=$(tr '\n' ' ' 2>/dev/null <"$WORK/srun.signals")
+  if [[ $RC -eq 0 && $signals == "USR1 " ]] && grep -qx "requeue 42" "$WORK/scontrol.args" 2>/dev/null; then
+    pass "a TERM while the ranks start: SIGUSR1 held until they claimed --out, then a checkpoint and a requeue"
+  else
+    fail "a TERM while the ranks start" "exit $RC, srun got: '${signals:-nothing}'; $(tail -n 3 "$WORK/job_signal.out" | tr '\n' ' ')"
+  fi
+  # A cancel: the group's TERM, the ranks save, the job CANCELLED: it ends.
+  SIGNALLED_ENV=(FAKE_JOB_STATE=CANCELLED)
+  signalled_job group TERM
+  if [[ $RC -eq 0 ]] && ! grep -q '^requeue' "$WORK/scontrol.args" 2>/dev/null &&
+     grep -q "was cancelled (JobState=CANCELLED): not requeued" "$WORK/job_signal.out"; then
+    pass "scancel JOBID (the group's TERM, the job CANCELLED): the ranks save, the job is not requeued"
+  else
+    fail "scancel JOBID" "exit $RC; $(tail -n 3 "$WORK/job_signal.out" | tr '\n' ' ')"
+  fi
+  SIGNALLED_ENV=()
+fi
 check "the header says which scancel forms save" \
   bash -c "grep -q '^#   scancel --signal=TERM --full JOBID  saves' '$SCRIPT' && grep -q '^#   scancel JOBID (no --signal)  *ends the job' '$SCRIPT'"
 
