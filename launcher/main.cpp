@@ -14,8 +14,10 @@
 #include "common/file_io.h"
 #include "distributed/failure_notice.h"
 #include "distributed/job_session.h"
+#include "distributed/rank_zero_reports.h"
 #include "launcher/command_line_check.h"
 #include "launcher/commands.h"
+#include "launcher/stop_signal.h"
 
 namespace {
 
@@ -91,6 +93,8 @@ int run_command(int argc, char** argv) {
     const int code = dispatch(argc, argv, *job);
     mygpt::check_standard_output();  // what exit would flush, with its failure named
     return code;
+  } catch (const mygpt::EndedByRankZero& e) {
+    return e.exit_code();  // rank 0 printed the job's one line for it
   } catch (const std::bad_alloc&) {
     return fail(job.get(), kExitFailure, "out of memory (a smaller --batch-size or model needs less)");
   } catch (const boost::program_options::error& e) {
@@ -113,6 +117,10 @@ int run_command(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A training run takes a stop (Slurm's SIGTERM before the time limit, a preemption, SIGUSR1 passed on by
+  // the batch script) from its first instruction: one that came while it started up (MPI, the rendezvous,
+  // reading the data) used to kill it (exit 143 or 138, and no requeue). It is kept until the first step.
+  if (argc >= 2 && std::string(argv[1]) == "train") mygpt::install_stop_signal_handlers();
   const int code = run_command(argc, argv);
   // Leave without the static destructors: LibTorch's (its operator registry and the like) touch pages of
   // the library that nothing touched since start-up, and paged ~140 MiB of it back in at every exit,

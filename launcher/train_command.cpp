@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <exception>
 #include <optional>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "common/folder_claim.h"
 #include "dataloader/chat_data.h"
 #include "distributed/job_communicators.h"
+#include "distributed/rank_zero_reports.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
@@ -78,12 +80,19 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   // One run per output folder, held until this function returns or throws: a second run into it is
   // refused before it prints or reads anything there (rank 0 writes the folder; its refusal ends the job).
   std::optional<FolderClaim> claim;
+  std::exception_ptr refused;
   if (w.rank == 0) {
     // Named by its batch job: a requeued start takes over the claim its killed predecessor left, even
     // from another node and long before that claim's heartbeat goes stale.
-    claim.emplace(f.train.out, "--out", ClaimingJob{job.launch().batch_job, job.launch().batch_restart});
-    if (!claim->takeover_note().empty()) header.print(claim->takeover_note());
+    try {
+      claim.emplace(f.train.out, "--out", ClaimingJob{job.launch().batch_job, job.launch().batch_restart});
+    } catch (...) {
+      refused = std::current_exception();
+    }
   }
+  // A refusal is rank 0's line alone: the other ranks learn of it here and end with its exit code.
+  share_rank_zero_outcome(comms.host(), refused);
+  if (claim && !claim->takeover_note().empty()) header.print(claim->takeover_note());
   header.print("device: " + device_name(device));
   if (!device_note.empty()) header.print(device_note);
   header.print(strprintf("world: %s | backend %s | launcher %s | %lld thread(s) per rank",
@@ -125,6 +134,13 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
     output.print("resumed from " + start.model->path.string() + " at step " + std::to_string(start_step));
   }
   start.model.reset();  // the stored tensors are in the model (and optimizer) now
+  // A finished run started again (--resume auto at its last step) adds nothing: its records (run.json,
+  // metrics.jsonl with the final evaluations of that step) are left as they are.
+  if (start_step >= trainer->options().steps) {
+    output.print("nothing to train: the run is at step " + std::to_string(start_step) + " of " +
+                 std::to_string(trainer->options().steps) + "; its records are left as they are");
+    return 0;
+  }
   // Conversations are counted as the run's rows left them (a note above says how many were left out).
   const int64_t rows = trainer->options().seq_len + 1;
   const std::string described =

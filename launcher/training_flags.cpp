@@ -83,6 +83,12 @@ void add_training_flags(OptionTable<TrainFlags>& t) {
         "checkpoint of the last good weights (exit 1)")
       .init(10)
       .check(positive);
+  t.add("check-ranks-every", &F::train, &T::check_ranks_every,
+        "every N steps compare a checksum of every rank's parameters, and stop (exit 1) with one line naming the "
+        "step and the ranks when they differ (a torn collective); 0: off")
+      .init(0)
+      .check(non_negative)
+      .of_process();
   t.add("fused-loss", &F::train, &T::fused_loss,
         "compute the output head and cross-entropy in chunks of rows, never holding all logits (false: the plain "
         "loss, for comparison)")

@@ -14,7 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$TESTS_DIR/chat_fixture.sh"
 
 use_binary "${1:-}"
-vocab=${2:-}/gpt2
+vocab=$(test_data_dir "${2:-}")/gpt2
 PY=${3:-python3}
 make_work_dir chat_round_trip
 if [[ ! -f $vocab/encoder.json ]]; then

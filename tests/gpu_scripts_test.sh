@@ -169,7 +169,7 @@ rm "$fakes/ctest"
 run_cmd cpu_bench_bad env PATH="$fakes:$PATH" bash "$checkout/scripts/gpu_check.sh" --device cpu --cpu-bench "$WORK" cpu
 check "(2) --cpu-bench without pydeps/ and data/: exit 2 naming it (exit $RC): $(cat "$WORK/cpu_bench_bad.err")" \
   bash -c "[[ $RC -eq 2 && \$(wc -l <'$WORK/cpu_bench_bad.err') -eq 1 ]] && grep -q -- '--cpu-bench: .* holds no pydeps/' '$WORK/cpu_bench_bad.err'"
-shared="$REPO_DIR/../shared/data"
+shared=$(test_data_dir)
 cpu_bench="$WORK/cpu-bench"
 mkdir -p "$cpu_bench/pydeps" "$cpu_bench/data"
 ln -s "$shared/gpt2" "$cpu_bench/data/gpt2"

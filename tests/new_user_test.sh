@@ -50,6 +50,21 @@ if expect_ok first train "$WORK/text.txt" "${TINY[@]}" --steps 4 --warmup-steps 
   fi
 fi
 
+# A finished run started again (issue 64: its final validation line was cut from metrics.jsonl): nothing to
+# train, and every record stays as it was.
+FINISHED=(train "$WORK/text.txt" "${TINY[@]}" --steps 3 --warmup-steps 1 --eval-every 2 --eval-steps 1 --out "$WORK/finished")
+if expect_ok finished "${FINISHED[@]}"; then
+  cp "$WORK/finished/metrics.jsonl" "$WORK/finished_metrics.before" && cp "$WORK/finished/run.json" "$WORK/finished_run.before"
+  check "the finished run recorded its final validation (step 3): $(grep -c val_loss "$WORK/finished/metrics.jsonl") line(s)" \
+    bash -c "grep val_loss '$WORK/finished/metrics.jsonl' | grep -q '\"step\":3,'"
+  if expect_ok finished_again "${FINISHED[@]}" --resume auto; then
+    check "started again at its last step: nothing to train, in one line: $(grep 'nothing' "$WORK/finished_again.out")" \
+      grep -q "^nothing to train: the run is at step 3 of 3" "$WORK/finished_again.out"
+    check "... metrics.jsonl is unchanged (the final validation line kept)" cmp -s "$WORK/finished_metrics.before" "$WORK/finished/metrics.jsonl"
+    check "... run.json is unchanged" cmp -s "$WORK/finished_run.before" "$WORK/finished/run.json"
+  fi
+fi
+
 # A run killed before its first checkpoint left metrics.jsonl and run.json: --resume auto starts afresh.
 mkdir -p "$WORK/killed"
 echo '{"step":0,"loss":9.9}' >"$WORK/killed/metrics.jsonl"

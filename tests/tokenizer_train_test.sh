@@ -7,7 +7,7 @@
 #   tokenizer_train_test.sh MYGPT_DDP DATA_DIR PYTHON
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 use_binary "${1:-}"
-DATA_DIR=${2:-}
+DATA_DIR=$(test_data_dir "${2:-}")
 PY=${3:-python3}
 make_work_dir tokenizer_train
 SHAKESPEARE=$DATA_DIR/tinyshakespeare.txt

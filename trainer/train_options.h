@@ -62,6 +62,7 @@ struct TrainOptions {
   double bucket_mb{};    // DDP gradient bucket size
   bool ddp_overlap{};    // start bucket all-reduces during backward
   int64_t zero{};        // 1: AdamW state sharded across ranks (ZeRO stage 1, trainer/sharded_adamw.h)
+  int64_t check_ranks_every{};  // compare the ranks' parameters every N steps (trainer/rank_consistency.h); 0: off
   std::string out;       // output folder: checkpoints, metrics.jsonl
   std::string profile;   // a trace of profile_steps steps (trainer/step_profiler.h); empty: off
   int64_t profile_steps{};

@@ -23,6 +23,7 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
       output_(std::move(output)),
       schedule_(p_.schedule),
       grad_sync_(required(p_.grad_sync)),
+      rank_check_(comm_, options.check_ranks_every),
       zero_(std::move(p_.zero)),
       grad_norm_(grad_sync_, comm_, /*sharded=*/options.zero > 0),
       scaler_(options.precision != Precision::fp16
@@ -313,6 +314,7 @@ TrainSummary Trainer::run(int64_t start_step) {
     summary.last_loss = r.loss;
     ++summary.steps_run;
     log_step(step, r, dt, smoothed_dt);
+    rank_check_.after_step(step, *p_.model);  // --check-ranks-every: the ranks still hold the same parameters
     // After the first step the loss has run: if ATen refused the widening addmm, the log (and the
     // benchmark row that reads it) says which path this run measures.
     if (summary.steps_run == 1) {

@@ -25,6 +25,7 @@
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/muon.h"
+#include "trainer/rank_consistency.h"
 #include "trainer/run_output.h"
 #include "trainer/sharded_adamw.h"
 #include "trainer/stateful_parts.h"
@@ -160,6 +161,7 @@ class Trainer {
   RunOutput output_;
   LrSchedule schedule_;
   GradientSynchronizer& grad_sync_;     // p_.grad_sync's
+  RankConsistencyCheck rank_check_;     // --check-ranks-every
   std::unique_ptr<ShardedAdamW> zero_;  // --zero 1
   GradientNorm grad_norm_;
   std::unique_ptr<LossScaler> scaler_;  // --precision fp16

@@ -12,7 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 use_binary "${1:-}"
 python=${2:-python3}
-data=${3:-}
+data=$(test_data_dir "${3:-}")
 use_mpirun
 make_work_dir packing
 vocab=$data/gpt2
