@@ -52,7 +52,8 @@ fi
 
 # A finished run started again (issue 64: its final validation line was cut from metrics.jsonl): nothing to
 # train, and every record stays as it was.
-FINISHED=(train "$WORK/text.txt" "${TINY[@]}" --steps 3 --warmup-steps 1 --eval-every 2 --eval-steps 1 --out "$WORK/finished")
+FINISHED=(train "$WORK/text.txt" --preset tiny --batch-size 4 --seq-len 16 --log-every 1 --threads 1 --device cpu --steps 3
+          --warmup-steps 1 --eval-every 2 --eval-steps 1 --out "$WORK/finished")
 if expect_ok finished "${FINISHED[@]}"; then
   cp "$WORK/finished/metrics.jsonl" "$WORK/finished_metrics.before" && cp "$WORK/finished/run.json" "$WORK/finished_run.before"
   check "the finished run recorded its final validation (step 3): $(grep -c val_loss "$WORK/finished/metrics.jsonl") line(s)" \
