@@ -14,7 +14,9 @@
 #   ATen loss                     --cuda-loss-kernel false      (the fused loss as ATen ops)
 #   ATen LayerNorm                --cuda-norm-kernel false      (ATen's fp32 LayerNorm and its casts)
 #   ATen loss + ATen LayerNorm    --cuda-loss-kernel false --cuda-norm-kernel false  (neither kernel)
-#   cuDNN attention               --attention cudnn
+#   flash attention               --attention flash
+#   cuDNN attention               --attention cudnn             (one of the two is the defaults' choice on a
+#                                                               given GPU: cuDNN's on Hopper with cuDNN >= 9.9)
 #   plain loss                    --fused-loss false            (the whole logits, ATen's cross-entropy)
 #   CUDA graph                    --cuda-graph true             (the step captured and replayed)
 #   one-rank NCCL, grad-accum 2   RANK=0 WORLD_SIZE=1 ... --grad-accum 2: the multi-rank path with one rank
@@ -52,6 +54,7 @@ default_variants="defaults:"
 default_variants+=";ATen loss:--cuda-loss-kernel false"
 default_variants+=";ATen LayerNorm:--cuda-norm-kernel false"
 default_variants+=";ATen loss + ATen LayerNorm:--cuda-loss-kernel false --cuda-norm-kernel false"
+default_variants+=";flash attention:--attention flash"
 default_variants+=";cuDNN attention:--attention cudnn"
 default_variants+=";plain loss:--fused-loss false"
 default_variants+=";CUDA graph:--cuda-graph true"

@@ -276,7 +276,7 @@ run_cmd bench_rows env PATH="$fakes:$PATH" FAKE_ARGV_LOG="$argv_log" bash "$rows
 check "(3c) gpu_check.sh bench with the default rows: exit 0 (exit $RC): $(tail -n 2 "$WORK/bench_rows.err")" test "$RC" -eq 0
 table="$WORK/bench_rows/bench/rows/table.md"
 # What sets a row apart; each row must hold exactly its own among these.
-distinct=("--cuda-loss-kernel false" "--cuda-norm-kernel false" "--attention cudnn" "--fused-loss false"
+distinct=("--cuda-loss-kernel false" "--cuda-norm-kernel false" "--attention flash" "--attention cudnn" "--fused-loss false"
           "--cuda-graph true" "--grad-accum 2" "--zero 3" "RANK=0 WORLD_SIZE=1 MASTER_PORT=29517")
 # expect_row LABEL PART...: the row LABEL ran with exactly those PARTs of `distinct`, and its table line
 # names them.
@@ -300,6 +300,7 @@ expect_row "defaults"
 expect_row "ATen loss" "--cuda-loss-kernel false"
 expect_row "ATen LayerNorm" "--cuda-norm-kernel false"
 expect_row "ATen loss + ATen LayerNorm" "--cuda-loss-kernel false" "--cuda-norm-kernel false"
+expect_row "flash attention" "--attention flash"
 expect_row "cuDNN attention" "--attention cudnn"
 expect_row "plain loss" "--fused-loss false"
 expect_row "CUDA graph" "--cuda-graph true"
@@ -317,7 +318,7 @@ check "(3c) twin compile-reduce-overhead" has "$(twin_line compile_reduce_overhe
 check "(3c) twin compile-max-autotune" has "$(twin_line compile_max_autotune)" "--compile --compile-mode max-autotune"
 # 60 steps of 10 and 11 ms in turn, the first 10 left out: median and mean 10.5, sd sqrt(50 * 0.25 / 49).
 check "(3c) every row gives median, mean, sd and range over steps 10-59 (the bench's defaults): $(grep -m1 'C++ defaults' "$table")" \
-  bash -c "[[ \$(grep -cF '| 10.50 | 10.50 | 0.51 | 10.00-11.00 | 1,000 |' '$table') -eq 12 ]] && grep -qF '| 25.0% | 7 | 2.5000 | steps 10-59 (n=50) |' '$table'"
+  bash -c "[[ \$(grep -cF '| 10.50 | 10.50 | 0.51 | 10.00-11.00 | 1,000 |' '$table') -eq 13 ]] && grep -qF '| 25.0% | 7 | 2.5000 | steps 10-59 (n=50) |' '$table'"
 check "(3c) every table line has the header's 11 columns" \
   bash -c "! awk -F'|' 'NR > 0 && NF != 13 { bad = 1 } END { exit !bad }' '$table'"
 
