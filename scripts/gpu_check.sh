@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Proves a GPU node in phases that can run in separate calls (a lent GPU machine allows 10 minutes a
-# call and keeps nothing between calls), each writing its PASS/FAIL rows as its steps finish:
+# Checks and benchmarks a GPU machine reached briefly and without network (docs/GPU_SESSION.md), in phases
+# that can also run in separate sessions, each writing its PASS/FAIL rows as its steps finish:
 #   tests     ctest -L cuda -j 4: the CUDA and NCCL tests, each under a CTest timeout
 #   run       a short builtin:sort run on cuda: trains, checkpoints, samples, evaluates, samples on CPU
 #   family    the same for the modern members of the model family (nanochat-d2: rotary, RMSNorm without
