@@ -6,7 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <stdexcept>
+#include <optional>
 
 #include "trainer/cuda_graph_step.h"
 
@@ -15,7 +15,8 @@ namespace mygpt {
 bool cuda_graph_built() { return true; }
 
 struct CudaGraphStep::Graph {
-  at::cuda::CUDAGraph graph;
+  std::optional<c10::cuda::CUDAStream> side;  // the warm-up's and the capture's stream
+  std::unique_ptr<at::cuda::CUDAGraph> graph;  // null until captured
 };
 
 namespace {
@@ -32,49 +33,53 @@ void wait_for(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& 
 CudaGraphStep::CudaGraphStep(int64_t warmup_steps) : warmup_steps_(warmup_steps) {}
 CudaGraphStep::~CudaGraphStep() = default;
 
-bool CudaGraphStep::captured() const { return graph_ != nullptr; }
+bool CudaGraphStep::captured() const { return graph_ && graph_->graph; }
 
 std::vector<torch::Tensor> CudaGraphStep::run(const std::function<std::vector<torch::Tensor>()>& body) {
   ++steps_;
   const c10::cuda::CUDAStream ambient = c10::cuda::getCurrentCUDAStream();
-  if (graph_) {
-    graph_->graph.replay();  // on the ambient stream, after this step's inputs were copied there
+  if (captured()) {
+    graph_->graph->replay();  // on the ambient stream, after this step's inputs were copied there
     replayed_only_ = true;
     return outputs_;
   }
   replayed_only_ = false;
+  if (!graph_) {
+    graph_ = std::make_unique<Graph>();
+    graph_->side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, ambient.device_index());
+  }
+  const c10::cuda::CUDAStream side = *graph_->side;
   const bool capture = steps_ > warmup_steps_;
   if (capture) {
     // The warm-up's cached blocks back to the device: the graph keeps a pool of its own for the step's
     // activations, which would otherwise sit beside them (about twice the step's memory).
     c10::cuda::CUDACachingAllocator::emptyCache();
   }
-  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, ambient.device_index());
   wait_for(side, ambient);  // the inputs copied on the ambient stream
   {
     const c10::cuda::CUDAStreamGuard on_side(side);
     if (!capture) {
       outputs_ = body();
     } else {
-      auto graph = std::make_unique<Graph>();
-      graph->graph.capture_begin();
+      auto graph = std::make_unique<at::cuda::CUDAGraph>();
+      graph->capture_begin();
       try {
         outputs_ = body();
       } catch (...) {
         // End the capture so that the stream is usable for the error's report; that graph is discarded.
         try {
-          graph->graph.capture_end();
+          graph->capture_end();
         } catch (...) {
         }
         throw;
       }
-      graph->graph.capture_end();
-      graph_ = std::move(graph);
+      graph->capture_end();
+      graph_->graph = std::move(graph);
     }
   }
   wait_for(ambient, side);
   // Capture only records: this step's work runs now, as every later step's will.
-  if (graph_) graph_->graph.replay();
+  if (captured()) graph_->graph->replay();
   return outputs_;
 }
 
