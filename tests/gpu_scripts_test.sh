@@ -222,9 +222,9 @@ check "(3b) bench --keep: exit 0 (exit $RC): $(tail -n 2 "$WORK/bench_keep.err")
 # Each trained row: median, mean, sd, min-max of ms/step, tok/s, MFU, memory, loss, and the window.
 stats_row='\| [0-9.,]+ \| [0-9.,]+ \| [0-9.,]+ \| [0-9.,]+-[0-9.,]+ \| [0-9,]+ \| [^|]+ \| [^|]+ \| [0-9.]+ \| steps 1-2 \(n=2\) \|$'
 check "(3b) ... a table line per row, the refused one saying why" bash -c "
-  grep -qE '^\| 2 \| C\+\+ ok: \\`--fused-loss true\\` $stats_row' '$keep/table.md' &&
-  grep -qE '^\| 2 \| C\+\+ broken: \\`--no-such-flag 1\\` \| refused by this binary: .*no-such-flag' '$keep/table.md' &&
-  grep -qE '^\| 2 \| PyTorch eager: \\`no flags\\` $stats_row' '$keep/table.md'"
+  grep -qE '^\| 2 \| C\+\+ ok: \`--fused-loss true\` $stats_row' '$keep/table.md' &&
+  grep -qE '^\| 2 \| C\+\+ broken: \`--no-such-flag 1\` \| refused by this binary: .*no-such-flag' '$keep/table.md' &&
+  grep -qE '^\| 2 \| PyTorch eager: \`no flags\` $stats_row' '$keep/table.md'"
 check "(3b) ... each row's log, and both sides' per-step metrics" bash -c "
   [[ -s '$keep/cpp_b2_ok_.log' && -s '$keep/cpp_b2_ok_.metrics.jsonl' && -s '$keep/cpp_b2_broken_.log' && -s '$keep/py_b2_eager.log' && -s '$keep/py_b2_eager.metrics.jsonl' ]]"
 check "(3b) ... rows printed as they come" grep -qE '^ROW \| 2 \| C\+\+ ok: ' "$WORK/bench_keep.out"
