@@ -114,7 +114,7 @@ void resolve_for_this_process(RunPlan& plan, const torch::Device& device) {
 // The kernels, after what needs the data: as build_trainer met them.
 void resolve_kernels(RunPlan& plan, const torch::Device& device) {
   const TrainOptions& o = plan.train;
-  // The kernel is the default on CUDA (measured: docs/gpu-runs/2026-11-26-h100); a binary built without nvcc
+  // The kernel is the default on CUDA (measured: evidence/gpu-runs/2026-11-26-h100); a binary built without nvcc
   // runs the ATen loss instead, and refuses only a run that asked for the kernel by name.
   const bool kernel_missing = o.cuda_loss_kernel && device.is_cuda() && !lm_loss_cuda_kernel_built();
   if (kernel_missing && plan.flags.gave("cuda-loss-kernel")) {
@@ -126,7 +126,7 @@ void resolve_kernels(RunPlan& plan, const torch::Device& device) {
   }
   plan.cuda_loss_kernel = o.cuda_loss_kernel && !kernel_missing;
   // The LayerNorm kernel is the default on CUDA too (8.6% less time per GPT-2 step on an H100,
-  // docs/gpu-runs/2026-11-27-h100-2); without nvcc the blocks keep ATen's LayerNorm.
+  // evidence/gpu-runs/2026-11-27-h100-2); without nvcc the blocks keep ATen's LayerNorm.
   const bool norm_kernel_missing = o.cuda_norm_kernel && device.is_cuda() && !layer_norm_cuda_kernel_built();
   if (norm_kernel_missing && plan.flags.gave("cuda-norm-kernel")) {
     throw std::invalid_argument("--cuda-norm-kernel: this binary was built without nvcc, so it has no CUDA LayerNorm "

@@ -114,6 +114,12 @@ void add_training_flags(OptionTable<TrainFlags>& t) {
         "it; CPUs always use ATen's)")
       .init(true)
       .of_process();
+  t.add("cuda-graph", &F::train, &T::cuda_graph,
+        "on CUDA, the step's device work (forward, backward, clipping, AdamW) is captured in a CUDA graph after "
+        "3 warm-up steps and replayed at every step, without the host's launch gaps between kernels. One "
+        "process (not a job of ranks), token data, AdamW, no --zero, --recompute or --sft; refused elsewhere")
+      .init(false)
+      .of_process();
   t.add("attention", &F::train, &T::attention,
         "preferred attention kernel (LibTorch's scaled_dot_product_attention); where it cannot run the next "
         "in PyTorch's order runs; math: the reference kernel only")

@@ -27,7 +27,7 @@ namespace {
 // A Linear layer's product through ATen's linear, not the module's forward: the C++ frontend's
 // torch::nn::Linear multiplies and then adds the bias in place, which under bf16 autocast adds an fp32 bias
 // into a bf16 product through ATen's slow mixed-dtype kernel (on an H100: 48 such adds, 12 of a GPT-2 step's
-// 89 ms, docs/gpu-runs/2026-11-26-h100-call4); ATen's linear fuses the bias into the matrix product.
+// 89 ms, evidence/gpu-runs/2026-11-26-h100-call4); ATen's linear fuses the bias into the matrix product.
 // In a read that continues a KV cache, the few rows of a decoding step take decode_linear on a CPU
 // (model/decode_linear.h); every other read, a first one with the cache included, is ATen's linear.
 torch::Tensor linear_of(const torch::nn::Linear& layer, const torch::Tensor& x, const BlockContext& context) {

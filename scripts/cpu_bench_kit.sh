@@ -9,7 +9,7 @@
 # Writes DIR/cpu-bench.tar.xz (about 35 MiB; a device call carries at most 64 MiB in all, the GPU kit's
 # 8 included). On the node, from the checkout's root:
 #   tar -xJf .carry/cpu-bench/cpu-bench.tar.xz -C /tmp && scripts/gpu_check.sh --cpu-bench /tmp/cpu-bench ... cpu
-# The node's Python was 3.12 on every lent node so far (docs/gpu-runs/*: /opt/torch/.venv/lib/python3.12).
+# The node's Python was 3.12 on every lent node so far (evidence/gpu-runs/*: /opt/torch/.venv/lib/python3.12).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$repo/.carry/cpu-bench" python_version=3.12

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Proves a GPU node in phases that can run in separate calls (a lent GPU machine allows 10 minutes a
-# call and keeps nothing between calls), each writing its PASS/FAIL rows as its steps finish:
+# Checks and benchmarks a GPU machine reached briefly and without network (docs/GPU_SESSION.md), in phases
+# that can also run in separate sessions, each writing its PASS/FAIL rows as its steps finish:
 #   tests     ctest -L cuda -j 4: the CUDA and NCCL tests, each under a CTest timeout
 #   run       a short builtin:sort run on cuda: trains, checkpoints, samples, evaluates, samples on CPU
 #   family    the same for the modern members of the model family (nanochat-d2: rotary, RMSNorm without
@@ -8,7 +8,10 @@
 #   nccl      torchrun, then mpirun (where there is one), -np <GPUs> on NCCL (one GPU: the whole multi-rank
 #             path with one rank); 2+ GPUs: a stalled peer must end the job
 #   memcheck  compute-sanitizer memcheck on a few steps, judged by its ERROR SUMMARY
-#   bench     scripts/bench_gpt2_gpu.sh (GPT-2 124M against PyTorch eager and torch.compile; minutes)
+#   bench     scripts/bench_gpt2_gpu.sh: GPT-2 124M, the C++ rows that split the step's time (defaults; ATen's
+#             loss; ATen's LayerNorm; neither kernel; cuDNN attention; the plain loss; --cuda-graph; the
+#             one-rank NCCL path with --grad-accum 2, and with --zero 3 where the binary has it) against
+#             PyTorch eager and torch.compile's default, reduce-overhead and max-autotune modes; minutes
 #   profile   a profiler trace of 3 GPT-2 steps of the C++ default (or --profile-variants) and of
 #             torch.compile's twin (the bench's --batches' first), each summed by scripts/profile_summary.py (kernels by kind, idle gaps)
 #   cpu       the host CPU, no GPU, one thread (a lent node's host is an Intel Xeon): time to the first
@@ -16,12 +19,12 @@
 #             (scripts/bench_generate.sh), each against transformers; needs transformers for the node's
 #             Python: --cpu-bench DIR brings it (scripts/cpu_bench_kit.sh)
 # Default phases: tests run nccl memcheck. The raw material of the run (nvidia-smi, versions of driver,
-# CUDA, torch and NCCL, the rows, every log) goes to the evidence folder docs/gpu-runs/<date>-<gpu>/,
+# CUDA, torch and NCCL, the rows, every log) goes to the evidence folder evidence/gpu-runs/<date>-<gpu>/,
 # one subfolder per phase, with summary.txt gathering the rows of every phase there.
 #
 # usage: scripts/gpu_check.sh [options] [PHASE...]
 #   --kit DIR        use the prebuilt kit of scripts/gpu_kit.sh (unpacked) instead of build/
-#   --out DIR        evidence folder, empty or new (default docs/gpu-runs/<UTC date>-<gpu>, or its first
+#   --out DIR        evidence folder, empty or new (default evidence/gpu-runs/<UTC date>-<gpu>, or its first
 #                    free -2, -3, ... where a folder of that name holds files already)
 #   --pack DIR       after every row, DIR/summary.txt and DIR/gpu-run.tar.gz (the evidence folder): few
 #                    files, so a device call brings them back even when it is cut off
@@ -31,9 +34,10 @@
 #   --tests-budget SECONDS  at most SECONDS for the tests phase's ctest (a hung test must not eat the
 #                    bench's minutes: CTest's own per-test TIMEOUT is 300 s)
 #   --bench-steps N     steps of each bench row (bench_gpt2_gpu.sh's --steps; its default otherwise)
-#   --variants "L:FLAGS;..."  the bench's C++ rows (bench_gpt2_gpu.sh's --variants)
-#   --twins "eager compile"   the bench's PyTorch rows (bench_gpt2_gpu.sh's --twins; "none" for none)
-#   --profile-variants "L:FLAGS;..."  the C++ rows the profile phase traces (default "default:")
+#   --variants "L:FLAGS;..."  the bench's C++ rows (bench_gpt2_gpu.sh's --variants; default: all of its rows)
+#   --twins "eager compile ..."  the bench's PyTorch rows (bench_gpt2_gpu.sh's --twins; default: eager, compile,
+#                    compile-reduce-overhead, compile-max-autotune, the slowest to compile last; "none" for none)
+#   --profile-variants "L:FLAGS;..."  the C++ rows the profile phase traces (default "defaults:")
 #   --cpu-bench DIR  the cpu phase's Python packages (DIR/pydeps, put first on PYTHONPATH) and data
 #                    (DIR/data: GPT-2's vocabulary, Tiny Shakespeare); the unpacked cpu-bench tarball
 #   --summarize DIR  rebuild DIR/summary.txt from its phases' rows (after unpacking several calls' packs)
@@ -42,7 +46,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_phases=(tests run family nccl memcheck bench profile cpu)
 kit="" out="" pack="" budget=0 device=cuda batches="32" bench_steps="" variants="" twins="" tests_budget=0
-profile_variants="default:" cpu_bench=""
+profile_variants="defaults:" cpu_bench=""
 phases=()
 usage_error() { echo "gpu_check.sh: $*" >&2; exit 2; }
 need_value() { [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"; }
@@ -117,7 +121,7 @@ if [[ -z $out ]]; then
   [[ $device == cpu ]] && slug="$slug-cpu-check"
   # A call never writes into another call's folder (a checkout carries the folders committed before,
   # possibly of the same day and GPU): the first of <date>-<gpu>, -2, -3, ... that holds nothing.
-  base="$repo/docs/gpu-runs/$(date -u +%Y-%m-%d)-$slug" out=$base n=1
+  base="$repo/evidence/gpu-runs/$(date -u +%Y-%m-%d)-$slug" out=$base n=1
   while [[ -n $(ls -A "$out" 2>/dev/null) ]]; do n=$((n + 1)); out="$base-$n"; done
 elif [[ -n $(ls -A "$out" 2>/dev/null) ]]; then
   usage_error "--out $out already holds files (another call's evidence?): name an empty or new folder"
@@ -205,7 +209,11 @@ tiny=(--preset tiny --device "$device")
 
 phase_tests() {
   local dir=$build
-  if [[ -n $kit ]]; then dir=$(kit_ctest_dir "$out/tests/ctest") || { row tests FAIL ctest "no CTest files in the kit"; return; }; fi
+  # The kit's CTest files with this node's paths go to a scratch folder: they are the kit's, not evidence.
+  if [[ -n $kit ]]; then
+    dir=$(kit_ctest_dir "$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_ctest.XXXXXX")") ||
+      { row tests FAIL ctest "no CTest files in the kit"; return; }
+  fi
   # Four at a time: the tests are small next to one GPU's memory, and one at a time they cost minutes of
   # a scarce session. The ones that start whole jobs (mpirun, torchrun) share a RESOURCE_LOCK and still
   # run one after the other (tests/CMakeLists.txt).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Packs a prebuilt GPU kit, so that a lent GPU machine (10 minutes a call, nothing kept between calls, no
-# network) starts testing within a minute instead of building: the CUDA build's binary and CUDA test
+# Packs a prebuilt GPU kit, so that a GPU machine reached briefly and without network (a rented node, a
+# cluster's debug partition; docs/GPU_SESSION.md) starts testing within a minute instead of building: the CUDA build's binary and CUDA test
 # binary (stripped), the CTest definitions of the `cuda` tests, the scripts those tests run, and the
 # runtime libraries a node with only python3 + torch lacks (Open MPI with its plugins, help texts and
 # mpirun; PMIx; hwloc; libevent; Boost.Program_options; PCRE2; utf8proc; ...: whatever ldd lists that the
@@ -9,7 +9,7 @@
 # that the node's torch is the version the kit was built against and that every library resolves.
 #
 # usage: scripts/gpu_kit.sh [--out DIR]     (default .carry/gpu-kit; .carry/ is git-ignored)
-# Writes DIR/gpu-kit.tar.gz, the one file a device call carries (the kit's tree is staged in
+# Writes DIR/gpu-kit.tar.gz, the one file to carry there (the kit's tree is staged in
 # build/gpu-kit). On the node, from the checkout's root:
 #   tar -xzf .carry/gpu-kit/gpu-kit.tar.gz -C /tmp && scripts/gpu_check.sh --kit /tmp/gpu-kit
 # Builds (only) the two targets first, in build/, which must be configured with a CUDA LibTorch.

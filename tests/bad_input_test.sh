@@ -120,6 +120,9 @@ bad train_fifo_data "'fifo' is not a regular file" train fifo "${TINY[@]}" --out
 bad train_dev_zero "'/dev/zero' is not a regular file" train /dev/zero "${TINY[@]}" --out out_train_dev_zero
 bad train_empty_dir "empty_dir.*no token files" train empty_dir "${TINY[@]}" --vocab-size 64 --out out_train_empty_dir
 bad train_short_text "fewer than one batch" train short.txt "${TINY[@]}" --out out_train_short_text
+# --cuda-graph where no CUDA graph can be captured (trainer/cuda_graph_step.h; its other refusals: test_cuda_graph.cpp).
+bad train_cuda_graph_cpu "--cuda-graph: .*(--device cpu|CPU LibTorch)" train builtin:sort "${TINY[@]}" --cuda-graph true \
+  --out out_train_cuda_graph_cpu
 bad train_zero_magic "zero_magic.bin.*damaged magic" train zero_magic.bin "${TINY[@]}" --vocab-size 64 --out out_train_zero_magic
 bad train_bad_version "bad_version.bin.*version 7" train bad_version.bin "${TINY[@]}" --vocab-size 64 --out out_train_bad_version
 bad train_count_too_big "count_too_big.bin.*truncated" train count_too_big.bin "${TINY[@]}" --vocab-size 64 --out out_train_count_too_big

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The docs still match the code: every relative link of README.md and docs/**/*.md resolves, and every
-`mygpt-ddp` command line in them still parses with today's options.
+"""The docs still match the code: every relative link of README.md, docs/**/*.md and the evidence index
+(evidence/gpu-runs/README.md) resolves, every `mygpt-ddp` command line in them still parses with today's
+options, and none names a path of the machine it was written on.
 
 Usage: docs_check.py MYGPT_DDP REPO
 
@@ -16,9 +17,13 @@ Usage: docs_check.py MYGPT_DDP REPO
     retried as a number (or the option's first choice); a bare placeholder (DATA, MODEL) is a positional
     argument, dropped only when the command takes no more of them; `a|b` checks each alternative.
 
-The run folders under docs/gpu-runs/ are evidence copied as it came back and are left out. Before the real
-docs, a self-test plants a bad flag, a dead link and a dead anchor in a temporary tree: the check fails
-unless it reports exactly those. Needs no data and no packages; the binary loads once per round (seconds).
+(c) Paths: no line names a development machine's absolute path (/work/..., /root/...): a command is quoted
+    relative to the checkout (build/mygpt-ddp, scripts/..., ../shared/data/...), which is how a reader
+    runs it.
+
+The run folders under evidence/gpu-runs/ are evidence copied as it came back and are left out. Before the
+real docs, a self-test plants a bad flag, a dead link, a dead anchor and a machine's path in a temporary
+tree: the check fails unless it reports exactly those. Needs no data and no packages; the binary loads once per round (seconds).
 """
 import os
 import re
@@ -385,15 +390,24 @@ def command_problems(binary, path, lines):
 
 
 def markdown_files(root):
+    """README.md, docs/**/*.md and the evidence index; not the run folders (evidence, as it came back)."""
     files = [os.path.join(root, "README.md")] if os.path.isfile(os.path.join(root, "README.md")) else []
-    runs = os.path.join(root, "docs", "gpu-runs")
     for folder, dirs, names in os.walk(os.path.join(root, "docs")):
         dirs.sort()
-        if os.path.dirname(folder) == runs:  # a run folder: evidence, as it came back
-            dirs[:] = []
-            continue
         files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".md")]
-    return files
+    index = os.path.join(root, "evidence", "gpu-runs", "README.md")
+    return files + ([index] if os.path.isfile(index) else [])
+
+
+# A development machine's absolute paths: its checkouts, shared data and home (not /usr, /tmp or /opt,
+# which a reader's machine has too).
+MACHINE_PATH = re.compile(r"(?<![\w.~$}-])/(?:work|root)/")
+
+
+def machine_path_problems(path, lines):
+    return [(path, number, f"names a development machine's path ({line[m.start():].split()[0].strip('`();,.')}): "
+             "quote it relative to the checkout")
+            for number, line in enumerate(lines, 1) for m in [MACHINE_PATH.search(line)] if m]
 
 
 def check_tree(binary, root):
@@ -402,6 +416,7 @@ def check_tree(binary, root):
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
         problems += link_problems(root, path, lines, anchor_cache)
+        problems += machine_path_problems(path, lines)
         found, checked = command_problems(binary, path, lines)
         problems += found
         commands += checked
@@ -421,6 +436,7 @@ build/mygpt-ddp train DATA --no-such-flag 3
 
 Also `mygpt-ddp generate --checkpoint DIR --max-new-tokens N`, `mygpt-ddp <command> --help`,
 `mygpt-ddp train ... --whatever`, `torchrun --nproc_per_node 2 --no-python build/mygpt-ddp train --zero 0|7`.
+Measured with `scripts/bench_load.sh --baseline /work/main/build/mygpt-ddp`; data in ../shared/data, /tmp/x.
 """
 
 SELF_TEST_PAGE = """# Usage: `mygpt-ddp train`, 2026-11-28 12:00 UTC
@@ -438,7 +454,8 @@ def self_test(binary):
         with open(os.path.join(root, "docs", "page.md"), "w", encoding="utf-8") as f:
             f.write(SELF_TEST_PAGE)
         problems, commands = check_tree(binary, root)
-        expected = [(4, "missing.md"), (4, "no-such-heading"), (9, "no-such-flag"), (13, "got 7")]
+        expected = [(4, "missing.md"), (4, "no-such-heading"), (9, "no-such-flag"), (13, "got 7"),
+                    (14, "/work/main/build/mygpt-ddp")]
         found = sorted((n, next((k for line, k in expected if line == n and k in m), m))
                        for p, n, m in problems if os.path.relpath(p, root) == "README.md")
         if found != sorted(expected) or len(problems) != len(expected) or commands < 6:
@@ -448,7 +465,7 @@ def self_test(binary):
             print(f"  expected (README.md line, what): {expected}, at least 6 command lines "
                   f"(checked {commands})", file=sys.stderr)
             sys.exit(1)
-        print(f"docs_check: self-test passed (a planted bad flag, bad value, dead link and dead anchor found; "
+        print(f"docs_check: self-test passed (a planted bad flag, bad value, dead link, dead anchor and machine path found; "
               f"{commands} command lines checked)")
 
 
@@ -462,9 +479,10 @@ def main():
     for path, number, message in problems:
         print(f"{os.path.relpath(path, root)}:{number}: {message}")
     if problems:
-        print(f"docs_check: {len(problems)} problem(s) in README.md and docs/ ({files} files, {commands} command lines)")
+        print(f"docs_check: {len(problems)} problem(s) in README.md, docs/ and evidence/ ({files} files, {commands} command lines)")
         sys.exit(1)
-    print(f"docs_check: {files} files, every relative link resolves and all {commands} mygpt-ddp command lines parse")
+    print(f"docs_check: {files} files, every relative link resolves, all {commands} mygpt-ddp command lines parse, "
+          "and no line names a development machine's path")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@
 #   (2) gpu_check.sh: no GPU -> exit 2 with one line; phases run nccl memcheck on CPU write their rows,
 #       facts, summary and pack; the memcheck verdict comes from the ERROR SUMMARY; tests rows from CTest;
 #       the cpu phase's benchmarks against transformers (a tiny model) with --cpu-bench's data
-#   (3) gpu_check.sh --budget: a step that runs too long is cut, its row says TIMEOUT, the pack is there
+#   (3) gpu_check.sh --budget: a step that runs too long is cut, its row says TIMEOUT, the pack is there;
+#       (3b) the benchmark keeps each row as it ends, with the statistics of tests/bench_step_stats (a real
+#       tiny run of both sides); (3c) each of its rows runs what its label says: a fake trainer and a fake
+#       PyTorch twin record their command lines, the one-command check's bench phase runs every row
 #   (4) the kit's environment (scripts/gpu_kit_env.sh): finds the node's torch and the CUDA/NCCL
 #       folders beside it, refuses another torch version, names a library that resolves nowhere
 #
@@ -136,7 +139,7 @@ check "(2) an --out that holds another call's files: exit 2 naming it (exit $RC)
   bash -c "[[ $RC -eq 2 && \$(wc -l <'$WORK/out_taken.err') -eq 1 ]] && grep -q -- '--out .*errors already holds files' '$WORK/out_taken.err'"
 
 # The default folder: a checkout carries the folders committed before, of the same day and GPU too.
-earlier="$checkout/docs/gpu-runs/$(date -u +%Y-%m-%d)-h100-cpu-check"
+earlier="$checkout/evidence/gpu-runs/$(date -u +%Y-%m-%d)-h100-cpu-check"
 mkdir -p "$earlier/memcheck" && echo "PASS    memcheck.earlier_call" >"$earlier/memcheck/rows.txt"
 run_cmd memcheck_refused env PATH="$fakes:$PATH" FAKE_SANITIZER_REFUSES=1 bash "$checkout/scripts/gpu_check.sh" \
   --device cpu memcheck
@@ -216,13 +219,15 @@ run_cmd bench_keep env MYGPT_BIN="$BIN" bash "$REPO_DIR/scripts/bench_gpt2_gpu.s
   --batches 2 --steps 3 --skip 1 --seq-len 32 --model-flags "--n-layer 1 --n-head 2 --n-embd 32" --no-append \
   --variants "ok:--fused-loss true;broken:--no-such-flag 1" --twins eager --keep "$keep"
 check "(3b) bench --keep: exit 0 (exit $RC): $(tail -n 2 "$WORK/bench_keep.err")" test "$RC" -eq 0
-check "(3b) ... a table line per row, the failed one saying why" bash -c "
-  grep -qE '^\| 2 \| C\+\+ \(ok\) \| [0-9.]+ \|' '$keep/table.md' &&
-  grep -qE '^\| 2 \| C\+\+ \(broken\) \| failed: .*no-such-flag' '$keep/table.md' &&
-  grep -qE '^\| 2 \| PyTorch eager \| [0-9.]+ \|' '$keep/table.md'"
-check "(3b) ... each row's log, and the trained row's metrics" bash -c "
-  [[ -s '$keep/cpp_b2_ok_.log' && -s '$keep/cpp_b2_ok_.metrics.jsonl' && -s '$keep/cpp_b2_broken_.log' && -s '$keep/py_b2_eager.log' ]]"
-check "(3b) ... rows printed as they come" grep -qE '^ROW \| 2 \| C\+\+ \(ok\)' "$WORK/bench_keep.out"
+# Each trained row: median, mean, sd, min-max of ms/step, tok/s, MFU, memory, loss, and the window.
+stats_row='\| [0-9.,]+ \| [0-9.,]+ \| [0-9.,]+ \| [0-9.,]+-[0-9.,]+ \| [0-9,]+ \| [^|]+ \| [^|]+ \| [0-9.]+ \| steps 1-2 \(n=2\) \|$'
+check "(3b) ... a table line per row, the refused one saying why" bash -c "
+  grep -qE '^\| 2 \| C\+\+ ok: \`--fused-loss true\` $stats_row' '$keep/table.md' &&
+  grep -qE '^\| 2 \| C\+\+ broken: \`--no-such-flag 1\` \| refused by this binary: .*no-such-flag' '$keep/table.md' &&
+  grep -qE '^\| 2 \| PyTorch eager: \`no flags\` $stats_row' '$keep/table.md'"
+check "(3b) ... each row's log, and both sides' per-step metrics" bash -c "
+  [[ -s '$keep/cpp_b2_ok_.log' && -s '$keep/cpp_b2_ok_.metrics.jsonl' && -s '$keep/cpp_b2_broken_.log' && -s '$keep/py_b2_eager.log' && -s '$keep/py_b2_eager.metrics.jsonl' ]]"
+check "(3b) ... rows printed as they come" grep -qE '^ROW \| 2 \| C\+\+ ok: ' "$WORK/bench_keep.out"
 
 # A C++ row whose loss kernel fell back to the separate weight-gradient sum (ATen refused the widening
 # addmm; the trainer's log says so) shows that path in its table line. The CPU never takes the kernel's
@@ -235,8 +240,87 @@ run_cmd bench_refused env MYGPT_BIN="$fakes/refused_addmm_trainer" bash "$REPO_D
   --device cpu --precision fp32 --batches 2 --steps 3 --skip 1 --seq-len 32 --no-append --twins "" \
   --model-flags "--n-layer 1 --n-head 2 --n-embd 32" --variants "kernel:--fused-loss true" --keep "$WORK/bench_refused"
 check "(3b) a row that measured the separate weight-gradient sum says so: $(grep -m1 'C++' "$WORK/bench_refused/table.md")" \
-  grep -qF '| 2 | C++ (kernel) [weight-gradient sum: separate pass; ATen refused the widening addmm] | ' \
+  grep -qF '| 2 | C++ kernel: `--fused-loss true` [weight-gradient sum: separate pass; ATen refused the widening addmm] | ' \
   "$WORK/bench_refused/table.md"
+
+# --- (3c) every bench row runs what its label says --------------------------------------------------------
+# A checkout whose trainer and PyTorch twin only record their command lines (and write three steps of
+# metrics): the one-command check's bench phase (gpu_check.sh bench) runs the bench's default rows.
+argv_log="$WORK/argv.log"
+rows_checkout="$WORK/rows_checkout"
+mkdir -p "$rows_checkout/build"
+cp -r "$REPO_DIR/scripts" "$rows_checkout/"
+cat >"$rows_checkout/build/mygpt-ddp" <<'EOF'
+#!/usr/bin/env bash
+# Records its command line and launch variables; refuses --zero 3 as a binary without stage 3 does.
+echo "CPP RANK=${RANK-} WORLD_SIZE=${WORLD_SIZE-} MASTER_PORT=${MASTER_PORT-} | $*" >>"$FAKE_ARGV_LOG"
+[[ " $* " == *" --zero 3 "* ]] && { echo "mygpt-ddp train: --zero must be 0 or 1, got 3" >&2; exit 2; }
+out=${*: -1} steps=0 prev=""
+for arg in "$@"; do [[ $prev == --steps ]] && steps=$arg; prev=$arg; done
+mkdir -p "$out"
+for ((step = 0; step < steps; ++step)); do
+  echo "{\"step\": $step, \"loss\": 2.5, \"dt_ms\": 1$((step % 2)).0, \"tok_per_sec\": 1000, \"peak_mem_mib\": 7, \"mfu\": 0.25}"
+done >"$out/metrics.jsonl"
+EOF
+cat >"$rows_checkout/scripts/bench/pytorch_gpt2_gpu.py" <<'EOF'
+import json, os, sys
+with open(os.environ["FAKE_ARGV_LOG"], "a") as f:
+    f.write("TWIN | " + " ".join(sys.argv[1:]) + "\n")
+with open(sys.argv[sys.argv.index("--metrics") + 1], "w") as f:
+    for step in range(int(sys.argv[sys.argv.index("--steps") + 1])):
+        f.write(json.dumps({"step": step, "loss": 2.5, "dt_ms": 10.0 + step % 2, "tok_per_sec": 1000}) + "\n")
+EOF
+chmod +x "$rows_checkout/build/mygpt-ddp"
+run_cmd bench_rows env PATH="$fakes:$PATH" FAKE_ARGV_LOG="$argv_log" bash "$rows_checkout/scripts/gpu_check.sh" \
+  --device cpu --out "$WORK/bench_rows" bench
+check "(3c) gpu_check.sh bench with the default rows: exit 0 (exit $RC): $(tail -n 2 "$WORK/bench_rows.err")" test "$RC" -eq 0
+table="$WORK/bench_rows/bench/rows/table.md"
+# What sets a row apart; each row must hold exactly its own among these.
+distinct=("--cuda-loss-kernel false" "--cuda-norm-kernel false" "--attention flash" "--attention cudnn" "--fused-loss false"
+          "--cuda-graph true" "--grad-accum 2" "--zero 3" "RANK=0 WORLD_SIZE=1 MASTER_PORT=29517")
+# expect_row LABEL PART...: the row LABEL ran with exactly those PARTs of `distinct`, and its table line
+# names them.
+expect_row() {
+  local label=$1 line part want
+  shift
+  line=$(grep -E "/cpp_b32_$(tr -c 'a-zA-Z0-9' _ <<<"$label")\$" "$argv_log")
+  check "(3c) row '$label' ran once" test "$(grep -c . <<<"$line")" -eq 1
+  for part in "${distinct[@]}"; do
+    want=0
+    for p in "$@"; do [[ $p == "$part" ]] && want=1; done
+    if (( want )); then
+      check "(3c) ... with $part" has "$line" "$part"
+    else
+      check "(3c) ... without $part" bash -c '[[ $1 != *"$2"* ]]' _ "$line" "$part"
+    fi
+  done
+  check "(3c) ... its table line names what it ran" grep -qF "| 32 | C++ $label: \`" "$table"
+}
+expect_row "defaults"
+expect_row "ATen loss" "--cuda-loss-kernel false"
+expect_row "ATen LayerNorm" "--cuda-norm-kernel false"
+expect_row "ATen loss + ATen LayerNorm" "--cuda-loss-kernel false" "--cuda-norm-kernel false"
+expect_row "flash attention" "--attention flash"
+expect_row "cuDNN attention" "--attention cudnn"
+expect_row "plain loss" "--fused-loss false"
+expect_row "CUDA graph" "--cuda-graph true"
+expect_row "one-rank NCCL, grad-accum 2" "--grad-accum 2" "RANK=0 WORLD_SIZE=1 MASTER_PORT=29517"
+expect_row "one-rank NCCL, ZeRO 3, grad-accum 2" "--grad-accum 2" "--zero 3" "RANK=0 WORLD_SIZE=1 MASTER_PORT=29517"
+check "(3c) no two C++ rows run the same command" \
+  test "$(grep '^CPP' "$argv_log" | sed 's#/cpp_b32_[A-Za-z0-9_]*$##' | sort | uniq -d | wc -l)" -eq 0
+check "(3c) a row the binary refuses says so, and the bench goes on" \
+  grep -qE '^\| 32 \| C\+\+ one-rank NCCL, ZeRO 3, grad-accum 2: .* \| refused by this binary: mygpt-ddp train: --zero must be 0 or 1, got 3 \|' "$table"
+# The twins: eager, then torch.compile's default, reduce-overhead and max-autotune modes.
+twin_line() { grep "^TWIN .*/py_b32_$1/metrics.jsonl" "$argv_log"; }
+check "(3c) twin eager: no --compile" bash -c '[[ -n $1 && $1 != *--compile* ]]' _ "$(twin_line eager)"
+check "(3c) twin compile: --compile in its default mode" bash -c '[[ $1 == *"--compile"* && $1 != *--compile-mode* ]]' _ "$(twin_line compile)"
+check "(3c) twin compile-reduce-overhead" has "$(twin_line compile_reduce_overhead)" "--compile --compile-mode reduce-overhead"
+check "(3c) twin compile-max-autotune" has "$(twin_line compile_max_autotune)" "--compile --compile-mode max-autotune"
+# 60 steps of 10 and 11 ms in turn, the first 10 left out: median and mean 10.5, sd sqrt(50 * 0.25 / 49).
+check "(3c) every row gives median, mean, sd and range over steps 10-59 (the bench's defaults): $(grep -m1 'C++ defaults' "$table")" \
+  bash -c "[[ \$(grep -cF '| 10.50 | 10.50 | 0.51 | 10.00-11.00 | 1,000 |' '$table') -eq 13 ]] && grep -qF '| 25.0% | 7 | 2.5000 | steps 10-59 (n=50) |' '$table'"
+check "(3c) every table line has the header's 11 columns" \
+  bash -c "! awk -F'|' 'NR > 0 && NF != 13 { bad = 1 } END { exit !bad }' '$table'"
 
 # --- (4) the kit's library search ----------------------------------------------------------------------
 kit="$WORK/kit"

@@ -43,6 +43,8 @@ class AdamW final : public StatefulPart {
   void step(const std::optional<torch::Tensor>& found_inf = std::nullopt);
   // The host's count of steps taken excludes one that found_inf skipped (known only after a sync).
   void forget_skipped_step() { --steps_taken_; }
+  // A step replayed from a CUDA graph (--cuda-graph) updated the parameters without running step()'s host code.
+  void count_replayed_step() { ++steps_taken_; }
 
   std::vector<torch::Tensor> parameters() const;
   int64_t steps_taken() const { return steps_taken_; }

@@ -38,6 +38,7 @@ struct TrainOptions {
   int64_t loss_chunk_rows{};  // rows per chunk of the fused loss; 0: by device
   bool cuda_loss_kernel{};    // the fused loss's CUDA kernel (model/cuda/lm_loss_kernel.cu)
   bool cuda_norm_kernel{};    // LayerNorm's CUDA kernels under 16-bit autocast (model/cuda/layer_norm_kernel.cu)
+  bool cuda_graph{};          // the step's device work captured in a CUDA graph and replayed (trainer/cuda_graph_step.h)
   AttentionBackend attention{};  // preferred scaled-dot-product attention kernel
   Recompute recompute{};    // activations each block recomputes in backward
   Precision precision{};    // resolved for the device before training (never automatic there)

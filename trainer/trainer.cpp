@@ -39,16 +39,30 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
     loss_scale_ = torch::empty({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
     inverse_loss_scale_ = torch::empty_like(loss_scale_);
   }
+  stop_flag_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
+  if (options_.cuda_graph) {
+    const std::string refusal = cuda_graph_refusal(
+        {p_.device, comm_.communicates(), p_.sft, options_.optimizer, options_.zero, options_.recompute});
+    if (!refusal.empty()) throw std::invalid_argument(refusal);
+    graph_step_ = std::make_unique<CudaGraphStep>();
+  }
 }
 
-const Batch& Trainer::next_train_batch() {
+const Batch& Trainer::next_train_batch(int64_t micro) {
   // A graph replays fixed addresses. The loader's batch is on the device already (from pinned memory);
   // the copy into the fixed tensors costs 16 bytes a token, device to device.
   const Batch batch = p_.train_loader->next(p_.device);
-  if (!inputs_.x.defined()) inputs_ = {torch::empty_like(batch.x), torch::empty_like(batch.y)};
-  inputs_.x.copy_(batch.x, /*non_blocking=*/true);
-  inputs_.y.copy_(batch.y, /*non_blocking=*/true);
-  return inputs_;
+  if (inputs_.size() <= static_cast<size_t>(micro)) inputs_.push_back({torch::empty_like(batch.x), torch::empty_like(batch.y)});
+  Batch& slot = inputs_[static_cast<size_t>(micro)];
+  if (!batch.x.sizes().equals(slot.x.sizes()) || !batch.y.sizes().equals(slot.y.sizes())) {
+    throw std::runtime_error("--cuda-graph: a training batch of shape " + std::to_string(batch.x.size(0)) + "x" +
+                             std::to_string(batch.x.size(1)) + " where the step was captured with " +
+                             std::to_string(slot.x.size(0)) + "x" + std::to_string(slot.x.size(1)) +
+                             ": a graph replays fixed shapes");
+  }
+  slot.x.copy_(batch.x, /*non_blocking=*/true);
+  slot.y.copy_(batch.y, /*non_blocking=*/true);
+  return slot;
 }
 
 StepResult Trainer::train_step(int64_t step) {
@@ -56,6 +70,37 @@ StepResult Trainer::train_step(int64_t step) {
   const double lr = schedule_.at(step);
   optimizer().set_lr(lr);
   if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / schedule_.max_lr);  // the same schedule, scaled
+  const std::vector<Batch> sft_batches = p_.sft ? read_sft_micro_batches() : std::vector<Batch>{};
+  const torch::Tensor trained_tokens = p_.sft ? global_trained_tokens(sft_batches) : torch::Tensor();
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  if (scaler_) {  // a power of two: the products below are exact, as with the host's double before
+    loss_scale_.fill_(loss_scale);
+    inverse_loss_scale_.fill_(1.0 / loss_scale);
+  }
+  stop_flag_.fill_(stop_requested_here() ? 1.0 : 0.0);
+  // --cuda-graph: the step's micro-batches go into their fixed tensors first, then the graph replays the
+  // device's part of the step (the eager step reads each one as its forward comes).
+  if (graph_step_) {
+    for (int64_t micro = 0; micro < options_.grad_accum; ++micro) next_train_batch(micro);
+  }
+  const std::vector<torch::Tensor> on_device =
+      graph_step_ ? graph_step_->run([&] { return step_on_device(sft_batches, trained_tokens); })
+                  : step_on_device(sft_batches, trained_tokens);
+  // A replay ran AdamW's update without its host code, which counts the steps taken.
+  if (graph_step_ && graph_step_->replayed_only()) optimizer().count_replayed_step();
+
+  // The one wait for the device in a step.
+  const torch::Tensor host = torch::stack(on_device).to(torch::kCPU);
+  const auto* v = host.data_ptr<float>();
+  const bool skipped = v[2] != 0;
+  if (skipped) optimizer().forget_skipped_step();
+  if (scaler_) scaler_->update(/*overflow=*/skipped);  // the same on every rank
+  const double trained = p_.sft ? trained_tokens.item<double>() : tokens_per_step();
+  return {v[0], v[1], lr, skipped, v[3] > 0, loss_scale, trained};
+}
+
+std::vector<torch::Tensor> Trainer::step_on_device(const std::vector<Batch>& sft_batches,
+                                                   const torch::Tensor& trained_tokens) {
   // The gradients are views into the synchronizer's buckets, allocated once before the first step: each
   // step's first gradient of a parameter is copied into its slot as backward makes it, and later
   // micro-steps add into the slot (distributed/gradient_sync.h).
@@ -70,21 +115,16 @@ StepResult Trainer::train_step(int64_t step) {
   // short reply more than one of a long reply, and N ranks x A would differ from 1 rank x N*A.)
   // fp16 multiplies the loss by the loss scale as well, so that small gradients are not flushed to zero
   // in fp16; they are divided by it again below.
-  const std::vector<Batch> sft_batches = p_.sft ? read_sft_micro_batches() : std::vector<Batch>{};
-  const torch::Tensor trained_tokens = p_.sft ? global_trained_tokens(sft_batches) : torch::Tensor();
   // Gradient sync averages the ranks' gradients: each rank's SFT share of the global mean is taken W
   // times, so that their average is their sum.
   const torch::Tensor sft_share = p_.sft ? trained_tokens.reciprocal() * comm_.world_size() : torch::Tensor();
   const LossReduction reduction = p_.sft ? LossReduction::sum : LossReduction::mean;
-  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-  if (scaler_) {  // a power of two: the products below are exact, as with the host's double before
-    loss_scale_.fill_(loss_scale);
-    inverse_loss_scale_.fill_(1.0 / loss_scale);
-  }
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
   auto loss_sum = torch::zeros({}, on_device);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-    const Batch& batch = p_.sft ? sft_batches[static_cast<size_t>(micro)] : next_train_batch();
+    const Batch& batch = p_.sft                                         ? sft_batches[static_cast<size_t>(micro)]
+                         : graph_step_ ? inputs_[static_cast<size_t>(micro)]  // copied before the replay
+                                       : next_train_batch(micro);
     grad_sync_.begin_micro_step(/*last_micro_step=*/micro == options_.grad_accum - 1);
     torch::Tensor loss;
     {
@@ -100,7 +140,7 @@ StepResult Trainer::train_step(int64_t step) {
   grad_sync_.finish();
   // One small all-reduce carries the mean loss and whether any rank was asked to stop: ranks may see a
   // signal at different steps, and must stop at the same one.
-  auto shared = torch::stack({loss_sum, torch::zeros({}, on_device).fill_(stop_requested_here() ? 1.0 : 0.0)});
+  auto shared = torch::stack({loss_sum, stop_flag_});
   comm_.all_reduce(shared, ReduceOp::Average);
   const torch::Tensor mean_loss = shared[0], stop = shared[1];
 
@@ -125,15 +165,7 @@ StepResult Trainer::train_step(int64_t step) {
   optimizer().step(found_inf);
   if (p_.muon) p_.muon->step(found_inf);
   if (zero_) zero_->gather_parameters();  // every rank's updated shard to every rank
-
-  // The one wait for the device in a step.
-  const torch::Tensor host = torch::stack({mean_loss, grad_norm, found_inf, stop}).to(torch::kCPU);
-  const auto* v = host.data_ptr<float>();
-  const bool skipped = v[2] != 0;
-  if (skipped) optimizer().forget_skipped_step();
-  if (scaler_) scaler_->update(/*overflow=*/skipped);  // the same on every rank
-  const double trained = p_.sft ? trained_tokens.item<double>() : tokens_per_step();
-  return {v[0], v[1], lr, skipped, v[3] > 0, loss_scale, trained};
+  return {mean_loss, grad_norm, found_inf, stop};
 }
 
 std::vector<Batch> Trainer::read_sft_micro_batches() {

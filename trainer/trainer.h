@@ -21,6 +21,7 @@
 #include "trainer/gradient_norm.h"
 #include "trainer/bits_per_byte.h"
 #include "trainer/core_eval.h"
+#include "trainer/cuda_graph_step.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
@@ -115,6 +116,8 @@ class Trainer {
   RunOutput& output() { return output_; }
   const CheckpointMeta& checkpoint_meta() const { return p_.checkpoint_meta; }
   bool has_validation() const { return p_.val_loader != nullptr || p_.sft_val_loader != nullptr; }
+  // --cuda-graph: the step has been captured (after its warm-up steps) and is replayed from now on.
+  bool step_graph_captured() const { return graph_step_ && graph_step_->captured(); }
 
  private:
   struct NamedPart {
@@ -137,8 +140,11 @@ class Trainer {
   // when they are good.
   [[noreturn]] void stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, const StepResult& last);
   bool stop_requested_here() const;
-  // The next training micro-batch, copied into inputs_.
-  const Batch& next_train_batch();
+  // The next training micro-batch, copied into inputs_[micro].
+  const Batch& next_train_batch(int64_t micro);
+  // The step's device work, from zeroing the gradients to the optimizer's update, which --cuda-graph
+  // captures: returns the mean loss, the gradient norm, found_inf and the stop flag (device scalars).
+  std::vector<torch::Tensor> step_on_device(const std::vector<Batch>& sft_batches, const torch::Tensor& trained_tokens);
   // SFT: the step's micro-batches, read before the first forward, and the count of the targets they train
   // on all ranks together (a device scalar), by which each micro-batch's summed loss is divided.
   std::vector<Batch> read_sft_micro_batches();
@@ -166,10 +172,12 @@ class Trainer {
   GradientNorm grad_norm_;
   std::unique_ptr<LossScaler> scaler_;  // --precision fp16
   // What a step reads from the device rather than from the host, so that a CUDA graph of the step
-  // replays with this step's values (the learning rate lives in AdamW): every micro-batch is copied
-  // into the same two tensors, and fp16's loss scale and its inverse are device scalars.
-  Batch inputs_;
-  torch::Tensor loss_scale_, inverse_loss_scale_;
+  // replays with this step's values (the learning rate lives in AdamW): micro-batch k is copied into the
+  // same two tensors inputs_[k] every step, and fp16's loss scale and its inverse, and whether this
+  // process was asked to stop, are device scalars.
+  std::vector<Batch> inputs_;
+  torch::Tensor loss_scale_, inverse_loss_scale_, stop_flag_;
+  std::unique_ptr<CudaGraphStep> graph_step_;  // --cuda-graph (trainer/cuda_graph_step.h); else null
   ModelState model_state_;
   LoaderState loader_state_;
   RandomState random_state_;

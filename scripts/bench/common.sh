@@ -38,6 +38,8 @@ bench_options() {
   shift
   command_line="scripts/$bench_name"
   (( $# )) && command_line+="$(printf ' %q' "$@")"
+  # As a reader would type it in the checkout: no path of the machine it ran on (tests/docs_check.py (c)).
+  command_line=${command_line//"$repo/"/}
   while (( $# )); do
     case "$1" in
       --no-append) append=0; shift; continue ;;

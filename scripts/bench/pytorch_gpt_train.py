@@ -352,8 +352,11 @@ def train(args, forward, model, loader, ranks, seq_len, **result_extra):
             ranks.say(f"step {step:5d} | loss: {loss:.6f} | lr {lr:.4e} | norm: {grad_norm:.4f} | "
                       f"dt: {dt * 1000:.2f}ms | tok/sec: {tokens_per_step / dt:.2f}")
         if metrics:
-            metrics.write(json.dumps({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
-                                      "dt_ms": dt * 1000, "tok_per_sec": tokens_per_step / dt}) + "\n")
+            record = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "dt_ms": dt * 1000,
+                      "tok_per_sec": tokens_per_step / dt}
+            if device.type == "cuda":  # as the C++ side's peak_mem_mib: the allocator's peak so far
+                record["peak_mem_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+            metrics.write(json.dumps(record) + "\n")
     if metrics:
         metrics.close()
     ranks.say("RESULT " + json.dumps({

@@ -164,7 +164,7 @@ TEST(Cuda, Bf16AttentionUsesAFlashKernel) {
 
 // Resume is compared where it is exact: the same device and deterministic kernels, so the resumed losses
 // equal the straight run's bit for bit. (On an H100, cuDNN's attention backward, which accumulates with
-// atomics, made two runs of the same steps differ in the 5th digit: docs/gpu-runs/2026-11-26-h100.) The
+// atomics, made two runs of the same steps differ in the 5th digit: evidence/gpu-runs/2026-11-26-h100.) The
 // math attention kernel and PyTorch's deterministic mode (cuBLAS with a fixed workspace) remove that.
 TEST(Cuda, CheckpointFromCudaSamplesOnCpuAndResumesOnCuda) {
   REQUIRE_CUDA();
