@@ -224,10 +224,11 @@ TEST(MaskedLoss, UserTokensTrainNothingAssistantTokensDo) {
   CharChat c;
   torch::manual_seed(3);
   Gpt model(small_config(c.vocab(), 32));
-  // The last user turn comes after the only reply: it changes neither the reply's inputs nor its
-  // targets (attention is causal), so with the user's tokens untrained the gradient stays exactly the
-  // same. A plain (unmasked) loss would train on it and differ.
-  const std::vector<ChatMessage> base{{ChatRole::user, "abc"}, {ChatRole::assistant, "xy"}, {ChatRole::user, "hello"}};
+  // The last user turn comes after the only trained reply (its answer has weight 0): it changes neither
+  // the reply's inputs nor its targets (attention is causal), so with the user's tokens untrained the
+  // gradient stays exactly the same. A plain (unmasked) loss would train on it and differ.
+  const std::vector<ChatMessage> base{{ChatRole::user, "abc"}, {ChatRole::assistant, "xy"}, {ChatRole::user, "hello"},
+                                      {ChatRole::assistant, "ok", /*trained=*/false}};
   auto other_user = base;
   other_user[2].content = "world";
   auto other_reply = base;
