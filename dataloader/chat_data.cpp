@@ -51,8 +51,12 @@ std::vector<ChatMessage> messages_of(const nlohmann::json& record) {
     return out;
   }
   if (record.contains("prompt") || record.contains("completion")) {
-    return {{ChatRole::user, text_field(record, "prompt", "the record")},
-            {ChatRole::assistant, text_field(record, "completion", "the record")}};
+    std::vector<ChatMessage> pair = {{ChatRole::user, text_field(record, "prompt", "the record")},
+                                     {ChatRole::assistant, text_field(record, "completion", "the record")}};
+    // Named by the record's own fields (check_conversation would say "message 1").
+    if (pair[0].content.empty()) throw std::invalid_argument("the record's \"prompt\" is empty");
+    if (pair[1].content.empty()) throw std::invalid_argument("the record's \"completion\" is empty");
+    return pair;
   }
   throw std::invalid_argument("the record has neither \"messages\" nor \"prompt\" and \"completion\"");
 }

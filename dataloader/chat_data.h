@@ -8,7 +8,8 @@
 //   {"prompt": "...", "completion": "..."}
 // A record with both shapes is bad (which one it means cannot be told).
 // Blank lines are skipped. A bad record (not UTF-8, bad JSON, not an object, neither shape, an unknown
-// role, turns out of order, no assistant turn) is a std::invalid_argument "FILE:LINE: problem", or, with
+// role, turns out of order, no assistant turn, a message with empty content, an empty reply, a last turn
+// the user's) is a std::invalid_argument "FILE:LINE: problem", or, with
 // skip_bad_records, skipped and counted.
 #include <cstdint>
 #include <filesystem>

@@ -134,6 +134,19 @@ void ChatFormat::check_conversation(std::span<const ChatMessage> messages, bool 
   }
   if (needs_assistant && !any_assistant) throw std::invalid_argument("the conversation has no assistant turn");
   if (needs_assistant) {
+    // A training record with nothing in a turn, or a last question never answered, is a broken record
+    // (a failed export, a cut file), not data: it would train an empty reply or spend rows on nothing.
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (!messages[i].content.empty()) continue;
+      throw std::invalid_argument(messages[i].role == ChatRole::assistant
+                                      ? message_number(i) + " is an empty assistant reply (\"content\": \"\")"
+                                      : message_number(i) + " (" + with_article(messages[i].role) +
+                                            " message) has empty \"content\"");
+    }
+    if (messages.back().role == ChatRole::user) {
+      throw std::invalid_argument("the conversation ends on a user turn (" + message_number(messages.size() - 1) +
+                                  ") that no assistant reply answers");
+    }
     bool any_trained = false;
     for (const ChatMessage& m : messages) any_trained = any_trained || (m.role == ChatRole::assistant && m.trained);
     if (!any_trained) throw std::invalid_argument("every assistant message has \"weight\": 0, so nothing is trained");

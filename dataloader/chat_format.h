@@ -88,7 +88,8 @@ class ChatFormat {
   static int64_t record_ids_end(const std::string& record);
 
   // Checks the order of the turns: an optional system message first, then user and assistant turns
-  // alternating, starting with the user. With `needs_assistant` at least one assistant turn (training).
+  // alternating, starting with the user. With `needs_assistant` (training): at least one assistant turn
+  // trained on, no message with empty content, and the last turn the assistant's.
   // Throws std::invalid_argument with the problem ("message 3 has role user after a user message").
   static void check_conversation(std::span<const ChatMessage> messages, bool needs_assistant);
 

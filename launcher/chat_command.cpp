@@ -96,28 +96,41 @@ std::string context_note(const ChatSession& session) {
                    static_cast<long long>(session.context_size()));
 }
 
-// Non-interactive: one conversation per input line, one reply per output line, notes on stderr.
+// Non-interactive: one conversation per input line, one reply per output line, notes on stderr. A line
+// that cannot be answered (not UTF-8, longer than the context) gets one error line on stderr naming it and
+// an empty line on stdout, and the lines after it are answered: a script reading line for line stays in
+// step. The exit status then says that some line went unanswered (2, bad input).
 int run_lines(ChatSession& session) {
   std::string line;
+  int64_t unanswered = 0;
   for (int64_t number = 1; std::getline(std::cin, line); ++number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
-    require_utf8(line, strprintf("stdin line %lld", static_cast<long long>(number)));
+    const std::string where = strprintf("stdin line %lld", static_cast<long long>(number));
     session.reset();
     ChatReply reply;
     try {
-      reply = session.reply(line);
-    } catch (const ConversationFull& e) {
-      throw std::invalid_argument(strprintf("stdin line %lld: %s", static_cast<long long>(number), e.what()));
+      require_utf8(line, where);  // names the line itself
+      try {
+        reply = session.reply(line);
+      } catch (const ConversationFull& e) {
+        throw std::invalid_argument(where + ": " + e.what());
+      } catch (const std::invalid_argument& e) {  // a character the tokenizer cannot encode
+        throw std::invalid_argument(where + ": " + e.what());
+      }
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "mygpt-ddp: error: " << e.what() << "; its reply line is left empty" << std::endl;
+      ++unanswered;
     }
     std::cout << one_line(reply.text) << '\n';
     check_standard_output();
     if (reply.outgrew) {
-      std::cerr << strprintf("note: stdin line %lld: %s; the reply is cut there", static_cast<long long>(number),
-                             context_note(session).c_str())
+      std::cerr << strprintf("note: %s: %s; the reply is cut there", where.c_str(), context_note(session).c_str())
                 << std::endl;
     }
   }
-  return 0;
+  std::cout << std::flush;
+  check_standard_output();
+  return unanswered > 0 ? 2 : 0;  // 2: bad input, main's code for it
 }
 
 // Interactive: one conversation, turn after turn.

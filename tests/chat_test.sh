@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `mygpt-ddp chat` through the binary: stdin lines in, one reply line out each; bad input (a line that
-# is not UTF-8, a message longer than the model's context, a model without room for the chat tokens) is
-# one line naming it and exit 2; on a terminal (tests/chat_terminal_test.py, a pseudo-terminal): the
+# `mygpt-ddp chat` through the binary: stdin lines in, one reply line out each; a line that is not UTF-8
+# or longer than the model's context gets one error line naming it and an empty reply line, the lines after
+# it are answered, and the exit is 2; bad options (a --system too long, a model without room for the chat
+# tokens) are one line naming them and exit 2; on a terminal (tests/chat_terminal_test.py, a pseudo-terminal): the
 # prompt, a streamed reply, Ctrl-C stopping it, "clear", Ctrl-D ending with exit 0.
 # Usage: chat_test.sh MYGPT_DDP SHARED_DATA_DIR PYTHON
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -32,15 +33,23 @@ check "... a note that this model was not fine-tuned on conversations" grep -q "
 run_cmd lines_again "$BIN" "${CHAT[@]}" <"$WORK/lines.txt"
 check "... the same seed gives the same replies" cmp -s "$WORK/lines.out" "$WORK/lines_again.out"
 
-printf 'hello\n\xff\xfe\n' >"$WORK/bad_utf8.txt"
+# A line that cannot be answered gets an error line on stderr and an empty line on stdout, and the lines
+# after it are answered (the command exited at it, and a script reading a reply per line fell out of step).
+printf 'hello\n\xff\xfe\nbye\n' >"$WORK/bad_utf8.txt"
 run_cmd bad_utf8 "$BIN" "${CHAT[@]}" <"$WORK/bad_utf8.txt"
-check "a line that is not UTF-8: exit 2 naming stdin line 2 (exit $RC): $(cat "$WORK/bad_utf8.err")" \
-  bash -c "[[ $RC -eq 2 ]] && grep -q 'stdin line 2' '$WORK/bad_utf8.err' && [[ \$(grep -vc '^note:' '$WORK/bad_utf8.err') -eq 1 ]]"
+check "a line that is not UTF-8: exit 2, one line naming stdin line 2, 3 reply lines, the 2nd empty (exit $RC): $(cat "$WORK/bad_utf8.err")" \
+  bash -c "[[ $RC -eq 2 ]] && grep -q 'stdin line 2' '$WORK/bad_utf8.err' && [[ \$(grep -vc '^note:' '$WORK/bad_utf8.err') -eq 1 ]] &&
+           [[ \$(wc -l <'$WORK/bad_utf8.out') -eq 3 && -z \$(sed -n 2p '$WORK/bad_utf8.out') ]]"
 
-"$PY" -c 'print("to be or not to be " * 400)' >"$WORK/long.txt"
+{ echo hello; "$PY" -c 'print("to be or not to be " * 400)'; echo bye; } >"$WORK/long.txt"
 run_cmd long "$BIN" "${CHAT[@]}" <"$WORK/long.txt"
-check "a message longer than the context: exit 2 naming stdin line 1 and the sizes (exit $RC): $(cat "$WORK/long.err")" \
-  bash -c "[[ $RC -eq 2 ]] && grep -q 'stdin line 1: the message needs [0-9]* tokens of context' '$WORK/long.err'"
+check "a message longer than the context: exit 2, one line naming stdin line 2 and the sizes, 3 reply lines, the 2nd empty (exit $RC): $(cat "$WORK/long.err")" \
+  bash -c "[[ $RC -eq 2 ]] && grep -q 'stdin line 2: the message needs [0-9]* tokens of context' '$WORK/long.err' &&
+           [[ \$(grep -vc '^note:' '$WORK/long.err') -eq 1 && \$(wc -l <'$WORK/long.out') -eq 3 && -z \$(sed -n 2p '$WORK/long.out') ]]"
+printf 'hello\nbye\n' >"$WORK/short.txt"
+run_cmd short "$BIN" "${CHAT[@]}" <"$WORK/short.txt"
+check "... and the lines around it get the replies they get without it" \
+  bash -c "[[ \$(sed -n '1p;3p' '$WORK/long.out') == \$(cat '$WORK/short.out') ]]"
 
 run_cmd long_system "$BIN" "${CHAT[@]}" --system "$(cat "$WORK/long.txt")" <"$WORK/lines.txt"
 check "a --system longer than the context: exit 2 naming --system, not a message (exit $RC): $(cat "$WORK/long_system.err")" \

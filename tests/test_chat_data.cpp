@@ -94,6 +94,48 @@ TEST(ChatData, BadRecordNamesFileAndLineOrIsSkippedAndCounted) {
             std::string::npos);
 }
 
+// Empty turns and a question never answered were read silently (issue 64): an empty reply trained the model
+// to end its turn at once, a trailing user turn spent rows on nothing. Each is a bad record now, named by
+// file and line, or skipped and counted.
+TEST(ChatData, EmptyTurnsAndAnUnansweredLastTurnAreBadRecords) {
+  auto problem = [](std::string_view line) { return invalid_argument_message([&] { parse_chat_record(line); }); };
+  EXPECT_EQ(problem(R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":""}]})"),
+            "message 2 is an empty assistant reply (\"content\": \"\")");
+  EXPECT_EQ(problem(R"({"messages":[{"role":"user","content":""},{"role":"assistant","content":"yo"}]})"),
+            "message 1 (a user message) has empty \"content\"");
+  EXPECT_EQ(problem(R"({"messages":[{"role":"system","content":""},{"role":"user","content":"a"},)"
+                    R"({"role":"assistant","content":"b"}]})"),
+            "message 1 (a system message) has empty \"content\"");
+  // An empty reply of weight 0 is still an empty turn in the context the others are trained on.
+  EXPECT_EQ(problem(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"","weight":0},)"
+                    R"({"role":"user","content":"b"},{"role":"assistant","content":"c"}]})"),
+            "message 2 is an empty assistant reply (\"content\": \"\")");
+  EXPECT_EQ(problem(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},)"
+                    R"({"role":"user","content":"and then?"}]})"),
+            "the conversation ends on a user turn (message 3) that no assistant reply answers");
+  EXPECT_EQ(problem(R"({"prompt":"","completion":"x"})"), "the record's \"prompt\" is empty");
+  EXPECT_EQ(problem(R"({"prompt":"x","completion":""})"), "the record's \"completion\" is empty");
+  // A reply of spaces is text (the model may be taught to answer so); only nothing at all is refused.
+  EXPECT_EQ(parse_chat_record(R"({"prompt":"x","completion":" "})").size(), 2u);
+
+  ScratchDir dir;
+  CharChat c;
+  const auto path = dir.write("chat.jsonl", "{\"prompt\":\"hi\",\"completion\":\"yo\"}\n"
+                                            "{\"prompt\":\"hi\",\"completion\":\"\"}\n"
+                                            "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                                            "{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"user\",\"content\":\"c\"}]}\n"
+                                            "{\"messages\":[{\"role\":\"user\",\"content\":\"\"},"
+                                            "{\"role\":\"assistant\",\"content\":\"b\"}]}\n");
+  EXPECT_EQ(invalid_argument_message([&] { read_chat_examples(path, c.format, false); }),
+            path.string() + ":2: the record's \"completion\" is empty (--skip-bad-records skips such records)");
+  const ChatExamples read = read_chat_examples(path, c.format, true);
+  EXPECT_EQ(read.conversations.size(), 1u);
+  EXPECT_EQ(read.records, 4);
+  EXPECT_EQ(read.bad_skipped, 3);
+  // A chat prompt is no training record: an empty message there is the user's to send.
+  EXPECT_NO_THROW(c.format.render_prompt({}, ""));
+}
+
 TEST(ChatData, LongConversationsAreCutAndThoseLeftWithoutRepliesDropped) {
   CharChat c;
   const std::vector<ChatMessage> short_one{{ChatRole::user, "hi"}, {ChatRole::assistant, "yo"}};
@@ -182,10 +224,11 @@ TEST(MaskedLoss, UserTokensTrainNothingAssistantTokensDo) {
   CharChat c;
   torch::manual_seed(3);
   Gpt model(small_config(c.vocab(), 32));
-  // The last user turn comes after the only reply: it changes neither the reply's inputs nor its
-  // targets (attention is causal), so with the user's tokens untrained the gradient stays exactly the
-  // same. A plain (unmasked) loss would train on it and differ.
-  const std::vector<ChatMessage> base{{ChatRole::user, "abc"}, {ChatRole::assistant, "xy"}, {ChatRole::user, "hello"}};
+  // The last user turn comes after the only trained reply (its answer has weight 0): it changes neither
+  // the reply's inputs nor its targets (attention is causal), so with the user's tokens untrained the
+  // gradient stays exactly the same. A plain (unmasked) loss would train on it and differ.
+  const std::vector<ChatMessage> base{{ChatRole::user, "abc"}, {ChatRole::assistant, "xy"}, {ChatRole::user, "hello"},
+                                      {ChatRole::assistant, "ok", /*trained=*/false}};
   auto other_user = base;
   other_user[2].content = "world";
   auto other_reply = base;

@@ -370,6 +370,31 @@ TEST(HfBpeTokenizer, ChatFormatUsesTheTokenizersOwnChatTokens) {
             std::string::npos);
 }
 
+// "Is this GPT-2's tokenizer?" is a question: for any other tokenizer.json, alone (as `tokenizer train` writes
+// it) or with vocab.json and merges.txt beside it (as exports have them), the answer is no. It threw GPT-2's
+// reader's "tokenizer.json: expected 50257 tokens, found 263", and --sft refused every such tokenizer (issue 64).
+TEST(HfBpeTokenizer, AnyTokenizerJsonButGpt2sIsNotGpt2sTokenizer) {
+  ScratchDir dir;
+  const auto path = tiny_tokenizer_json(dir, "own", [](nlohmann::json& t) {
+    const char* names[] = {"<|bos|>", "<|user_start|>", "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>",
+                           "<|python_start|>"};
+    for (int i = 0; i < 6; ++i) {
+      t["added_tokens"].push_back({{"id", 257 + i}, {"content", names[i]}, {"special", true}, {"normalized", false}});
+    }
+  });
+  const std::string folder = path.parent_path().string();
+  EXPECT_FALSE(is_gpt2_tokenizer_folder(folder));
+  const auto json = nlohmann::json::parse(read_whole_file(path, "test tokenizer"));
+  dir.write("own/vocab.json", json["model"]["vocab"].dump());
+  dir.write("own/merges.txt", "#version: 0.2\na b\n");
+  EXPECT_FALSE(is_gpt2_tokenizer_folder(folder));
+  dir.write("own/vocab.json", "not JSON");  // files GPT-2's reader refuses are not GPT-2's either
+  EXPECT_FALSE(is_gpt2_tokenizer_folder(folder));
+  EXPECT_EQ(folder_tokenizer_kind(folder), TokenizerKind::hf);
+  const auto codec = make_text_codec(TokenizerKind::hf, folder);
+  EXPECT_TRUE(ChatFormat(*codec, codec->vocab_size()).tokenizer_has_tokens());
+}
+
 // The trainer's document delimiter: the folder's bos_token, else eos_token, else a known special token.
 TEST(HfBpeTokenizer, AFolderIsTheHfKindAndItsConfigNamesTheDocumentDelimiter) {
   ScratchDir dir;

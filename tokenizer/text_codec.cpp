@@ -197,14 +197,20 @@ std::unique_ptr<TextCodec> make_text_codec(TokenizerKind kind, const std::string
 }
 
 // Other models ship vocab.json and merges.txt too (Qwen's): the files must be GPT-2's size and tokenize
-// a probe as the folder's tokenizer.json does.
+// a probe as the folder's tokenizer.json does. A question, never a refusal: any other tokenizer.json (one
+// `tokenizer train` wrote, of 2039 tokens, say) is simply not GPT-2's, whatever files lie beside it.
 bool is_gpt2_tokenizer_folder(const std::string& dir) {
   if (!Gpt2BpeTokenizer::find_files(dir)) return false;
-  const auto files = make_text_codec(TokenizerKind::gpt2, dir);
-  const auto json = make_text_codec(TokenizerKind::hf, dir);
+  const auto json = make_text_codec(TokenizerKind::hf, dir);  // the folder's definition: its faults are real
+  if (json->vocab_size() != static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize)) return false;
+  std::unique_ptr<TextCodec> files;
+  try {
+    files = make_text_codec(TokenizerKind::gpt2, dir);
+  } catch (const std::invalid_argument&) {  // files GPT-2's reader refuses are not GPT-2's files
+    return false;
+  }
   const std::string probe = "Hello, world! It's 2024: caf\u00e9   \n\tHOW'LL we  go?  12345 <|endoftext|>";
-  return files->vocab_size() == static_cast<int64_t>(Gpt2BpeTokenizer::kVocabSize) &&
-         json->vocab_size() == files->vocab_size() && json->encode(probe) == files->encode(probe);
+  return files->vocab_size() == json->vocab_size() && json->encode(probe) == files->encode(probe);
 }
 
 int64_t tokens_in_vocabulary(TokenizerKind kind, int64_t vocab_size) {
