@@ -2,6 +2,8 @@
 // /health) and a chat page at / over a checkpoint or a Hugging Face folder, its tokenizer and chat format
 // resolved as `chat` resolves them. Requests are decoded together by the inference engine (continuous
 // batching: serving/batch_scheduler.h); the HTTP side is serving/http_server.h. docs/serving.md.
+#include <boost/asio/ip/address.hpp>
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -51,7 +53,11 @@ const OptionTable<ServeFlags>& serve_flag_table() {
           "address to listen on; the default takes connections from this machine only (0.0.0.0: from anywhere, "
           "then set --api-key)")
         .init("127.0.0.1")
-        .check(not_empty);
+        .check([](const std::string& flag, const std::string& host) {
+          boost::system::error_code ec;
+          static_cast<void>(boost::asio::ip::make_address(host, ec));
+          if (ec) throw std::invalid_argument("--" + flag + " '" + host + "' is not an IP address (" + ec.message() + ")");
+        });
     t.add("port", &S::port, "TCP port (0: any free one, printed at start)")
         .init(8000)
         .check([](const std::string& flag, const int64_t& port) {

@@ -198,7 +198,7 @@ TEST(ReplyText, EndsBeforeTheFirstStopStringAndNeverShowsPartOfOne) {
   EXPECT_EQ(run(text, "abcdcdef", &pieces), "abcd");
   EXPECT_TRUE(text.stopped());
   // "c" and "cd" were held back until they turned out not to be "cde"; "cd" of the second is never shown.
-  EXPECT_EQ(pieces, (std::vector<std::string>{"a", "b", "", "", "cd", ""}));
+  EXPECT_EQ(pieces, (std::vector<std::string>{"a", "b", "", "", "cd", "", ""}));
   ReplyText none(decode_letter, {"zz"});
   EXPECT_EQ(run(none, "abz"), "abz");  // a held-back start of a stop string is shown at the end
   EXPECT_FALSE(none.stopped());
