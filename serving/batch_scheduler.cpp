@@ -22,7 +22,10 @@ BatchScheduler::~BatchScheduler() {
 bool BatchScheduler::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ || static_cast<int64_t>(waiting_.size()) >= max_queue_) return false;
+    // A place in the batch (as of the scheduler's last look: one that just freed counts at its next step),
+    // else in the queue.
+    const int64_t places = max_queue_ + std::max<int64_t>(0, max_batch_ - decoding_);
+    if (stopping_ || static_cast<int64_t>(waiting_.size()) >= places) return false;
     waiting_.push_back(std::move(job));
   }
   wake_.notify_one();

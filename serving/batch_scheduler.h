@@ -50,8 +50,8 @@ class BatchScheduler {
   BatchScheduler(Gpt model, std::function<std::string(int64_t)> decode_id, int64_t max_batch, int64_t max_queue);
   ~BatchScheduler();
 
-  // Queues a job; false when max_queue jobs already wait, or the scheduler is shutting down (the caller
-  // answers 429 / 503 at once).
+  // Queues a job; false when the batch is full and max_queue jobs already wait, or the scheduler is
+  // shutting down (the caller answers 429 / 503 at once).
   bool submit(std::shared_ptr<Job> job);
   // Takes no more jobs; those waiting or decoding go on until `grace` has passed, then they end with a
   // server_error. Returns at once; finished() says when all are done.
