@@ -1,7 +1,7 @@
 #pragma once
-// One conversation with a model, turn by turn, for the `chat` command. The model's KV cache is kept
-// from turn to turn: a new user message costs the forward pass of its own tokens, never of the history
-// again. The ids that go in are the chat format's (dataloader/chat_format.h), the same the model was
+// One conversation with a model, turn by turn, for the `chat` command: one sequence of the inference
+// engine (inference/engine.h) kept from turn to turn, and its KV cache with it: a new user message costs
+// the forward pass of its own tokens, never of the history again. The ids that go in are the chat format's (dataloader/chat_format.h), the same the model was
 // fine-tuned on; the reply is sampled token by token until <|assistant_end|>.
 #include <torch/torch.h>
 
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "dataloader/chat_format.h"
+#include "inference/engine.h"
 #include "tokenizer/text_codec.h"
 #include "model/gpt.h"
-#include "model/kv_cache.h"
 #include "model/sampling.h"
 
 namespace mygpt {
@@ -61,21 +61,19 @@ class ChatSession {
   void reset();
   // Positions of the context in use: what the model has read so far, plus the tokens waiting to be read.
   int64_t context_used() const;
-  int64_t context_size() const { return cache_.capacity(); }
+  int64_t context_size() const { return sequence_.capacity(); }
 
  private:
-  Gpt& model_;
   const ChatFormat& format_;
   const TextCodec& codec_;
-  SamplingOptions options_;
   std::string system_;
-  KvCache cache_;
-  // Ids that belong to the conversation but were not read yet: the last token of a reply (sampled, not
-  // yet fed back) and <|assistant_end|> where the model did not write it itself. The next turn reads
-  // them first, so the history the model sees is always well formed.
-  std::vector<int64_t> unread_;
+  Engine engine_;
+  // The conversation. Besides what its cache holds, it keeps the ids not read yet: the last token of a
+  // reply (sampled, not yet fed back) and <|assistant_end|> where the model did not write it itself. The
+  // next turn reads them first, so the history the model sees is always well formed.
+  Sequence sequence_;
 
-  // The ids reply() reads for a message: what is unread, then the message's turn.
+  // The message's turn, as reply() adds it after what is unread.
   std::vector<int64_t> turn_ids(std::string_view user_message, bool in_new_conversation) const;
 };
 

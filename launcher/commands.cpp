@@ -13,7 +13,7 @@ namespace mygpt {
 
 const std::vector<Command>& command_table() {
   static const std::vector<Command> table = {train_command(), generate_command(), eval_command(), prepare_command(),
-                                             plan_command(), export_command(), chat_command(),
+                                             plan_command(), export_command(), chat_command(), serve_command(),
                                              tokenizer_train_command(), tokenizer_eval_command()};
   return table;
 }

@@ -72,6 +72,7 @@ Command eval_command();
 Command prepare_command();
 Command export_command();
 Command chat_command();
+Command serve_command();
 Command tokenizer_train_command();
 Command tokenizer_eval_command();
 

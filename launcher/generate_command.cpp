@@ -1,6 +1,7 @@
 // `mygpt-ddp generate`: samples from a checkpoint or a Hugging Face GPT-2 folder. Same seed and device
-// give the same text. Samples are drawn several at a time (one forward pass per token for the batch,
-// with the KV cache); the first of each batch is printed token by token as it is produced.
+// give the same text. Samples are drawn several at a time by the inference engine (inference/engine.h:
+// one forward pass per token for the batch, each sample with its KV cache); the first of each batch is
+// printed token by token as it is produced.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -20,6 +21,7 @@
 #include "launcher/device_probe.h"
 #include "launcher/inference_model.h"
 #include "launcher/shared_flags.h"
+#include "inference/engine.h"
 #include "model/huge_page_weights.h"
 #include "model/sampling.h"
 
@@ -73,11 +75,6 @@ const OptionTable<GenerateFlags>& generate_flag_table() {
   return table;
 }
 
-std::vector<int64_t> row_ids(const torch::Tensor& tokens, int64_t row) {
-  const auto ids = tokens[row].to(torch::kCPU).contiguous();
-  return {ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()};
-}
-
 void print_ids(const std::vector<int64_t>& ids) {
   for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
   std::cout << std::endl;
@@ -106,32 +103,46 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
   auto decode = [&](const std::vector<int64_t>& ids) { return chat ? chat->decode(ids) : m.codec->decode(ids); };
 
   seed_everything(f.seed);
-  const auto prompt_row = torch::tensor(prompt_ids, torch::kLong).unsqueeze(0).to(device);
+  Engine engine(m.model, f.kv_cache);
+  // Past the model's context the window slides (the last block re-read), as a sample may run that long.
+  const SequenceSettings settings{.sampling = sampling, .slide_past_context = true};
   for (int64_t first = 0; first < f.num_samples; first += kMaxSamplesPerBatch) {
     const int64_t rows = std::min(kMaxSamplesPerBatch, f.num_samples - first);
     auto header = [&](int64_t sample) {
       if (f.num_samples > 1 && !f.print_ids) std::cout << "--- sample " << sample + 1 << " ---\n";
     };
+    std::vector<Sequence> samples;
+    samples.reserve(static_cast<size_t>(rows));
+    std::vector<Sequence*> batch;
+    for (int64_t r = 0; r < rows; ++r) {
+      samples.emplace_back(m.model, settings);
+      samples.back().start_reply(prompt_ids);
+      batch.push_back(&samples.back());
+    }
     // The batch's first sample is streamed: its text as it grows, whole characters only.
     Utf8StreamDecoder stream;
-    NewTokensCallback show;
     if (!f.print_ids) {
       header(first);
       std::cout << stream.push(decode(prompt_ids)) << std::flush;
-      show = [&](const torch::Tensor& next) {
-        std::cout << stream.push(decode({next[0][0].item<int64_t>()}));
-        check_standard_output();  // a full disk stops the run at once
-      };
     }
     const auto start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();  // this process's CPU time: steadier on a shared machine
-    torch::Tensor out;
-    try {
-      out = generate(m.model, prompt_row.expand({rows, -1}).contiguous(), sampling, std::nullopt, show)
-                .to(torch::kCPU);  // also waits for a GPU to finish
-    } catch (const NonFiniteLogits& e) {  // the stored weights are the problem: bad input
-      if (!f.print_ids) std::cout << std::endl;
-      throw std::invalid_argument(m.description + ": " + e.what());
+    auto unfinished = [&] {
+      return std::any_of(samples.begin(), samples.end(), [](const Sequence& s) { return !s.finished(); });
+    };
+    while (unfinished()) {
+      const size_t shown = samples.front().reply().size();
+      engine.step(batch);
+      for (const Sequence& s : samples) {
+        if (s.finish_reason() == FinishReason::non_finite_logits) {  // the stored weights are the problem: bad input
+          if (!f.print_ids) std::cout << std::endl;
+          throw std::invalid_argument(m.description + ": " + NonFiniteLogits().what());
+        }
+      }
+      if (!f.print_ids && samples.front().reply().size() > shown) {
+        std::cout << stream.push(decode({samples.front().reply().back()}));
+        check_standard_output();  // a full disk stops the run at once
+      }
     }
     if (f.timing) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -143,14 +154,19 @@ int run_generate(const Parsed<GenerateFlags>& flags, const JobSession&) {
                              static_cast<long long>(rows), seconds, cpu_seconds, tokens / seconds, tokens / cpu_seconds)
                 << std::endl;
     }
+    auto sample_ids = [&](const Sequence& s) {
+      std::vector<int64_t> ids = prompt_ids;
+      ids.insert(ids.end(), s.reply().begin(), s.reply().end());
+      return ids;
+    };
     if (f.print_ids) {
-      for (int64_t r = 0; r < rows; ++r) print_ids(row_ids(out, r));
+      for (const Sequence& s : samples) print_ids(sample_ids(s));
       continue;
     }
     std::cout << stream.finish() << std::endl;
     for (int64_t r = 1; r < rows; ++r) {
       header(first + r);
-      std::cout << with_invalid_utf8_replaced(decode(row_ids(out, r))) << std::endl;
+      std::cout << with_invalid_utf8_replaced(decode(sample_ids(samples[static_cast<size_t>(r)]))) << std::endl;
     }
   }
   return 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include <ATen/autocast_mode.h>
 
@@ -194,6 +195,22 @@ torch::Tensor decoding_linear(const torch::Tensor& x, const torch::Tensor& weigh
                               bool continues_cache) {
   if (continues_cache && decode_linear_applies(x, weight, bias)) return decode_linear(x, weight, bias);
   return torch::linear(x, weight, bias);
+}
+
+torch::Tensor row_invariant_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const bool one_row_applies =
+      x.dim() > 0 && decode_linear_applies(x.narrow(0, 0, std::min<int64_t>(1, x.size(0))), weight, bias);
+  if (!one_row_applies) return torch::linear(x, weight, bias);
+  const auto rows = x.reshape({-1, x.size(-1)});
+  if (rows.size(0) <= kDecodeLinearMaxRows) return decode_linear(x, weight, bias);
+  std::vector<torch::Tensor> groups;
+  for (int64_t first = 0; first < rows.size(0); first += kDecodeLinearMaxRows) {
+    const int64_t count = std::min(kDecodeLinearMaxRows, rows.size(0) - first);
+    groups.push_back(decode_linear(rows.narrow(0, first, count), weight, bias));
+  }
+  auto shape = x.sizes().vec();
+  shape.back() = weight.size(0);
+  return torch::cat(groups).view(shape);
 }
 
 }  // namespace mygpt

@@ -31,6 +31,13 @@ torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor decoding_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                               bool continues_cache);
 
+// linear(x, weight, bias) for a decoding step of several sequences at once (GptImpl::decode_rows), whose
+// rows may be any number: where decode_linear applies to one row, groups of kDecodeLinearMaxRows rows go
+// through it, so each row's result is bit for bit the one it gets decoded alone (decode_linear sums each
+// row in the same order however many rows share the pass) at the cost of reading the weights once per
+// group; torch::linear otherwise (a GPU's, whose rows need not match a read of one row).
+torch::Tensor row_invariant_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
 // The instruction sets decode_linear has code for; it uses the widest this CPU runs. Naming one runs
 // that code instead (for the tests, which check each against the reference on the CPU they run on).
 enum class DecodeLinearIsa { avx512, avx2, baseline };

@@ -159,6 +159,39 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx, const ForwardOptions& o
   return soft_capped(decoding_linear(hidden, head, {}, continues_cache));
 }
 
+torch::Tensor GptImpl::decode_rows(const torch::Tensor& tokens, std::span<KvCache* const> caches,
+                                  int64_t vocab_limit) {
+  const int64_t B = tokens.size(0);
+  if (tokens.dim() != 1 || static_cast<int64_t>(caches.size()) != B || B == 0) {
+    throw std::logic_error("decode_rows: one token per sequence, one cache each");
+  }
+  std::vector<int64_t> past(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) {
+    const KvCache& cache = *caches[static_cast<size_t>(i)];
+    if (cache.length() == 0 || cache.full() || cache.capacity() != config_.block_size) {
+      throw std::logic_error("decode_rows: a sequence's cache is empty, full or not of this model");
+    }
+    past[static_cast<size_t>(i)] = cache.length();
+  }
+  const torch::Tensor head = head_rows(vocab_limit, "decode_rows");
+  // Row i at its own position: the learned embedding's row and the rotary angles of past[i], (B, 1, ...)
+  // where forward()'s one sequence has (1, ...); the same values.
+  const auto positions = torch::tensor(past, torch::kLong).to(tokens.device()).unsqueeze(1);
+  auto x = wte(tokens.unsqueeze(1));
+  if (wpe) x = x + wpe(positions);
+  if (ln_e) x = ln_e(x);
+  RotaryAngles rope = rotary_angles(config_, positions);
+  if (rope.defined()) rope = {rope.cos.unsqueeze(1), rope.sin.unsqueeze(1)};  // (B, 1, 1, hs) against (B, H, 1, hs)
+  ResidualStream stream{x};
+  for (int64_t layer = 0; layer < static_cast<int64_t>(h->size()); ++layer) {
+    BlockContext context{rope, nullptr, layer};
+    context.row_caches = caches;
+    stream = h[layer]->as<BlockImpl>()->forward(stream, context);
+  }
+  for (KvCache* cache : caches) cache->advance(1);
+  return soft_capped(row_invariant_linear(ln_f(stream.whole().select(1, 0)), head, {}));
+}
+
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets, LossReduction reduction,
                             int64_t vocab_limit) {
   std::optional<torch::NoGradGuard> no_grad;

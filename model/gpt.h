@@ -7,6 +7,7 @@
 // does: logits from forward(), the cross-entropy from loss().
 #include <torch/torch.h>
 
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,13 @@ class GptImpl : public torch::nn::Module {
   // the token embedding matrix (saves 38M parameters for GPT-2 and helps quality, Press & Wolf 2017); the
   // newer members keep a head of their own.
   torch::Tensor forward(const torch::Tensor& idx, const ForwardOptions& options = {});
+  // One decoding step of several sequences, each at its own position (continuous batching): tokens (B)
+  // int64, row i the next token of the sequence whose keys and values caches[i] holds (a cache of batch 1
+  // with at least one position and room for this one). Returns logits (B, vocab_size), or (B, vocab_limit)
+  // where vocab_limit > 0, as forward() does; each cache advances by one. The rows share every weight read
+  // (the linears), and on the CPU each row's logits are bit for bit those of forward() on that sequence
+  // alone with its cache. Eval mode, no gradient.
+  torch::Tensor decode_rows(const torch::Tensor& tokens, std::span<KvCache* const> caches, int64_t vocab_limit = 0);
   // The cross-entropy of the next-token prediction against targets (B, T), 0-dim fp32 or (B, T) fp32 by
   // `reduction`. vocab_limit > 0 scores over the first vocab_limit ids only: the tokenizer's tokens without
   // the padding rows, as a sampler with that limit (and an exported, unpadded model) sees the distribution.

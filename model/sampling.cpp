@@ -42,6 +42,14 @@ torch::Tensor sample_next(torch::Tensor logits, const SamplingOptions& options, 
     auto kth = std::get<0>(logits.topk(options.top_k, -1)).select(-1, -1).unsqueeze(-1);
     logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
   }
+  if (options.top_p < 1.0) {
+    // Sorted from the least likely up, an id is cut when the ids below it hold at most 1 - top_p of the
+    // probability; the most likely id always stays (transformers' TopPLogitsWarper, min_tokens_to_keep 1).
+    const auto [sorted, order] = logits.sort(/*dim=*/-1, /*descending=*/false);
+    auto cut = torch::softmax(sorted, -1).cumsum(-1) <= (1.0 - options.top_p);
+    cut.select(-1, -1).fill_(false);
+    logits = logits.masked_fill(cut.scatter(-1, order, cut), -std::numeric_limits<float>::infinity());
+  }
   auto probs = torch::softmax(logits, -1);
   if (generator && generator->device() != probs.device()) {
     // A generator of another device (a CPU one while training on a GPU): draw there, a small copy.

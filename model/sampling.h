@@ -20,6 +20,9 @@ struct SamplingOptions {
   // Keep the context's attention keys and values (model/kv_cache.h) and compute one new position per
   // token; false re-reads the whole context for every token (the reference the cache is tested against).
   bool kv_cache = true;
+  // Below 1: nucleus sampling, the smallest set of most likely ids whose probabilities reach top_p (after
+  // temperature and top_k), as transformers' TopPLogitsWarper keeps them; 1 keeps them all.
+  double top_p = 1.0;
 };
 
 // Logits that are NaN or infinite: weights that diverged (or were stored so) cannot be sampled from.
@@ -35,7 +38,7 @@ using NewTokensCallback = std::function<void(const torch::Tensor& next)>;
 // as they are; a limit outside 0..V is std::invalid_argument.
 torch::Tensor limit_vocab(const torch::Tensor& logits, int64_t vocab_limit);
 
-// The next token of each row (B, 1) from its logits (B, vocab) as options' temperature and top_k say
+// The next token of each row (B, 1) from its logits (B, vocab) as options' temperature, top_k and top_p say
 // (options' other fields are generate's): greedy at temperature 0, else drawn from `generator` (the
 // default generator of the logits' device when none).
 torch::Tensor sample_next(torch::Tensor logits, const SamplingOptions& options,

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <stdexcept>
+#include <vector>
 
 #include "model/decode_linear.h"
 #include "model/gelu_tanh_cpu.h"
@@ -30,7 +31,9 @@ namespace {
 // 89 ms, evidence/gpu-runs/2026-11-26-h100-call4); ATen's linear fuses the bias into the matrix product.
 // In a read that continues a KV cache, the few rows of a decoding step take decode_linear on a CPU
 // (model/decode_linear.h); every other read, a first one with the cache included, is ATen's linear.
+// A step of several sequences (row caches) takes row_invariant_linear: each row as it is decoded alone.
 torch::Tensor linear_of(const torch::nn::Linear& layer, const torch::Tensor& x, const BlockContext& context) {
+  if (!context.row_caches.empty()) return row_invariant_linear(x, layer->weight, layer->bias);
   return decoding_linear(x, layer->weight, layer->bias, context.continues_cache());
 }
 
@@ -141,7 +144,9 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const Blo
   const bool gqa = n_kv_head_ != n_head_;
   auto [q, k, v] = queries_keys_values(linear_of(c_attn, x, context), B, T, context.rope);
   torch::Tensor y;
-  if (!context.cache) {
+  if (!context.row_caches.empty()) {
+    y = attend_rows(q, k, v, context);
+  } else if (!context.cache) {
     y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, is_training() ? dropout_ : 0.0,
                                          /*is_causal=*/true, /*scale=*/std::nullopt, /*enable_gqa=*/gqa);
   } else {
@@ -164,7 +169,27 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const Blo
     }
   }
   const auto out = linear_of(c_proj, y.transpose(1, 2).contiguous().view({B, T, n_head_ * head_size_}), context);
-  return context.cache ? out : resid_dropout_(out);
+  return context.caches() ? out : resid_dropout_(out);
+}
+
+torch::Tensor CausalSelfAttentionImpl::attend_rows(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                   const BlockContext& context) {
+  const int64_t B = q.size(0);
+  if (q.size(2) != 1 || static_cast<int64_t>(context.row_caches.size()) != B) {
+    throw std::logic_error("attention: a step of several sequences reads one position per sequence, one cache each");
+  }
+  // Each row is one sequence's T == 1 step of forward() (every cached position seen, no mask), on its own
+  // cache: the same computation, so the same result, as that sequence decoded alone.
+  std::vector<torch::Tensor> rows;
+  rows.reserve(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) {
+    KvCache& cache = *context.row_caches[static_cast<size_t>(i)];
+    if (cache.length() == 0) throw std::logic_error("attention: a sequence's first read is not a decoding step");
+    auto [keys, values] = cache.append(context.layer, k.narrow(0, i, 1), v.narrow(0, i, 1));
+    rows.push_back(at::scaled_dot_product_attention(q.narrow(0, i, 1), keys, values, /*attn_mask=*/{}, 0.0,
+                                                    /*is_causal=*/false, std::nullopt, n_kv_head_ != n_head_));
+  }
+  return torch::cat(rows);
 }
 
 MlpImpl::MlpImpl(const GptConfig& config, WeightInit init) : kind_(config.mlp) {
@@ -191,7 +216,7 @@ torch::Tensor MlpImpl::activation(const torch::Tensor& h) const {
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x, const BlockContext& context) {
   const auto out = linear_of(c_proj, activation(linear_of(c_fc, x, context)), context);
-  return context.cache ? out : dropout_(out);
+  return context.caches() ? out : dropout_(out);
 }
 
 BlockImpl::BlockImpl(const GptConfig& config, WeightInit init, Recompute recompute, bool cuda_norm_kernel)
@@ -204,7 +229,7 @@ BlockImpl::BlockImpl(const GptConfig& config, WeightInit init, Recompute recompu
 
 ResidualStream BlockImpl::forward(const ResidualStream& stream, const BlockContext& context) {
   // A read with the cache records no gradient: nothing to recompute.
-  const Recompute recompute = context.cache ? Recompute::none : recompute_;
+  const Recompute recompute = context.caches() ? Recompute::none : recompute_;
   if (recompute != Recompute::block) return attention_then_mlp(stream, context, recompute);
   // Only the block's input is kept; backward reruns this same forward from it.
   return {recompute_in_backward(

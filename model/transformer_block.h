@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -65,8 +66,14 @@ struct BlockContext {
   // has read: GptImpl). No dropout, no recompute. Null: the input starts at position 0 and is all there is.
   KvCache* cache = nullptr;
   int64_t layer = 0;
+  // Decoding several sequences at once, each at its own position (GptImpl::decode_rows): row i of the
+  // input (B, 1) is the next position of the sequence whose keys and values row_caches[i] holds (a cache of
+  // batch 1, not empty), and attends to that cache alone. Exclusive with `cache`; `layer` as for it.
+  std::span<KvCache* const> row_caches{};
   // Whether this read continues positions already in the cache (a decoding step, not a first read).
-  bool continues_cache() const { return cache != nullptr && cache->length() > 0; }
+  bool continues_cache() const { return (cache != nullptr && cache->length() > 0) || !row_caches.empty(); }
+  // Whether this read records keys and values (no dropout, no recompute).
+  bool caches() const { return cache != nullptr || !row_caches.empty(); }
 };
 
 // The residual stream between blocks. A block leaves its MLP's output `pending` rather than adding it,
@@ -91,6 +98,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // q (B, n_head, T, hs), k and v (B, n_kv_head, T, hs): projected, normalized, rotated.
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> queries_keys_values(const torch::Tensor& qkv, int64_t B,
                                                                               int64_t T, const RotaryAngles& rope);
+  // The attention of a step of several sequences (context.row_caches): each row against its own cache.
+  torch::Tensor attend_rows(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const BlockContext& context);
   int64_t n_head_, n_kv_head_, head_size_;
   double dropout_;
   torch::nn::Dropout resid_dropout_{nullptr};

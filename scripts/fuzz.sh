@@ -2,14 +2,15 @@
 # Fuzzes the parsers of untrusted files with libFuzzer + AddressSanitizer + UBSan (Debian's clang):
 # token files (llm.c/npy/raw), GPT-2's encoder.json + vocab.bpe, HellaSwag jsonl/text, --config files,
 # safetensors files (checkpoints and Hugging Face weights are safetensors; their checksums and names are
-# checked by the unit tests), and checkpoint metadata up to the model it builds (claims against tensors).
+# checked by the unit tests), checkpoint metadata up to the model it builds (claims against tensors), and
+# the request bodies `serve` reads (OpenAI's chat and completions JSON).
 # Builds tests/fuzz into build-fuzz/ (incremental), writes small valid seed files, replays the committed
 # regressions (tests/fuzz/regressions/<target>/), runs each target for N seconds and prints executions
 # and findings. Exit status 1 on any finding (crash, sanitizer report, leak, timeout), 0 otherwise;
 # 77 when no clang with libFuzzer is installed (then nothing ran).
 #
 # usage: scripts/fuzz.sh [--seconds N] [TARGET...]
-#        (targets: token_file gpt2_vocab hellaswag config_file safetensors checkpoint; the last two need .venv's torch)
+#        (targets: token_file gpt2_vocab hellaswag config_file api_request safetensors checkpoint; the last two need .venv's torch)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 seconds=30
@@ -23,7 +24,7 @@ while (( $# )); do
     *) targets+=("$1"); shift ;;
   esac
 done
-(( ${#targets[@]} )) || targets=(token_file gpt2_vocab hellaswag config_file safetensors checkpoint)
+(( ${#targets[@]} )) || targets=(token_file gpt2_vocab hellaswag config_file api_request safetensors checkpoint)
 
 clang=$(command -v clang++-14 || command -v clang++ || true)
 if [[ -z $clang ]] || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
@@ -42,7 +43,7 @@ cmake --build "$build" -j "${MYGPT_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null
 
 # --- seeds: small valid inputs of each kind (the first byte of some targets picks a file name) ---------
 seeds="$build/seeds"
-rm -rf "$seeds" && mkdir -p "$seeds"/{token_file,gpt2_vocab,hellaswag,config_file,safetensors,checkpoint}
+rm -rf "$seeds" && mkdir -p "$seeds"/{token_file,gpt2_vocab,hellaswag,config_file,api_request,safetensors,checkpoint}
 python3 - "$seeds" <<'PY'
 import json, struct, sys
 root = sys.argv[1]
@@ -72,6 +73,11 @@ model = "vocab_size=16\nblock_size=8\nn_layer=1\nn_head=2\nn_embd=8\ndropout=0\n
 put("checkpoint", "tiny", "\0".join(["format=mygpt-ddp checkpoint", "format_version=3", "model_config=" + model,
                                      "tokenizer_kind=char", "tokenizer_data=abcdefghijklmnop", "step=1",
                                      "run_config=steps=1\n"]).encode())
+chat = {"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}],
+        "max_tokens": 5, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "seed": 1, "stop": ["a", "b"], "n": 1,
+        "stream": True, "stream_options": {"include_usage": True}}
+put("api_request", "chat", b"\x00" + json.dumps(chat).encode())
+put("api_request", "completion", b"\x01" + json.dumps({"model": "m", "prompt": ["p"], "stop": "x", "echo": False}).encode())
 put("config_file", "good", b"steps = 5\nlr = 0.01\nflag = true\nmode = second\ninputs = a\ninputs = b\nsize = 3\n# note\n")
 PY
 
