@@ -43,6 +43,18 @@ struct BucketLayout {
 std::vector<BucketLayout> plan_bucket_layout(const std::vector<torch::Tensor>& params, size_t bucket_bytes,
                                              int64_t alignment, int64_t chunks);
 
+// What a rank keeps of the averaged gradients.
+enum class GradientSharding {
+  none,            // every rank the whole average, in the buckets (DDP, --zero 0)
+  reduce_scatter,  // whole buckets, of which this rank's chunk holds the average (--zero 1)
+  // Only this rank's chunk of each bucket, in a shard of its own (--zero 2): every micro-step's buckets are
+  // reduce-scattered as backward fills them and added into the shard, and a bucket's buffer lives only
+  // from its first gradient to the end of its reduce-scatter. (Accumulating locally and reducing once per
+  // step, as DDP's no_sync does, would keep the whole gradients alive across micro-steps: stage 1's
+  // memory. The price is one reduce-scatter per micro-step instead of one per step, as DeepSpeed's.)
+  shard_only,
+};
+
 struct GradientSyncStats {
   double wait_ms = 0;  // time finish() spent waiting for communication (the part not overlapped)
   int64_t buckets_launched_in_backward = 0;
@@ -51,11 +63,11 @@ struct GradientSyncStats {
 
 class GradientSynchronizer {
  public:
-  // params in the model's registration order. overlap=false starts every bucket only in finish().
-  // sharded: buckets are reduce-scattered instead of all-reduced (--zero 1), so after finish() only
-  // this rank's chunk of each bucket (comm.chunk_of(bucket_gradients(b))) holds the average.
+  // params in the model's registration order. overlap=false starts every bucket only in finish() (with
+  // shard_only: at the end of each micro-step). sharding: see GradientSharding; sharded, after finish()
+  // only shard_gradients(b) holds this rank's chunk of the average.
   GradientSynchronizer(std::vector<torch::Tensor> params, Communicator& comm, size_t bucket_bytes = 25u << 20,
-                       bool overlap = true, bool sharded = false);
+                       bool overlap = true, GradientSharding sharding = GradientSharding::none);
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
@@ -65,14 +77,20 @@ class GradientSynchronizer {
   // zero-fill, no add); from finish() on every gradient is its slot's view again (zero where backward
   // gave none). A gradient that someone replaced is bound to its slot again the same way.
   void zero_grad();
-  // Call before each micro-step's backward; communication happens only on the last one.
+  // Call before each micro-step's forward; communication happens only on the last one (shard_only: on
+  // every one, and this call completes the previous micro-step's).
   void begin_micro_step(bool last_micro_step);
   // Call after the last backward of a step. Once it returns every gradient holds the cross-rank average
   // as far as later work on the device is concerned (for NCCL the host does not wait).
   void finish();
   const GradientSyncStats& last_stats() const { return stats_; }
   const std::vector<BucketLayout>& layout() const { return layout_; }
-  const torch::Tensor& bucket_gradients(size_t bucket) const { return buckets_[bucket].flat; }
+  // The whole bucket (not with shard_only, whose buckets live only inside a micro-step).
+  const torch::Tensor& bucket_gradients(size_t bucket) const;
+  // This rank's chunk of a bucket (the whole bucket when not sharded): elements [rank * numel / N, ...) of
+  // the bucket's layout, averaged over the ranks once finish() returns.
+  const torch::Tensor& shard_gradients(size_t bucket) const { return shards_[bucket]; }
+  GradientSharding sharding() const { return sharding_; }
 
  private:
   struct Bucket {
@@ -81,19 +99,29 @@ class GradientSynchronizer {
     torch::Tensor flat;
     size_t ready = 0;
     std::unique_ptr<PendingCollective> pending;
+    bool folded = true;  // shard_only: its last reduce-scatter has been added into the shard
   };
   void on_gradient_ready(size_t param_index);
   void launch_ready_buckets_in_order();
   void launch(Bucket& bucket);
   torch::Tensor slot(const Bucket& bucket, size_t i) const;
   void bind(Bucket& bucket, size_t i);
+  // shard_only: a gradient that backward finished goes into its bucket (made when the bucket's first one
+  // comes) and leaves the parameter; a launched bucket's reduce-scatter is waited for and added into the
+  // shard, after which its buffer is freed; a micro-step ends with every bucket launched and folded.
+  void take_into_bucket(size_t param_index);
+  void fold(size_t bucket_index);
+  void end_shard_micro_step();
 
   std::vector<torch::Tensor> params_;
   Communicator& comm_;
   bool overlap_;
-  bool sharded_;
+  GradientSharding sharding_;
   std::vector<BucketLayout> layout_;
   std::vector<Bucket> buckets_;
+  std::vector<torch::Tensor> shards_;  // per bucket: this rank's chunk (a view of flat, or its own with shard_only)
+  bool shard_fresh_ = true;            // shard_only: the step's first fold copies into the shards
+  bool micro_step_open_ = false;       // shard_only: a micro-step began whose buckets are not all folded
   std::vector<size_t> bucket_of_param_;
   std::vector<size_t> index_in_bucket_;
   size_t next_to_launch_ = 0;

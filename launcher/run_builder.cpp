@@ -130,6 +130,11 @@ void add_conversation_loaders(const ChatData& chat, const TrainOptions& o, DataO
       chat.pad_id, /*shuffle=*/false, o.seed, comm.rank(), comm.world_size());
 }
 
+// --zero 1 reduce-scatters whole gradient buckets, --zero 2 keeps only this rank's shard of them.
+GradientSharding gradient_sharding(int64_t zero) {
+  return zero == 0 ? GradientSharding::none : zero == 1 ? GradientSharding::reduce_scatter : GradientSharding::shard_only;
+}
+
 }  // namespace
 
 std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& data, Communicator& comm,
@@ -236,11 +241,20 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
     inject_overflows(parts.model, std::move(at_step), start.resume ? start.model->checkpoint->meta.step : 0,
                      options.grad_accum);
   }
-  // The gradient buckets (and with --zero 1 the AdamW of this rank's shard of them) last: over the model
+  // The gradient buckets (and with --zero 1 or 2 the AdamW of this rank's shard of them; with --zero 3 the
+  // model's units sharded instead, and the AdamW of this rank's shard of them) last: over the model
   // as it is on the device.
+  if (options.zero == 3) {
+    // Built whole above (rank 0's weights on every rank), sharded now: from here on each rank keeps 1/N.
+    parts.fully_sharded = std::make_unique<FullyShardedModel>(parts.model, comm);
+    parts.zero = std::make_unique<ShardedAdamW>(parts.model->parameters(), parts.model->decay_parameters(),
+                                                parts.model->no_decay_parameters(), parts.fully_sharded->runs(), adamw,
+                                                comm);
+    return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));
+  }
   parts.grad_sync = std::make_unique<GradientSynchronizer>(parts.model->parameters(), comm,
                                                            static_cast<size_t>(options.bucket_mb * (1 << 20)),
-                                                           options.ddp_overlap, /*sharded=*/options.zero > 0);
+                                                           options.ddp_overlap, gradient_sharding(options.zero));
   if (options.zero > 0) {
     parts.zero = std::make_unique<ShardedAdamW>(parts.model->parameters(), parts.model->decay_parameters(),
                                                 parts.model->no_decay_parameters(), *parts.grad_sync, adamw, comm);

@@ -311,8 +311,22 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   table.refuse_unused(run, [&](const auto& row) { return training(row) && !on_precision(row); });
   if (o.optimizer == OptimizerKind::muon && o.zero != 0) {
     throw std::invalid_argument(
-        "--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
-        "matrices out across ranks): give --zero 0");
+        "--zero " + std::to_string(o.zero) +
+        " does not combine with --optimizer muon yet (Muon already shares its matrices out across ranks): give --zero 0");
+  }
+  // --zero 3 never holds the whole model on one rank, so what runs it on some ranks only cannot run with it.
+  if (o.zero == 3 && o.sample_every > 0) {
+    throw std::invalid_argument(
+        "--sample-every: rank 0 samples alone, and with --zero 3 no rank holds the whole model: give --sample-every 0");
+  }
+  if (o.zero == 3) {
+    flags.refuse("bucket-mb", "with --zero 3 (each unit's gradients are reduce-scattered whole, not in buckets)");
+    flags.refuse("ddp-overlap", "with --zero 3 (each unit's gradients are reduce-scattered as its backward ends)");
+  }
+  if (o.zero == 3 && (flags.config.data.hellaswag || flags.config.data.core)) {
+    throw std::invalid_argument(std::string(flags.config.data.hellaswag ? "--hellaswag" : "--core") +
+                                " does not combine with --zero 3 yet (its batches differ from rank to rank): give "
+                                "--zero 2, or evaluate the checkpoint with eval");
   }
   if (o.seq_len == 0) o.seq_len = model.block_size;
   if (o.seq_len > model.block_size) {

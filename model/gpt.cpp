@@ -101,9 +101,12 @@ std::pair<torch::Tensor, RotaryAngles> GptImpl::embed(const torch::Tensor& idx, 
   const int64_t T = idx.size(1);
   auto pos = torch::arange(first_position, first_position + T,
                            torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  unit_begins(0);
   auto x = wpe ? wte(idx) + wpe(pos) : wte(idx);
   if (ln_e) x = ln_e(x);
-  return {drop_(x), rotary_angles(config_, pos)};
+  x = drop_(x);
+  unit_ends(0, {x});
+  return {x, rotary_angles(config_, pos)};
 }
 
 torch::Tensor GptImpl::soft_capped(const torch::Tensor& logits) const {
@@ -126,17 +129,23 @@ torch::Tensor GptImpl::last_block_output(const torch::Tensor& idx, KvCache* cach
   auto [x, rope] = embed(idx, past);
   ResidualStream stream{x};
   for (int64_t layer = 0; layer < static_cast<int64_t>(h->size()); ++layer) {
+    unit_begins(layer + 1);
     stream = h[layer]->as<BlockImpl>()->forward(stream, {rope, cache, layer});
+    unit_ends(layer + 1, {stream.x, stream.pending});
   }
   if (cache) cache->advance(T);
   return stream.whole();
 }
 
-torch::Tensor GptImpl::head_rows(int64_t vocab_limit, const char* what) const {
-  const torch::Tensor& weight = head_weight();
-  if (vocab_limit < 0 || vocab_limit > weight.size(0)) {
+void GptImpl::check_vocab_limit(int64_t vocab_limit, const char* what) const {
+  if (vocab_limit < 0 || vocab_limit > head_weight().size(0)) {
     throw std::logic_error(std::string(what) + ": vocab_limit outside the vocabulary");
   }
+}
+
+torch::Tensor GptImpl::head_rows(int64_t vocab_limit, const char* what) const {
+  check_vocab_limit(vocab_limit, what);
+  const torch::Tensor& weight = head_weight();
   return vocab_limit > 0 ? weight.narrow(0, 0, vocab_limit) : weight;
 }
 
@@ -144,10 +153,11 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx, const ForwardOptions& o
   if (options.last_position_only && options.positions.defined()) {
     throw std::logic_error("forward: the last position only, or the positions given, not both");
   }
-  const torch::Tensor head = head_rows(options.vocab_limit, "logits");
+  check_vocab_limit(options.vocab_limit, "logits");
   const bool continues_cache = options.cache != nullptr && options.cache->length() > 0;
   const torch::Tensor x = last_block_output(idx, options.cache);
   torch::Tensor hidden;
+  unit_begins(config_.n_layer + 1);
   if (options.last_position_only) {
     // A read with the cache normalizes its last position alone; one without, every position and then
     // picks the last (each as it always has, so that a first read with the cache equals it bit for bit).
@@ -156,7 +166,11 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx, const ForwardOptions& o
     hidden = ln_f(x);
     if (options.positions.defined()) hidden = rows_of(hidden).index_select(0, options.positions);
   }
-  return soft_capped(decoding_linear(hidden, head, {}, continues_cache));
+  unit_ends(config_.n_layer + 1, {hidden});
+  unit_begins(head_unit());
+  torch::Tensor logits = soft_capped(decoding_linear(hidden, head_rows(options.vocab_limit, "logits"), {}, continues_cache));
+  unit_ends(head_unit(), {logits});
+  return logits;
 }
 
 torch::Tensor GptImpl::decode_rows(const torch::Tensor& tokens, std::span<KvCache* const> caches,
@@ -196,8 +210,19 @@ torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targe
                             int64_t vocab_limit) {
   std::optional<torch::NoGradGuard> no_grad;
   if (reduction == LossReduction::none) no_grad.emplace();
-  const torch::Tensor head = head_rows(vocab_limit, "loss");
-  const torch::Tensor hidden = ln_f(last_block_output(idx, nullptr));
+  check_vocab_limit(vocab_limit, "loss");
+  const torch::Tensor x = last_block_output(idx, nullptr);
+  unit_begins(config_.n_layer + 1);
+  const torch::Tensor hidden = ln_f(x);
+  unit_ends(config_.n_layer + 1, {hidden});
+  unit_begins(head_unit());
+  const torch::Tensor loss = head_loss(hidden, head_rows(vocab_limit, "loss"), targets, reduction);
+  unit_ends(head_unit(), {loss});
+  return loss;
+}
+
+torch::Tensor GptImpl::head_loss(const torch::Tensor& hidden, const torch::Tensor& head, const torch::Tensor& targets,
+                                 LossReduction reduction) {
   if (reduction == LossReduction::none) {
     return head_cross_entropy(hidden, head, targets, reduction).view(targets.sizes());
   }

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <span>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,17 @@ struct ForwardOptions {
   int64_t vocab_limit = 0;
 };
 
+// Callbacks around the model's units, for a caller that keeps their parameters elsewhere between uses
+// (trainer/ shards them across ranks with --zero 3; model/ knows nothing of that). Units: 0 the
+// embeddings, 1..n_layer the blocks, n_layer + 1 the final norm, n_layer + 2 the head (whose weight is the
+// token embedding's when tied). before(unit) runs before a forward reads the unit's parameters; after(unit,
+// outputs) once the unit has made its outputs (an undefined tensor among them stays as it is). Each
+// forward and loss() goes through every unit in that order, exactly once.
+struct UnitHooks {
+  std::function<void(int64_t unit)> before;
+  std::function<void(int64_t unit, const std::vector<torch::Tensor>& outputs)> after;
+};
+
 class GptImpl : public torch::nn::Module {
  public:
   explicit GptImpl(const GptConfig& config, WeightInit init = WeightInit::random, const GptRuntime& runtime = {});
@@ -96,6 +108,9 @@ class GptImpl : public torch::nn::Module {
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const;
 
+  void set_unit_hooks(UnitHooks hooks) { unit_hooks_ = std::move(hooks); }
+  int64_t head_unit() const { return config_.n_layer + 2; }
+
   // AdamW groups: weight decay applies to matrices and embeddings (dim >= 2) only; biases and
   // norm gains stay undecayed, as in GPT-2 / nanoGPT.
   std::vector<torch::Tensor> decay_parameters() const;
@@ -119,13 +134,25 @@ class GptImpl : public torch::nn::Module {
   WeightInit weight_init_;
   GptRuntime runtime_;
   torch::nn::Dropout drop_{nullptr};
+  UnitHooks unit_hooks_;
+  void unit_begins(int64_t unit) const {
+    if (unit_hooks_.before) unit_hooks_.before(unit);
+  }
+  void unit_ends(int64_t unit, const std::vector<torch::Tensor>& outputs) const {
+    if (unit_hooks_.after) unit_hooks_.after(unit, outputs);
+  }
   // Embeddings of tokens at these positions (+ their learned positions; the rotary angles of them).
   std::pair<torch::Tensor, RotaryAngles> embed(const torch::Tensor& idx, int64_t first_position);
   // The residual stream after the last block (B, T, n_embd), before the final norm; with a cache, of
   // idx's positions after those in it (which it then holds as well).
   torch::Tensor last_block_output(const torch::Tensor& idx, KvCache* cache);
+  // std::logic_error naming `what` when vocab_limit is outside the vocabulary (0: every row).
+  void check_vocab_limit(int64_t vocab_limit, const char* what) const;
   // The head's rows of the first vocab_limit ids (every row at 0); std::logic_error naming `what` outside.
   torch::Tensor head_rows(int64_t vocab_limit, const char* what) const;
+  // loss() after the final norm: the head and its cross-entropy, reduced as asked.
+  torch::Tensor head_loss(const torch::Tensor& hidden, const torch::Tensor& head, const torch::Tensor& targets,
+                          LossReduction reduction);
   // The head's cross-entropy of the final norm's output against targets (fused or over full logits).
   torch::Tensor head_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& head,
                                    const torch::Tensor& targets, LossReduction reduction);

@@ -24,11 +24,14 @@ constexpr int64_t kVocab = 23;
 
 // Width 35 and vocabulary 23: parameters of odd sizes, none a multiple of the shard alignment; a low
 // clip threshold so that every step clips; dropout so the random streams matter.
-std::vector<std::string> args(const ScratchDir& dir, const std::string& zero, const std::string& steps = "6") {
-  return {"--preset", "tiny",  "--n-embd", "35",  "--n-head",       "5",   "--block-size", "16",
+std::vector<std::string> args(const ScratchDir& dir, const std::string& zero, const std::string& steps = "6",
+                              const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {"--preset", "tiny",  "--n-embd", "35",  "--n-head",       "5",   "--block-size", "16",
           "--steps",  steps,   "--batch-size", "4", "--seq-len",    "16",  "--warmup-steps", "2",
           "--lr",     "1e-2",  "--grad-clip", "0.5", "--dropout",    "0.1", "--eval-every", "0",
           "--out",    dir.path().string(), "--device", "cpu", "--seed", "4", "--zero", zero};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
 }
 
 TrainingData data() { return testing::token_data(testing::random_tokens(3000, kVocab, 5), kVocab); }
@@ -118,6 +121,75 @@ TEST(ZeroOne, ShardedOptimizerStateMustMatchTheModel) {
             "optimizer state exp_avg_sq.1.0 does not match the model's shapes");
 }
 
+// --zero 2 and 3 in one process: with one rank their reductions divide by one, and the gradient shard
+// adds the micro-steps in the order the buckets do, so every configuration is --zero 0's bit for bit:
+// accumulation, recompute, clipping, dropout, a tied or untied head.
+TEST(ZeroTwoAndThree, OneRankEqualsZeroZeroBitForBit) {
+  const std::vector<std::vector<std::string>> configurations = {
+      {"--grad-accum", "2", "--recompute", "block"},
+      {"--grad-accum", "3", "--recompute", "mlp", "--tie-head", "false"},
+      {"--grad-accum", "1"},
+  };
+  for (const auto& extra : configurations) {
+    ScratchDir plain_dir;
+    auto plain = testing::cpu_trainer(args(plain_dir, "0", "6", extra), data());
+    std::vector<StepResult> expected;
+    for (int64_t step = 0; step < 6; ++step) expected.push_back(plain->train_step(step));
+    for (const std::string zero : {"2", "3"}) {
+      ScratchDir dir;
+      auto sharded = testing::cpu_trainer(args(dir, zero, "6", extra), data());
+      for (int64_t step = 0; step < 6; ++step) {
+        const StepResult r = sharded->train_step(step);
+        EXPECT_EQ(r.loss, expected[static_cast<size_t>(step)].loss) << "--zero " << zero << " " << extra[1] << " step " << step;
+        EXPECT_EQ(r.grad_norm, expected[static_cast<size_t>(step)].grad_norm) << "--zero " << zero << " step " << step;
+      }
+      const auto pa = plain->whole_parameters(), pb = sharded->whole_parameters();
+      ASSERT_EQ(pa.size(), pb.size());
+      for (size_t k = 0; k < pa.size(); ++k) EXPECT_TRUE(torch::equal(pa[k], pb[k])) << "--zero " << zero << " parameter " << k;
+    }
+  }
+}
+
+// A checkpoint of --zero 3 (or 2) resumes at --zero 0 and the other way round, bit for bit, and holds
+// --zero 0's tensors.
+TEST(ZeroTwoAndThree, CheckpointsResumeAcrossStages) {
+  for (const auto& [saved_zero, resumed_zero] :
+       std::vector<std::pair<std::string, std::string>>{{"3", "0"}, {"0", "3"}, {"3", "3"}, {"2", "3"}}) {
+    ScratchDir dir;
+    auto straight = testing::cpu_trainer(args(dir, resumed_zero), data());
+    std::vector<double> expected;
+    for (int64_t step = 0; step < 6; ++step) expected.push_back(straight->train_step(step).loss);
+    Checkpoint ckpt;
+    {
+      auto first = testing::cpu_trainer(args(dir, saved_zero), data());
+      for (int64_t step = 0; step < 3; ++step) first->train_step(step);
+      ckpt = checkpoint_after(*first, dir, 3);
+    }
+    auto resumed = testing::cpu_trainer(args(dir, resumed_zero), data());
+    ASSERT_EQ(resumed->restore(ckpt), 3);
+    for (int64_t step = 3; step < 6; ++step) {
+      EXPECT_EQ(resumed->train_step(step).loss, expected[static_cast<size_t>(step)])
+          << "saved with --zero " << saved_zero << ", resumed with --zero " << resumed_zero << ", step " << step;
+    }
+    const auto pa = resumed->whole_parameters(), pb = straight->whole_parameters();
+    for (size_t k = 0; k < pa.size(); ++k) EXPECT_TRUE(torch::equal(pa[k], pb[k])) << "parameter " << k;
+  }
+}
+
+TEST(ZeroThree, RefusesWhatNeedsTheWholeModelOnOneRank) {
+  ScratchDir dir;
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              testing::cpu_trainer(args(dir, "3", "6", {"--sample-every", "2"}), data());
+            }),
+            "--sample-every: rank 0 samples alone, and with --zero 3 no rank holds the whole model: give --sample-every 0");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              testing::cpu_trainer(args(dir, "3", "6", {"--bucket-mb", "2"}), data());
+            }),
+            "--bucket-mb has no effect with --zero 3 (each unit's gradients are reduce-scattered whole, not in buckets)");
+  EXPECT_EQ(testing::invalid_argument_message([&] { testing::cpu_trainer(args(dir, "4"), data()); }),
+            "--zero must be 0, 1, 2 or 3, got 4");
+}
+
 // Gradients of odd sizes (a parameter shorter than a piece, one of several pieces with a short last one,
 // one of exactly two) in a synchronizer's buckets, as backward leaves them.
 struct BucketedGradients {
@@ -128,8 +200,10 @@ struct BucketedGradients {
     for (const auto& shape : std::vector<std::vector<int64_t>>{{3000}, {7}, {64, 40}, {2048}, {1, 1}}) {
       params.push_back(torch::zeros(shape, torch::requires_grad()));
     }
-    sync = std::make_unique<GradientSynchronizer>(params, comm, bucket_bytes, /*overlap=*/false, sharded);
-    sync->zero_grad();
+    sync = std::make_unique<GradientSynchronizer>(params, comm, bucket_bytes, /*overlap=*/false,
+                                                  sharded ? GradientSharding::reduce_scatter : GradientSharding::none);
+    // The gradients as the synchronizer binds them (views of their slots), not dropped as zero_grad leaves
+    // them until backward: they are written here directly.
     torch::NoGradGuard no_grad;
     // Magnitudes spread over six decades, so the order of summation shows in the last bits.
     for (auto& p : params) p.mutable_grad().copy_(torch::randn(p.sizes()) * torch::exp(torch::randn(p.sizes()) * 3));

@@ -14,18 +14,18 @@ GradientNorm::GradientNorm(const GradientSynchronizer& grads, Communicator& comm
     const int64_t chunk_rows = bucket.numel / chunks / kShardAlignment;
     const int64_t first = sharded ? chunk_rows * comm.rank() : 0;
     const int64_t last = std::min(used_rows, first + chunk_rows);
-    if (first < last) rows_.push_back({b, first, last - first, pieces_ + first});
+    if (first < last) rows_.push_back({b, first - (sharded ? chunk_rows * comm.rank() : 0), last - first, pieces_ + first});
     pieces_ += used_rows;
   }
 }
 
 torch::Tensor GradientNorm::compute() const {
   torch::NoGradGuard no_grad;
-  const torch::Tensor& any = grads_.bucket_gradients(0);
+  const torch::Tensor& any = grads_.shard_gradients(0);
   // Sharded, the other ranks' rows stay zero here, so the all-reduce's sum is exact.
   auto norms = sharded_ ? torch::zeros({pieces_}, any.options()) : torch::empty({pieces_}, any.options());
   for (const Rows& r : rows_) {
-    const torch::Tensor rows = grads_.bucket_gradients(r.bucket)
+    const torch::Tensor rows = grads_.shard_gradients(r.bucket)
                                    .slice(0, r.first * kShardAlignment, (r.first + r.count) * kShardAlignment)
                                    .view({r.count, kShardAlignment});
     auto out = norms.slice(0, r.position, r.position + r.count);

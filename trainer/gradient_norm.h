@@ -20,8 +20,8 @@ namespace mygpt {
 
 class GradientNorm {
  public:
-  // grads must outlive this. sharded: grads reduce-scatter (--zero 1), so only this rank's chunk of each
-  // bucket holds averaged gradients; every rank contributes its rows' norms to one small all-reduce.
+  // grads must outlive this. sharded: grads reduce-scatter (--zero 1 and 2), so only this rank's shard of
+  // each bucket holds averaged gradients; every rank contributes its rows' norms to one small all-reduce.
   GradientNorm(const GradientSynchronizer& grads, Communicator& comm, bool sharded);
   // Of the gradients in the buckets now (on their device; the host does not wait).
   torch::Tensor compute() const;
@@ -30,7 +30,7 @@ class GradientNorm {
  private:
   struct Rows {
     size_t bucket;
-    int64_t first, count;  // of the bucket's rows this rank reads
+    int64_t first, count;  // of the rows of this rank's shard of the bucket that it reads
     int64_t position;      // of the first one's norm in the list of all norms
   };
   const GradientSynchronizer& grads_;

@@ -66,13 +66,14 @@ std::string rank_checksums_text(const std::vector<uint64_t>& checksum_of_rank) {
 RankConsistencyCheck::RankConsistencyCheck(Communicator& comm, int64_t every)
     : comm_(comm), every_(every), perturb_after_step_(planted_difference(comm.rank())) {}
 
-void RankConsistencyCheck::after_step(int64_t step, const torch::nn::Module& model) {
+void RankConsistencyCheck::after_step(int64_t step, const torch::nn::Module& model,
+                                     const std::function<std::vector<torch::Tensor>()>& whole) {
   if (perturb_after_step_ == step) perturb(model);
   const int64_t steps_done = step + 1;
   if (every_ <= 0 || comm_.world_size() == 1 || steps_done % every_ != 0) return;
   // The 64-bit checksum as four 16-bit parts in fp32 (exact), so that any backend sums the gather's
   // zero-padded table exactly, on the parameters' device (NCCL takes CUDA tensors only).
-  const uint64_t mine = tensors_checksum(model.parameters());
+  const uint64_t mine = tensors_checksum(whole ? whole() : model.parameters());
   auto parts = torch::empty({4}, torch::kFloat);
   for (int i = 0; i < 4; ++i) parts.data_ptr<float>()[i] = static_cast<float>((mine >> (16 * i)) & 0xFFFF);
   const torch::Tensor rows =

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,8 +33,11 @@ class RankConsistencyCheck {
   // every: --check-ranks-every (0: never; a job of one rank has nothing to compare either).
   RankConsistencyCheck(Communicator& comm, int64_t every);
   // After the step that the log calls `step`: compares the ranks when due (after steps every, 2*every, ...).
-  // When they differ, rank 0 throws std::runtime_error and the others EndedByRankZero(1).
-  void after_step(int64_t step, const torch::nn::Module& model);
+  // When they differ, rank 0 throws std::runtime_error and the others EndedByRankZero(1). With --zero 3 the
+  // model's own parameters are this rank's shards: `whole` then gives the gathered parameters (a
+  // collective, called on every rank when the check is due).
+  void after_step(int64_t step, const torch::nn::Module& model,
+                  const std::function<std::vector<torch::Tensor>()>& whole = nullptr);
 
  private:
   Communicator& comm_;

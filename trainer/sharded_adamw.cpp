@@ -46,40 +46,59 @@ std::vector<torch::Tensor> move_into_buckets(const std::vector<torch::Tensor>& p
 
 }  // namespace
 
+// The runs of --zero 1 and 2: the buckets, with this rank's chunk of the flat parameters and gradients.
+static std::vector<ShardedRun> bucket_runs(const GradientSynchronizer& grads, const std::vector<torch::Tensor>& flat_params,
+                                           Communicator& comm) {
+  if (grads.sharding() == GradientSharding::none) throw std::logic_error("ShardedAdamW needs sharded gradients");
+  std::vector<ShardedRun> runs;
+  for (size_t b = 0; b < grads.layout().size(); ++b) {
+    runs.push_back({grads.layout()[b], comm.chunk_of(flat_params[b]), grads.shard_gradients(b)});
+  }
+  return runs;
+}
+
 ShardedAdamW::ShardedAdamW(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& decay_params,
                            const std::vector<torch::Tensor>& no_decay_params, const GradientSynchronizer& grads,
                            const AdamWOptions& options, Communicator& comm)
     : params_(params),
       group_of_param_(groups_of(params, decay_params, no_decay_params)),
-      layout_(grads.layout()),
-      flat_params_(move_into_buckets(params_, layout_)),
+      flat_params_(move_into_buckets(params_, grads.layout())),
+      runs_(bucket_runs(grads, flat_params_, comm)),
       comm_(comm),
-      adamw_([&] {
-        // This rank's pieces: where its chunk of each bucket meets each parameter.
-        std::vector<torch::Tensor> views[2];
-        for (size_t b = 0; b < layout_.size(); ++b) {
-          const BucketLayout& bucket = layout_[b];
-          const int64_t chunk = bucket.numel / comm.world_size();
-          const int64_t lo = chunk * comm.rank(), hi = lo + chunk;
-          for (size_t i = 0; i < bucket.params.size(); ++i) {
-            const size_t k = bucket.params[i];
-            const int64_t begin = std::max(lo, bucket.offsets[i]);
-            const int64_t end = std::min(hi, bucket.offsets[i] + params_[k].numel());
-            if (begin >= end) continue;
-            const auto [group, in_group] = group_of_param_[k];
-            const int64_t param_offset = begin - bucket.offsets[i];
-            pieces_.push_back({k, group, views[group].size(), in_group, b, begin, param_offset, end - begin,
-                               grads.bucket_gradients(b).slice(0, begin, end)});
-            torch::Tensor view = flat_params_[b].slice(0, begin, end);
-            view.mutable_grad() = pieces_.back().grad;
-            views[group].push_back(view);
-          }
-        }
-        return AdamW(views[0], views[1], options);
-      }()) {
-  if (layout_.empty() || layout_.front().numel % (kShardAlignment * comm.world_size()) != 0) {
-    throw std::logic_error("ShardedAdamW needs the sharded gradient layout");
+      adamw_(make_adamw(options)) {}
+
+ShardedAdamW::ShardedAdamW(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& decay_params,
+                           const std::vector<torch::Tensor>& no_decay_params, std::vector<ShardedRun> runs,
+                           const AdamWOptions& options, Communicator& comm)
+    : params_(params),
+      group_of_param_(groups_of(params, decay_params, no_decay_params)),
+      runs_(std::move(runs)),
+      comm_(comm),
+      adamw_(make_adamw(options)) {}
+
+AdamW ShardedAdamW::make_adamw(const AdamWOptions& options) {
+  if (runs_.empty()) throw std::logic_error("ShardedAdamW without parameters");
+  // This rank's pieces: where its chunk of each run meets each parameter.
+  std::vector<torch::Tensor> views[2];
+  for (size_t b = 0; b < runs_.size(); ++b) {
+    const BucketLayout& bucket = runs_[b].layout;
+    const int64_t chunk = bucket.numel / comm_.world_size();
+    const int64_t lo = chunk * comm_.rank(), hi = lo + chunk;
+    for (size_t i = 0; i < bucket.params.size(); ++i) {
+      const size_t k = bucket.params[i];
+      const int64_t begin = std::max(lo, bucket.offsets[i]);
+      const int64_t end = std::min(hi, bucket.offsets[i] + params_[k].numel());
+      if (begin >= end) continue;
+      const auto [group, in_group] = group_of_param_[k];
+      const int64_t param_offset = begin - bucket.offsets[i];
+      pieces_.push_back({k, group, views[group].size(), in_group, b, begin, param_offset, end - begin,
+                         runs_[b].grads.slice(0, begin - lo, end - lo)});
+      torch::Tensor view = runs_[b].params.slice(0, begin - lo, end - lo);
+      view.mutable_grad() = pieces_.back().grad;
+      views[group].push_back(view);
+    }
   }
+  return AdamW(views[0], views[1], options);
 }
 
 std::vector<torch::Tensor> ShardedAdamW::shard_gradients() const {
@@ -95,6 +114,21 @@ void ShardedAdamW::gather_parameters() {
   for (auto& p : pending) p->wait();
 }
 
+std::vector<ShardSlice> ShardedAdamW::shard_slices() const {
+  const StateDict mine = adamw_.state_dict();
+  std::vector<ShardSlice> slices;
+  for (const Piece& piece : pieces_) {
+    const torch::Tensor& p = params_[piece.param];
+    const std::string own = std::to_string(piece.group) + "." + std::to_string(piece.index);
+    const std::string full = std::to_string(piece.group) + "." + std::to_string(piece.in_group);
+    for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+      slices.push_back({std::string(name) + "." + full, p.sizes().vec(), piece.param_offset, piece.numel,
+                        mine.at(std::string(name) + "." + own)});
+    }
+  }
+  return slices;
+}
+
 StateDict ShardedAdamW::state_dict() const {
   // A collective. The moments travel bucket by bucket (this rank's pieces in place, then an all-gather),
   // so the device never holds more than one gathered bucket; only rank 0, which writes checkpoints,
@@ -106,9 +140,9 @@ StateDict ShardedAdamW::state_dict() const {
   StateDict full;
   full["steps_taken"] = mine.at("steps_taken");
   for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-    for (size_t b = 0; b < layout_.size(); ++b) {
-      const BucketLayout& bucket = layout_[b];
-      auto gathered = torch::zeros({bucket.numel}, flat_params_[b].options());
+    for (size_t b = 0; b < runs_.size(); ++b) {
+      const BucketLayout& bucket = runs_[b].layout;
+      auto gathered = torch::zeros({bucket.numel}, runs_[b].params.options());
       for (const Piece& piece : pieces_) {
         if (piece.bucket != b) continue;
         gathered.slice(0, piece.bucket_offset, piece.bucket_offset + piece.numel)
@@ -126,7 +160,7 @@ StateDict ShardedAdamW::state_dict() const {
     }
   }
   // Step counts: every parameter's from a rank holding a piece of it (all of its pieces agree).
-  auto steps = torch::zeros({static_cast<int64_t>(params_.size())}, flat_params_[0].options());
+  auto steps = torch::zeros({static_cast<int64_t>(params_.size())}, runs_[0].params.options());
   for (const Piece& piece : pieces_) {
     steps[static_cast<int64_t>(piece.param)].copy_(mine.at("step." + key(piece.group, piece.index)));
   }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include "model/widening_sum.h"
 #include "trainer/mixed_precision.h"
@@ -9,12 +10,6 @@
 
 namespace mygpt {
 
-namespace {
-GradientSynchronizer& required(const std::unique_ptr<GradientSynchronizer>& grad_sync) {
-  if (!grad_sync) throw std::logic_error("a Trainer needs its gradient synchronizer");
-  return *grad_sync;
-}
-}  // namespace
 
 Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& comm, RunOutput output)
     : p_(std::move(parts)),
@@ -22,10 +17,10 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
       comm_(comm),
       output_(std::move(output)),
       schedule_(p_.schedule),
-      grad_sync_(required(p_.grad_sync)),
+      grad_sync_(p_.grad_sync.get()),
       rank_check_(comm_, options.check_ranks_every),
+      fully_sharded_(std::move(p_.fully_sharded)),
       zero_(std::move(p_.zero)),
-      grad_norm_(grad_sync_, comm_, /*sharded=*/options.zero > 0),
       scaler_(options.precision != Precision::fp16
                   ? nullptr
                   : std::make_unique<LossScaler>(
@@ -34,6 +29,14 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
       loader_state_(*p_.train_loader),
       random_state_(p_.device) {
   if (options_.precision == Precision::automatic) throw std::logic_error("precision must be resolved for the device");
+  if ((grad_sync_ == nullptr) == (fully_sharded_ == nullptr)) {
+    throw std::logic_error("a Trainer needs its gradient buckets, or its fully sharded model (--zero 3)");
+  }
+  if (grad_sync_) {
+    grad_norm_.emplace(*grad_sync_, comm_, /*sharded=*/options.zero > 0);
+  } else {
+    sharded_model_state_ = std::make_unique<FullyShardedModelState>(*fully_sharded_, p_.model);
+  }
   if (!zero_ && !p_.optimizer) throw std::logic_error("a Trainer needs an optimizer");
   if (scaler_) {
     loss_scale_ = torch::empty({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
@@ -104,7 +107,7 @@ std::vector<torch::Tensor> Trainer::step_on_device(const std::vector<Batch>& sft
   // The gradients are views into the synchronizer's buckets, allocated once before the first step: each
   // step's first gradient of a parameter is copied into its slot as backward makes it, and later
   // micro-steps add into the slot (distributed/gradient_sync.h).
-  grad_sync_.zero_grad();
+  fully_sharded_ ? fully_sharded_->zero_grad() : grad_sync_->zero_grad();
 
   // Gradient accumulation: the step's loss is the mean over every target it trains on, of all A
   // micro-batches of all ranks, and backward of each micro-batch's share sums to that mean's gradient.
@@ -125,7 +128,11 @@ std::vector<torch::Tensor> Trainer::step_on_device(const std::vector<Batch>& sft
     const Batch& batch = p_.sft                                         ? sft_batches[static_cast<size_t>(micro)]
                          : graph_step_ ? inputs_[static_cast<size_t>(micro)]  // copied before the replay
                                        : next_train_batch(micro);
-    grad_sync_.begin_micro_step(/*last_micro_step=*/micro == options_.grad_accum - 1);
+    if (fully_sharded_) {  // the units' gathers and reduce-scatters run inside forward and backward
+      fully_sharded_->begin_micro_step();
+    } else {
+      grad_sync_->begin_micro_step(/*last_micro_step=*/micro == options_.grad_accum - 1);
+    }
     torch::Tensor loss;
     {
       AutocastScope autocast(p_.device, precision());
@@ -137,7 +144,7 @@ std::vector<torch::Tensor> Trainer::step_on_device(const std::vector<Batch>& sft
     (scaler_ ? loss * loss_scale_ : loss).backward();
   }
   // Average gradients across ranks; from here on every rank holds the same gradient.
-  grad_sync_.finish();
+  fully_sharded_ ? fully_sharded_->finish() : grad_sync_->finish();
   // One small all-reduce carries the mean loss and whether any rank was asked to stop: ranks may see a
   // signal at different steps, and must stop at the same one.
   auto shared = torch::stack({loss_sum, stop_flag_});
@@ -145,7 +152,7 @@ std::vector<torch::Tensor> Trainer::step_on_device(const std::vector<Batch>& sft
   const torch::Tensor mean_loss = shared[0], stop = shared[1];
 
   // Clip by the global norm, on the device: one norm kernel per gradient bucket, the same sum whatever
-  // the bucket sizes and with --zero 1 (each rank holding its shard only).
+  // the bucket sizes and with --zero 1 or 2 (each rank holding its shard only; the squares all-reduced).
   std::vector<torch::Tensor> gradients;
   if (zero_) {
     gradients = zero_->shard_gradients();
@@ -154,7 +161,7 @@ std::vector<torch::Tensor> Trainer::step_on_device(const std::vector<Batch>& sft
   }
   // Exact when the scale is a power of two; an overflow stays inf/NaN and shows in the norm.
   if (scaler_) torch::_foreach_mul_(gradients, inverse_loss_scale_);
-  const torch::Tensor grad_norm = grad_norm_.compute();
+  const torch::Tensor grad_norm = fully_sharded_ ? fully_sharded_->gradient_norm() : grad_norm_->compute();
   if (options_.grad_clip > 0) {
     torch::_foreach_mul_(gradients, torch::clamp_max(options_.grad_clip / (grad_norm + 1e-6), 1.0));
   }
@@ -166,6 +173,19 @@ std::vector<torch::Tensor> Trainer::step_on_device(const std::vector<Batch>& sft
   if (p_.muon) p_.muon->step(found_inf);
   if (zero_) zero_->gather_parameters();  // every rank's updated shard to every rank
   return {mean_loss, grad_norm, found_inf, stop};
+}
+
+std::vector<torch::Tensor> Trainer::whole_parameters() {
+  std::vector<torch::Tensor> out;
+  if (!fully_sharded_) {
+    for (const auto& p : p_.model->parameters()) out.push_back(p.detach().clone());
+    return out;
+  }
+  std::map<std::string, torch::Tensor> by_name;
+  fully_sharded_->for_each_whole_parameter(
+      [&](const std::string& name, const torch::Tensor& whole) { by_name[name] = whole.detach().clone(); });
+  for (const auto& item : p_.model->named_parameters()) out.push_back(by_name.at(item.key()));
+  return out;
 }
 
 std::vector<Batch> Trainer::read_sft_micro_batches() {
@@ -199,8 +219,12 @@ void Trainer::stop_after_bad_steps(int64_t bad_in_a_row, int64_t steps_done, con
   // (to 1e30, say) leaves finite weights whose loss is not, and no one could sample from them. The same
   // on every rank (the loss is all-reduced, the weights are one copy), so all take one branch.
   bool weights_finite = std::isfinite(last.loss);
-  for (const auto& parameter : p_.model->parameters()) {
-    weights_finite = weights_finite && torch::isfinite(parameter).all().item<bool>();
+  if (fully_sharded_) {
+    weights_finite = fully_sharded_->parameters_finite() && weights_finite;  // a collective: called first
+  } else {
+    for (const auto& parameter : p_.model->parameters()) {
+      weights_finite = weights_finite && torch::isfinite(parameter).all().item<bool>();
+    }
   }
   if (weights_finite) {
     save_checkpoint_at(steps_done);
@@ -266,8 +290,8 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
                            {"tok_per_sec", tok_per_sec},
                            {"trained_tokens", r.trained_tokens},
                            {"peak_mem_mib", memory_mib},
-                           {"sync_wait_ms", grad_sync_.last_stats().wait_ms},
-                           {"buckets_overlapped", grad_sync_.last_stats().buckets_launched_in_backward}};
+                           {"sync_wait_ms", grad_sync_ ? grad_sync_->last_stats().wait_ms : 0.0},
+                           {"buckets_overlapped", grad_sync_ ? grad_sync_->last_stats().buckets_launched_in_backward : 0}};
   if (mfu >= 0) record["mfu"] = mfu;
   if (scaler_) record["loss_scale"] = r.loss_scale;
   output_.metrics(record);
@@ -291,10 +315,15 @@ void Trainer::print_setup() const {
                             "after %lld good steps",
                             scaler_->scale(), static_cast<long long>(options_.loss_scale_growth_interval)));
   }
-  if (zero_) {
-    output_.print(strprintf("zero 1: AdamW state sharded over %d rank(s) (gradients reduce-scattered, parameters "
-                            "all-gathered)",
+  if (fully_sharded_) {
+    output_.print(strprintf("zero 3: parameters, gradients and AdamW state sharded over %d rank(s) (each unit "
+                            "all-gathered before its forward and its backward, its gradients reduce-scattered)",
                             world));
+  } else if (zero_) {
+    output_.print(strprintf("zero %lld: AdamW state%s sharded over %d rank(s) (gradients reduce-scattered, "
+                            "parameters all-gathered)",
+                            static_cast<long long>(options_.zero),
+                            options_.zero >= 2 ? " and gradients" : "", world));
   }
   // What changes the run's arithmetic or its speed says so in the log, resumed runs included.
   if (p_.muon) {
@@ -346,7 +375,12 @@ TrainSummary Trainer::run(int64_t start_step) {
     summary.last_loss = r.loss;
     ++summary.steps_run;
     log_step(step, r, dt, smoothed_dt);
-    rank_check_.after_step(step, *p_.model);  // --check-ranks-every: the ranks still hold the same parameters
+    // --check-ranks-every: the ranks still hold the same parameters (--zero 3: gathered unit by unit)
+    if (fully_sharded_) {
+      rank_check_.after_step(step, *p_.model, [&] { return whole_parameters(); });
+    } else {
+      rank_check_.after_step(step, *p_.model);
+    }
     // After the first step the loss has run: if ATen refused the widening addmm, the log (and the
     // benchmark row that reads it) says which path this run measures.
     if (summary.steps_run == 1) {

@@ -22,6 +22,7 @@
 #include "trainer/bits_per_byte.h"
 #include "trainer/core_eval.h"
 #include "trainer/cuda_graph_step.h"
+#include "trainer/fully_sharded_model.h"
 #include "trainer/hellaswag_eval.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
@@ -37,12 +38,14 @@ namespace mygpt {
 // What a Trainer works on and owns; launcher/run_builder.cpp builds them.
 struct TrainerParts {
   Gpt model{nullptr};
-  std::unique_ptr<AdamW> optimizer;  // null with --zero 1 (then `zero`)
+  std::unique_ptr<AdamW> optimizer;  // null with --zero 1 or 2 (then `zero`)
   std::unique_ptr<Muon> muon;        // --optimizer muon: the blocks' matrices (AdamW has the rest); else null
-  // The gradient buckets over the model's parameters (sharded with --zero 1), and with --zero 1 the AdamW of
+  // The gradient buckets over the model's parameters (sharded with --zero 1 and 2), and with --zero 1 or 2 the AdamW of
   // this rank's shard of them (else null).
   std::unique_ptr<GradientSynchronizer> grad_sync;
   std::unique_ptr<ShardedAdamW> zero;
+  // --zero 3: the model's units sharded across ranks (then grad_sync is null, and `zero` is over its runs).
+  std::unique_ptr<FullyShardedModel> fully_sharded;
   LrSchedule schedule;  // the peak learning rate's warm-up and decay; Muon's follows it, scaled
   std::unique_ptr<BatchLoader> train_loader;
   std::unique_ptr<ShardedBatchLoader> val_loader;  // null: no validation loss
@@ -110,6 +113,9 @@ class Trainer {
   double flops_per_token() const;
 
   Gpt& model() { return p_.model; }
+  // Copies of the model's parameters, whole, in its parameters() order: with --zero 3 gathered unit by
+  // unit (a collective; every rank gets them), since the model's own tensors hold nothing between uses.
+  std::vector<torch::Tensor> whole_parameters();
   AdamW& optimizer() { return zero_ ? zero_->adamw() : *p_.optimizer; }
   BatchLoader& train_loader() { return *p_.train_loader; }
   const TrainOptions& options() const { return options_; }
@@ -166,10 +172,12 @@ class Trainer {
   Communicator& comm_;
   RunOutput output_;
   LrSchedule schedule_;
-  GradientSynchronizer& grad_sync_;     // p_.grad_sync's
-  RankConsistencyCheck rank_check_;     // --check-ranks-every
-  std::unique_ptr<ShardedAdamW> zero_;  // --zero 1
-  GradientNorm grad_norm_;
+  // The gradients' reduction across ranks: the buckets (--zero 0, 1, 2) or the model's units (--zero 3).
+  GradientSynchronizer* grad_sync_;                    // p_.grad_sync's; null with --zero 3
+  RankConsistencyCheck rank_check_;                   // --check-ranks-every
+  std::unique_ptr<FullyShardedModel> fully_sharded_;  // --zero 3
+  std::unique_ptr<ShardedAdamW> zero_;                 // --zero 1, 2 or 3
+  std::optional<GradientNorm> grad_norm_;             // over the buckets; --zero 3's is fully_sharded_'s
   std::unique_ptr<LossScaler> scaler_;  // --precision fp16
   // What a step reads from the device rather than from the host, so that a CUDA graph of the step
   // replays with this step's values (the learning rate lives in AdamW): micro-batch k is copied into the
@@ -179,6 +187,7 @@ class Trainer {
   torch::Tensor loss_scale_, inverse_loss_scale_, stop_flag_;
   std::unique_ptr<CudaGraphStep> graph_step_;  // --cuda-graph (trainer/cuda_graph_step.h); else null
   ModelState model_state_;
+  std::unique_ptr<FullyShardedModelState> sharded_model_state_;  // --zero 3: the weights gathered unit by unit
   LoaderState loader_state_;
   RandomState random_state_;
 };

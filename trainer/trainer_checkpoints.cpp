@@ -10,7 +10,8 @@
 namespace mygpt {
 
 std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
-  std::vector<NamedPart> parts{{"model", "model weights", model_state_},
+  StatefulPart& weights = sharded_model_state_ ? static_cast<StatefulPart&>(*sharded_model_state_) : model_state_;
+  std::vector<NamedPart> parts{{"model", "model weights", weights},
                                {"optimizer", "AdamW state", zero_ ? static_cast<StatefulPart&>(*zero_) : *p_.optimizer},
                                {"loader", "data loader (--data-order random)", loader_state_},
                                {"rng", "random generators", random_state_}};

@@ -14,7 +14,11 @@ namespace mygpt {
 bool Trainer::in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next) {
   // Rounds of one batch per rank (a rank past the count sits one out), each ended by the stop check.
   for (int64_t round = 0; round < batches; round += comm_.world_size()) {
-    if (round + comm_.rank() < batches) score_next();
+    if (round + comm_.rank() < batches) {
+      score_next();
+    } else if (fully_sharded_) {
+      fully_sharded_->idle_forward();  // --zero 3: the others' forwards gather every unit from every rank
+    }
     if (round + comm_.world_size() < batches && stop_agreed()) return false;
   }
   return true;
