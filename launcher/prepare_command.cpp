@@ -58,7 +58,7 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
           "whose last file becomes validation unless --val-tokens is given; also the positional arguments")
         .required();
     t.positional("input", -1);
-    t.add("text-column", &P::text_column, "the column of a Parquet input that holds the documents").init(std::string("text"));
+    text_column_flag(t, &P::text_column);
     t.add("out", &P::out, "output folder for train_*.bin / val_*.bin shards").required();
     t.add("tokenizer", &P::tokenizer,
           "tokenizer of the shards: gpt2 or hf (a tokenizer.json) need --vocab; not given: what --vocab's folder "
