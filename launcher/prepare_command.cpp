@@ -1,5 +1,6 @@
 // `mygpt-ddp prepare`: tokenizes text into llm.c .bin shards. Each document (a whole plain-text file,
-// one line of a JSON-lines file, one row of a Parquet file) is preceded by <|endoftext|>, as llm.c does;
+// one line of a JSON-lines file, one row of a Parquet file) is preceded by <|endoftext|> and encoded as
+// ordinary text (a literal <|endoftext|> in it is characters), as llm.c does;
 // the last --val-tokens tokens go to val shards, the rest to train shards: validation is the end of a
 // text, as for `train` on a text (--val-fraction) and `eval --val` on one. A folder (or glob) of files
 // given alone follows nanochat's contract instead: its last file is validation, unless --val-tokens.

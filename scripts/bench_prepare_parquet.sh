@@ -15,13 +15,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
 bench_options input="$repo/../shared/data/tinyshakespeare.txt" vocab="$repo/../shared/data/gpt2" mb=100 threads=2 \
   row-group=1000 compressions="snappy zstd" repeats=3 -- "$@"
-bench_need_built "$repo/build/mygpt-ddp" "$python"
+bench_need_built "$mygpt_bin" "$python"
 "$python" -c 'import pyarrow' 2>/dev/null || bench_die "pyarrow is not installed in .venv: $python -m pip install pyarrow"
 [[ -f "$input" ]] || bench_die "input file $input is missing"
 bench_need_vocab "$vocab"
 [[ -x /usr/bin/time ]] || bench_die "/usr/bin/time (GNU time) is needed"
 bench_work_dir
-binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
+binary="$(bench_private_copy "$mygpt_bin")"
 
 text_bytes=$("$python" - "$input" "$mb" "$work" "$row_group" $compressions <<'PY'
 import json, sys
