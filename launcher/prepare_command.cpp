@@ -30,6 +30,7 @@
 #include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
+#include "launcher/document_input_flags.h"
 #include "launcher/shared_flags.h"
 
 namespace mygpt {

@@ -47,13 +47,6 @@ auto& vocab_flag(OptionTable<Config>& table, Path... path) {
                    "encoder.json and vocab.bpe (OpenAI), or vocab.json and merges.txt");
 }
 
-// The column of a Parquet input that holds the documents (prepare, tokenizer train).
-template <typename Config, typename... Path>
-auto& text_column_flag(OptionTable<Config>& table, Path... path) {
-  return table.add("text-column", path..., "the column of a Parquet input that holds the documents")
-      .init(std::string("text"));
-}
-
 template <typename Config, typename... Path>
 auto& precision_flag(OptionTable<Config>& table, Path... path) {
   return table

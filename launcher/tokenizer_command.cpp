@@ -19,6 +19,7 @@
 #include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
+#include "launcher/document_input_flags.h"
 #include "launcher/shared_flags.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/hf_bpe_tokenizer.h"

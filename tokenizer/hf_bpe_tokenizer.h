@@ -60,13 +60,12 @@ class HfBpeTokenizer {
 
   // Whether encode(text[0, cut)) followed by encode(text[cut, end)) is provably encode(text), so that a long
   // document can be tokenized in pieces (prepare). text starts at a document's start or at an earlier such
-  // cut. Derived from this tokenizer's definition: the cut is at a line end between two visible characters
-  // (tokenizer/line_cuts.h: "x\n|y", "x\n| y", and at a CRLF where the pattern restarts, "x\r|\ny" for GPT-2's,
-  // "x\r\n|y" for the others); the pre-tokenizer ends a piece there (a Split pattern proven to, or ByteLevel's
-  // GPT-2 pattern, with nothing before it that could join the sides: ByteLevel's prefix space allows only
-  // "x\n| y"); no added token lies at the cut (one could span it, see its neighbour, or strip the line end).
-  // False whenever that is not proven (another Split pattern, ByteLevel without its regex): the document is
-  // then tokenized whole.
+  // cut. Derived from this tokenizer's definition: the cut follows a '\n' after a printable ASCII character
+  // and comes before another one ("x\n|y") or before a space and one ("x\n| y"); the pre-tokenizer ends a
+  // piece there (a Split pattern proven to, or ByteLevel's GPT-2 pattern, with nothing before it that could
+  // join the sides: ByteLevel's prefix space allows only "x\n| y"); no added token lies at the cut (one
+  // could span it, see its neighbour, or strip the '\n'). False whenever that is not proven (another Split
+  // pattern, ByteLevel without its regex): the document is then tokenized whole.
   bool restarts_at(std::string_view text, std::size_t cut) const;
 
   // One more than the largest id of the vocabulary and the added tokens.

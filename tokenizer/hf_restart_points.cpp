@@ -70,6 +70,9 @@ bool HfBpeTokenizer::Impl::added_token_near(std::string_view text, std::size_t c
   return overlaps(normalized_added, joined, left.size() > 4 ? left.size() - 4 : 0, left.size() + 4);
 }
 
+// The line cuts (tokenizer/line_cuts.h) between visible characters, ASCII or not: "x\n|y" and the CRLF cut of
+// the splitting pattern where nothing before it adds a space; "x\n| y" where no Digits come before it; GPT-2's
+// CRLF cut "x\r|\ny" needs both. No added token near the cut.
 bool HfBpeTokenizer::restarts_at(std::string_view text, std::size_t cut) const {
   bool proven = false;
   switch (line_cut_at(text, cut)) {

@@ -146,6 +146,10 @@ class HfCodec final : public TextCodec {
 
 }  // namespace
 
+// GPT-2's pattern ends a piece right after a '\n' between visible characters (tokenizer/line_cuts.h: printable
+// ASCII, or a non-ASCII letter, number, punctuation mark or symbol, as CJK text's lines end and start) and
+// between the '\r' and the '\n' of a CRLF between two, whether the text is cut there or not ("\r\n" at the end
+// of a piece would be one token, before a letter it is two); the character tokenizer maps characters one by one.
 bool restarts_between_printable_lines(std::string_view text, std::size_t cut) {
   const LineCut kind = line_cut_at(text, cut);
   return kind == LineCut::tight || kind == LineCut::crlf_after_cr;

@@ -24,8 +24,7 @@ class TextCodec {
  public:
   virtual ~TextCodec() = default;
   virtual std::vector<int64_t> encode(std::string_view text) const = 0;
-  // Text that must not name special tokens (a document of prepare or train, a chat message): GPT-2's
-  // "<|endoftext|>" stays characters, as tiktoken's encode_ordinary; encode() is for prompts.
+  // Text that must not name special tokens (a chat message): GPT-2's "<|endoftext|>" stays characters.
   virtual std::vector<int64_t> encode_ordinary(std::string_view text) const { return encode(text); }
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;   // ids are below this (before padding)
@@ -43,12 +42,10 @@ class TextCodec {
   virtual bool restarts_at(std::string_view text, std::size_t cut) const;
 };
 
-// A cut right after a '\n' with a visible character on each side ("x\n|y"; tokenizer/line_cuts.h: printable
-// ASCII, or a non-ASCII letter, number, punctuation or symbol such as CJK text's), or between the '\r' and
-// the '\n' of a CRLF between two ("x\r|\ny"). GPT-2's pre-tokenizer ends a piece exactly there whether the
-// text is cut or not (a longer run of whitespace would not: "\n\n" or "\r\n" at the end of a piece is one
-// token, before a letter two), its <|endoftext|> holds no line end, and the character tokenizer maps
-// characters one by one.
+// A cut right after a '\n' with a printable ASCII character (not space) on each side. GPT-2's pre-tokenizer
+// ends a piece exactly there whether the text is cut or not (a longer run of whitespace would not: "\n\n"
+// at the end of a piece is one token, before a letter two), its <|endoftext|> holds no '\n', and the
+// character tokenizer maps characters one by one.
 bool restarts_between_printable_lines(std::string_view text, std::size_t cut);
 
 // The BPE tokenizer a folder holds: hf where it has a tokenizer.json (the whole definition, split pattern
