@@ -38,7 +38,7 @@ while size < mb * 1_000_000:
     size += len(line.encode())
 open(f"{work}/cjk.txt", "w", encoding="utf-8").write("".join(lines))
 PY
-built_at="$(git -C "$(dirname "$mygpt_bin")" log -1 --format='%h %s' 2>/dev/null | cut -c1-60 || echo unknown)"
+built_at="$(git -C "$(dirname "$mygpt_bin")" log -1 --format=%h 2>/dev/null || echo unknown)"
 bench_machine_facts "binary $mygpt_bin (commit $built_at); texts of $mb MB"
 export OMP_NUM_THREADS=1
 
