@@ -22,7 +22,8 @@ bool visible(utf8proc_int32_t cp) {
   }
   utf8proc_int32_t decomposed[32];
   int boundclass = 0;
-  const utf8proc_ssize_t n = utf8proc_decompose_char(cp, decomposed, 32, static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT), &boundclass);
+  const auto compat = static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+  const utf8proc_ssize_t n = utf8proc_decompose_char(cp, decomposed, 32, compat, &boundclass);
   if (n < 0 || n > 32) return false;
   return std::none_of(decomposed, decomposed + n, [](utf8proc_int32_t c) {
     const auto category = utf8proc_category(c);
