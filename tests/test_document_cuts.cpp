@@ -40,11 +40,12 @@ const std::set<std::string> kCut = {"gpt4",  "byte_level_regex", "gpt2_split", "
                                     "lstrip", "rstrip",          "lstrip_special", "prefix_space", "split_then_prefix_space",
                                     "added_tokens", "ignore_merges", "nfc",  "nfkc", "sequence_nfc", "gpt2"};
 
-// Whether a tokenizer cuts a text: those of kCut, and at CRLF line ends all but the ones with a prefix space
-// (which cut only before a line that starts with a space).
+// Whether a tokenizer cuts a text: those of kCut, and at CRLF line ends all but ByteLevel's prefix space
+// before its own split (which cuts only before a line that starts with a space; after a Split, as in
+// split_then_prefix_space, the tight cuts hold).
 bool cuts_text(const std::string& tokenizer, const std::string& text) {
   if (!kCut.contains(tokenizer)) return false;
-  return text != "crlf" || (tokenizer != "prefix_space" && tokenizer != "split_then_prefix_space");
+  return text != "crlf" || tokenizer != "prefix_space";
 }
 
 // The pieces DocumentReader cuts `document` into under `codec`'s restarts_at, and their ids as prepare encodes
