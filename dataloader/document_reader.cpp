@@ -84,8 +84,8 @@ std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t fr
                                          const CutRule& restarts_at) {
   if (text.size() < 3) return std::nullopt;
   for (std::size_t cut = std::min(before, text.size() - 1); cut >= std::max<std::size_t>(from, 2); --cut) {
-    // Every rule cuts after a '\n': the other places need no asking.
-    if (text[cut - 1] == '\n' && restarts_at(text, cut)) return cut;
+    // Every rule cuts after a '\n' or a '\r': the other places need no asking.
+    if ((text[cut - 1] == '\n' || text[cut - 1] == '\r') && restarts_at(text, cut)) return cut;
   }
   return std::nullopt;
 }
@@ -163,7 +163,7 @@ std::optional<TextPiece> DocumentReader::next_text_piece() {
   const auto hand_out = [this](std::size_t length) {
     TextPiece piece{carry_.substr(0, length), !started_, {}};
     carry_.erase(0, length);
-    // Whole UTF-8 characters: a cut lies between two ASCII characters.
+    // Whole UTF-8 characters: a cut lies right after a '\n' or a '\r'.
     require_utf8(piece.text, "input file '" + path_ + "' (from byte " + std::to_string(consumed_) + ")");
     started_ = true;
     consumed_ += piece.text.size();

@@ -3,8 +3,8 @@
 // MiB of memory): a JSON-lines file (.jsonl/.json, or text starting with '{') gives one document per
 // line (its "text" field); any other file is one document, handed out in pieces cut only where cutting
 // cannot change its tokens: where the tokenizer says it restarts (TextCodec::restarts_at; by default
-// restarts_between_printable_lines, GPT-2's and the character tokenizer's). A file without such a place
-// stays in one piece, tokenized whole.
+// restarts_between_printable_lines, GPT-2's and the character tokenizer's: line ends, LF or CRLF, between
+// visible characters, ASCII or not). A file without such a place stays in one piece, tokenized whole.
 // A Parquet file (.parquet, or starting with "PAR1") gives one document per row of its text column, read
 // a batch of rows at a time (dataloader/parquet_text_reader.h); null rows are skipped and counted.
 #include <cstdint>
@@ -33,7 +33,8 @@ struct TextPiece {
 // with text_of (on the threads that tokenize: parsing is about a third of `prepare`'s work).
 enum class JsonParsing { by_reader, by_caller };
 
-// Whether a text may be cut at a place right after a '\n' (TextCodec::restarts_at); asked of no other place.
+// Whether a text may be cut at a place right after a '\n' or a '\r' (TextCodec::restarts_at); asked of no
+// other place.
 using CutRule = std::function<bool(std::string_view text, std::size_t cut)>;
 
 // How a DocumentReader reads; give only what differs, by name ({.text_column = "content"}).

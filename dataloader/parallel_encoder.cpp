@@ -6,7 +6,10 @@ std::vector<int32_t> encode_batch(const TextCodec& codec, const std::vector<Text
   std::vector<int32_t> tokens;
   for (const TextPiece& piece : batch) {
     if (piece.starts_document && codec.end_of_text() >= 0) tokens.push_back(static_cast<int32_t>(codec.end_of_text()));
-    const auto ids = piece.json_line.empty() ? codec.encode(piece.text) : codec.encode(text_of(piece));
+    // A document's text is text: a literal <|endoftext|> (or <|bos|>) in it is characters, never a delimiter
+    // (llm.c's and nanochat's encode_ordinary); the delimiters are the ones pushed here.
+    const auto ids =
+        piece.json_line.empty() ? codec.encode_ordinary(piece.text) : codec.encode_ordinary(text_of(piece));
     for (int64_t id : ids) tokens.push_back(static_cast<int32_t>(id));
   }
   return tokens;

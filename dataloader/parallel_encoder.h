@@ -49,7 +49,8 @@ class ParallelEncoder {
   std::vector<std::thread> workers_;
 };
 
-// The tokens of a batch: <|endoftext|> (when the codec has one) before each piece that starts a document.
+// The tokens of a batch: <|endoftext|> (when the codec has one) before each piece that starts a document, and
+// each piece's encode_ordinary (special tokens' text in a document is text).
 std::vector<int32_t> encode_batch(const TextCodec& codec, const std::vector<TextPiece>& batch);
 
 }  // namespace mygpt

@@ -125,7 +125,8 @@ TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
   d.tokenizer_data = codec->data();
   // GPT-2's 50257 ids get the padded vocabulary that token data of GPT-2 uses too.
   d.vocab_size = d.tokenizer_kind == TokenizerKind::gpt2 ? kGpt2PaddedVocab : codec->vocab_size();
-  auto [train_ids, val_ids] = split_train_val(codec->encode(text), o.val_fraction);
+  // Ordinary text, as prepare encodes a document: a literal <|endoftext|> in it is not a delimiter.
+  auto [train_ids, val_ids] = split_train_val(codec->encode_ordinary(text), o.val_fraction);
   if (train_ids.empty()) throw std::invalid_argument("the training split of '" + spec + "' is empty");
   d.description = spec + " | " + std::to_string(text.size()) + " bytes | " +
                   std::string(tokenizer_kind_name(d.tokenizer_kind)) + " tokenizer";

@@ -134,9 +134,10 @@ std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const Te
   if (text.empty()) throw std::invalid_argument("--val text file '" + path + "' is empty");
   if (val_fraction <= 0) throw std::invalid_argument("--val-fraction must be above 0 (it is the share of the text scored)");
   try {
-    if (val_fraction >= 1) return std::make_shared<InMemoryTokens>(codec.encode(text));
+    // Ordinary text, as train encodes a text file (special tokens' text is text).
+    if (val_fraction >= 1) return std::make_shared<InMemoryTokens>(codec.encode_ordinary(text));
     // The held-out end, cut at the same token as train's --val-fraction cuts it.
-    return std::make_shared<InMemoryTokens>(split_train_val(codec.encode(text), val_fraction).second);
+    return std::make_shared<InMemoryTokens>(split_train_val(codec.encode_ordinary(text), val_fraction).second);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("--val text file '" + path + "': " + e.what());
   }

@@ -1,5 +1,6 @@
 // `mygpt-ddp prepare`: tokenizes text into llm.c .bin shards. Each document (a whole plain-text file,
-// one line of a JSON-lines file, one row of a Parquet file) is preceded by <|endoftext|>, as llm.c does;
+// one line of a JSON-lines file, one row of a Parquet file) is preceded by <|endoftext|> and encoded as
+// ordinary text (a literal <|endoftext|> in it is characters), as llm.c does;
 // the last --val-tokens tokens go to val shards, the rest to train shards: validation is the end of a
 // text, as for `train` on a text (--val-fraction) and `eval --val` on one. A folder (or glob) of files
 // given alone follows nanochat's contract instead: its last file is validation, unless --val-tokens.
@@ -29,6 +30,7 @@
 #include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
+#include "launcher/document_input_flags.h"
 #include "launcher/shared_flags.h"
 
 namespace mygpt {
@@ -58,7 +60,7 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
           "whose last file becomes validation unless --val-tokens is given; also the positional arguments")
         .required();
     t.positional("input", -1);
-    t.add("text-column", &P::text_column, "the column of a Parquet input that holds the documents").init(std::string("text"));
+    text_column_flag(t, &P::text_column);
     t.add("out", &P::out, "output folder for train_*.bin / val_*.bin shards").required();
     t.add("tokenizer", &P::tokenizer,
           "tokenizer of the shards: gpt2 or hf (a tokenizer.json) need --vocab; not given: what --vocab's folder "

@@ -1,5 +1,5 @@
-// `mygpt-ddp tokenizer train`: trains a byte-level BPE on text as `prepare` reads it (text files, JSON lines)
-// with rustbpe's merges (tokenizer/bpe_trainer.h) and writes tokenizer.json and tokenizer_config.json, which
+// `mygpt-ddp tokenizer train`: trains a byte-level BPE on text as `prepare` reads it (text files, JSON lines,
+// Parquet files, a folder or glob of Parquet shards: dataloader/document_inputs.h) with rustbpe's merges (tokenizer/bpe_trainer.h) and writes tokenizer.json and tokenizer_config.json, which
 // prepare, train, generate, export and Hugging Face's tokenizers read. `mygpt-ddp tokenizer eval`: bytes
 // per token of a tokenizer on a text, beside GPT-2's (nanochat's tok_eval).
 #include <unistd.h>
@@ -14,13 +14,16 @@
 #include "common/file_io.h"
 #include "common/progress.h"
 #include "common/strprintf.h"
+#include "dataloader/document_inputs.h"
 #include "dataloader/document_reader.h"
 #include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
+#include "launcher/document_input_flags.h"
 #include "launcher/shared_flags.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/hf_bpe_tokenizer.h"
+#include "tokenizer/line_cuts.h"
 #include "tokenizer/text_codec.h"
 
 namespace mygpt {
@@ -30,6 +33,7 @@ namespace fs = std::filesystem;
 
 struct TokenizerTrainFlags {
   std::vector<std::string> input;
+  std::string text_column;
   int64_t vocab_size{};
   std::optional<std::string> out;
   std::string pattern;
@@ -47,10 +51,13 @@ const OptionTable<TokenizerTrainFlags>& train_flag_table() {
     OptionTable<F> t;
     t.group("Input and output");
     t.add("input", &F::input,
-          "text files (each one document) or JSON-lines files (one document per line, field \"text\"); also the "
+          "text files (each one document), JSON-lines files (one document per line, field \"text\"), Parquet files "
+          "(one document per row of --text-column), or a folder (or quoted glob) of .parquet files, sorted by name, "
+          "whose last file is left out (prepare's validation file, as nanochat's tok_train leaves it); also the "
           "positional arguments")
         .required();
     t.positional("input", -1);
+    text_column_flag(t, &F::text_column);
     t.add("out", &F::out, "output folder for tokenizer.json and tokenizer_config.json").required();
     t.add("overwrite", &F::overwrite, "replace the tokenizer files --out holds (once the new ones are whole)")
         .init(false);
@@ -126,19 +133,33 @@ int run_tokenizer_train(const Parsed<TokenizerTrainFlags>& flags, const JobSessi
                                 earlier.front().filename().string() +
                                 "): choose another --out, or give --overwrite to replace it");
   }
+  const DocumentInputs expanded = expand_document_inputs(f.input);
+  std::vector<std::string> inputs = expanded.files;
+  if (expanded.folder_contract && inputs.size() > 1) {
+    std::cout << "left out: " << inputs.back() << " (the last of " << inputs.size()
+              << " files by name: prepare's validation file, as nanochat's tok_train leaves it out)" << std::endl;
+    inputs.pop_back();
+  }
   uint64_t corpus_bytes = 0;
-  for (const auto& path : f.input) corpus_bytes += DocumentReader(path).size();  // each one checked now
+  for (const auto& path : inputs) {
+    corpus_bytes += DocumentReader(path, {.text_column = f.text_column}).size();  // each one checked now
+  }
   BpeTrainer trainer(options);  // refuses the vocabulary size, the special tokens and the pattern
   const auto start = std::chrono::steady_clock::now();
 
-  // The built-in patterns end a chunk wherever the reader cuts a text file (after a '\n' between printable
-  // characters); a pattern of the user's might not, so its documents go in whole.
-  const bool whole_documents = !named.has_value();
+  // A text file is read in pieces cut where the pattern provably ends a chunk (tokenizer/line_cuts.h: the
+  // built-in patterns, at line ends between visible characters); under any other pattern its documents go
+  // in whole.
+  const std::optional<CrlfCut> proven = proven_line_pattern(options.split_regex);
+  const bool whole_documents = !proven.has_value();
+  const CutRule restarts_at = [crlf = proven.value_or(CrlfCut::after_cr)](std::string_view text, std::size_t cut) {
+    return pattern_restarts_at(crlf, text, cut);
+  };
   Progress reading("tokenizer train: counting", static_cast<double>(corpus_bytes) / 1e6, "MB", f.quiet, std::cout);
   uint64_t bytes_before = 0;
   bool more = true;
-  for (std::size_t i = 0; i < f.input.size() && more; ++i) {
-    DocumentReader reader(f.input[i]);
+  for (std::size_t i = 0; i < inputs.size() && more; ++i) {
+    DocumentReader reader(inputs[i], {.restarts_at = restarts_at, .text_column = f.text_column});
     std::string document;
     bool have_document = false;
     while (more) {
@@ -158,7 +179,7 @@ int run_tokenizer_train(const Parsed<TokenizerTrainFlags>& flags, const JobSessi
       }
       if (reading.due()) {
         reading.update(static_cast<double>(bytes_before + reader.bytes_read()) / 1e6,
-                       strprintf("file %zu/%zu, %llu characters", i + 1, f.input.size(),
+                       strprintf("file %zu/%zu, %llu characters", i + 1, inputs.size(),
                                  static_cast<unsigned long long>(trainer.characters())));
       }
     }
@@ -235,7 +256,10 @@ struct Compression {
 Compression measure(const TextCodec& codec, const std::vector<std::string>& inputs) {
   Compression c;
   for (const auto& path : inputs) {
-    DocumentReader reader(path);
+    // Cut where this tokenizer restarts, so that the count is the whole documents'.
+    DocumentReader reader(path, {.restarts_at = [&codec](std::string_view text, std::size_t cut) {
+                                   return codec.restarts_at(text, cut);
+                                 }});
     while (const auto piece = reader.next()) {
       c.bytes += piece->text.size();
       c.tokens += codec.encode_ordinary(piece->text).size();

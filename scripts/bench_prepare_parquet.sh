@@ -2,8 +2,10 @@
 # `mygpt-ddp prepare` on Parquet against JSON lines holding the same FineWeb-shaped records (the document in
 # "text" among metadata columns: id, dump, url, date, language, scores), built from a text's paragraphs and
 # repeated to --mb MB of JSON lines; Parquet as FineWeb ships it (row groups of --row-group rows, each
-# --compressions codec). Per input: wall seconds, MB/s of the documents' text (the same bytes for every
-# input), peak RSS, and whether the shards are byte-identical to the JSON-lines ones. Best of --repeats.
+# --compressions codec). Per input: CPU seconds (user + sys, all threads) and MB of the documents' text (the
+# same bytes for every input) per CPU second, which a busy machine does not change much; wall seconds and
+# text MB/s wall, which it does; peak RSS; and whether the shards are byte-identical to the JSON-lines ones.
+# Best of --repeats (by CPU time).
 #
 # usage: scripts/bench_prepare_parquet.sh [--input FILE] [--vocab DIR] [--mb 100] [--threads 2]
 #                                         [--row-group 1000] [--compressions "snappy zstd"] [--repeats 3] [--no-append]
@@ -13,13 +15,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
 bench_options input="$repo/../shared/data/tinyshakespeare.txt" vocab="$repo/../shared/data/gpt2" mb=100 threads=2 \
   row-group=1000 compressions="snappy zstd" repeats=3 -- "$@"
-bench_need_built "$repo/build/mygpt-ddp" "$python"
+bench_need_built "$mygpt_bin" "$python"
 "$python" -c 'import pyarrow' 2>/dev/null || bench_die "pyarrow is not installed in .venv: $python -m pip install pyarrow"
 [[ -f "$input" ]] || bench_die "input file $input is missing"
 bench_need_vocab "$vocab"
 [[ -x /usr/bin/time ]] || bench_die "/usr/bin/time (GNU time) is needed"
 bench_work_dir
-binary="$(bench_private_copy "$repo/build/mygpt-ddp")"
+binary="$(bench_private_copy "$mygpt_bin")"
 
 text_bytes=$("$python" - "$input" "$mb" "$work" "$row_group" $compressions <<'PY'
 import json, sys
@@ -49,22 +51,24 @@ export OMP_NUM_THREADS=1
 
 table="$work/table.md"
 {
-  echo "| input | file MB | seconds (best of $repeats) | text MB/s | peak RSS | shards identical to JSON lines |"
-  echo "|---|---|---|---|---|---|"
+  echo "| input | file MB | CPU s (user+sys, best of $repeats) | text MB per CPU s | wall s | text MB/s wall | peak RSS | shards identical to JSON lines |"
+  echo "|---|---|---|---|---|---|---|---|"
 } >"$table"
 for name in corpus.jsonl $(printf 'corpus.%s.parquet ' $compressions); do
   best=""
   for rep in $(seq "$repeats"); do
     rm -rf "$work/out_$name"
-    /usr/bin/time -f "%e %M" -o "$work/time" "$binary" prepare "$work/$name" --vocab "$vocab" --out "$work/out_$name" \
+    /usr/bin/time -f "%e %M %U %S" -o "$work/time" "$binary" prepare "$work/$name" --vocab "$vocab" --out "$work/out_$name" \
       --threads "$threads" --val-tokens 0 --quiet >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log" >&2; bench_die "prepare of $name failed"; }
-    read -r s kb <"$work/time"
-    if [[ -z $best ]] || awk -v a="$s" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$s; best_kb=$kb; fi
+    read -r s kb user sys <"$work/time"
+    cpu=$(awk -v u="$user" -v y="$sys" 'BEGIN { print u + y }')
+    if [[ -z $best ]] || awk -v a="$cpu" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$cpu; best_wall=$s; best_kb=$kb; fi
   done
   identical="(reference)"
   [[ $name == corpus.jsonl ]] || { cmp -s "$work/out_corpus.jsonl/train_000000.bin" "$work/out_$name/train_000000.bin" && identical=yes || identical=NO; }
-  awk -v n="$name" -v mb="$(du -m "$work/$name" | cut -f1)" -v s="$best" -v t="$text_bytes" -v kb="$best_kb" -v id="$identical" \
-    'BEGIN { printf "| %s | %s | %.2f | %.1f | %.0f MiB | %s |\n", n, mb, s, t/1e6/s, kb/1024, id }' >>"$table"
+  awk -v n="$name" -v mb="$(du -m "$work/$name" | cut -f1)" -v c="$best" -v s="$best_wall" -v t="$text_bytes" \
+    -v kb="$best_kb" -v id="$identical" \
+    'BEGIN { printf "| %s | %s | %.2f | %.1f | %.2f | %.1f | %.0f MiB | %s |\n", n, mb, c, t/1e6/c, s, t/1e6/s, kb/1024, id }' >>"$table"
 done
 bench_report "prepare on Parquet against JSON lines" "$table" \
-  "The whole command (read, decompress or parse, tokenize with GPT-2's BPE on --threads $threads, write shards); the same documents in each input."
+  "The whole command (read, decompress or parse, tokenize with GPT-2's BPE on --threads $threads, write shards); the same documents in each input. CPU time counts every thread's."

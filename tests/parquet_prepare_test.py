@@ -5,8 +5,9 @@
 
 Files: several row groups; each compression Arrow writes (none, snappy, zstd, gzip, brotli, lz4); string,
 large_string, string_view and dictionary columns; nulls, Unicode, empty strings. Checks:
-  - the train shards hold, document by document, <|endoftext|> + tiktoken's GPT-2 encoding of each non-null
-    text (and `tokenizers`' for a tokenizer.json trained here), on 1 and on 3 threads, byte for byte the
+  - the train shards hold, document by document, <|endoftext|> + tiktoken's GPT-2 encode_ordinary of each
+    non-null text (and `tokenizers`' with encode_special_tokens for a tokenizer.json trained here: a literal
+    <|endoftext|> or <|bos|> in a document is text, not a delimiter), on 1 and on 3 threads, byte for byte the
     same shards as the JSON-lines file of the same documents gives; the nulls are counted in one note;
   - a folder (and a quoted glob) of files: sorted by name, the last file is validation, named in one line;
     with --val-tokens, the last tokens are, as for other inputs;
@@ -71,7 +72,8 @@ def shards(out, prefix):
 def documents(seed):
     base = ["Hello, world!", "", "naïve café — ĉu vi parolas Esperanton?", "日本語のテキスト、そして中文。",
             "emoji 🙂🚀 and flags 🇫🇷", "  leading spaces\n\n\ntrailing  \n", "e\u0301 combining, \u00a0nbsp",
-            "x" * 5000 + " long", "'s 're 12345 $%^", "line one\nline two\r\nline three", None, "Ελληνικά κείμενα"]
+            "x" * 5000 + " long", "'s 're 12345 $%^", "line one\nline two\r\nline three", None, "Ελληνικά κείμενα",
+            "a literal <|endoftext|> inside a document, and <|bos|>: text, not delimiters<|endoftext|>"]
     return [base[(i * 7 + seed) % len(base)] if (i + seed) % 9 else None for i in range(60)]
 
 
@@ -140,6 +142,7 @@ try:
         tok.train_from_iterator(texts * 3, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
                                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
         tok.save(os.path.join(hf_dir, "tokenizer.json"))
+        tok.encode_special_tokens = True  # a special token's text in a document is text, as prepare encodes it
         vocabularies.append(("tokenizers tokenizer.json", ["--vocab", hf_dir, "--tokenizer", "hf"],
                              lambda t: tok.encode(t, add_special_tokens=False).ids, tok.token_to_id("<|endoftext|>")))
     except ImportError:

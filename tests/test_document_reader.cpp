@@ -85,6 +85,29 @@ TEST(DocumentReader, NoSafePlaceKeepsTheTextWhole) {
   EXPECT_EQ(last_safe_cut("ab\ncd\nef", 0, 7), 6u);
 }
 
+// GPT-2's and the character tokenizer's rule cuts CRLF text (between the '\r' and the '\n') and lines that end
+// or start with a non-ASCII character (CJK text), but never next to a space of any kind, a control, a
+// combining mark, or a character NFKC turns into a space (tokenizer/line_cuts.h). test_document_cuts.cpp
+// checks the ids against tiktoken and tokenizers.
+TEST(DocumentReader, CutsAtCrlfAndNonAsciiLineEndsBetweenVisibleCharacters) {
+  EXPECT_EQ(last_safe_cut("ab\r\ncd", 0, 5), 3u) << "between the CR and the LF";
+  EXPECT_EQ(last_safe_cut("\xe4\xb8\xad\xe6\x96\x87\n\xe6\x97\xa5\xe6\x9c\xac", 0, 12), 7u) << "CJK lines";
+  EXPECT_EQ(last_safe_cut("\xe3\x80\x82\r\n\xe3\x80\x8cx", 0, 8), 4u) << "CJK punctuation, CRLF";
+  const std::vector<std::string> refused = {
+      "a\xe3\x80\x80\nb",  // U+3000 ideographic space before the line end
+      "a\n\xe3\x80\x80x",  // after it
+      "a\xc2\xa0\nb",      // no-break space
+      "a\n\xcc\x81x",      // a combining mark starts the line
+      "a\xc2\xa8\nb",      // U+00A8, " \u0308" in NFKC
+      "a\n\xe2\x80\x8bx",  // zero-width space
+      "a\xc2\x85\nb",      // NEL, a control
+      "a\r\r\nb",          // a lone CR before the CRLF
+  };
+  for (const std::string& text : refused) {
+    EXPECT_FALSE(last_safe_cut(text, 0, text.size() - 1).has_value()) << nlohmann::json(text).dump();
+  }
+}
+
 TEST(DocumentReader, JsonLinesAreDocumentsAndBadLinesAreNamed) {
   const ScratchDir dir;
   const auto pieces =

@@ -12,8 +12,10 @@
                                     respect (ByteLevel's prefix space and regex, Llama 3's, Qwen2's and GPT-2's
                                     Split, Digits first, lstrip or rstrip alone): OUT_DIR/<name>/tokenizer.json
   long-text OUT                    one text of about 100 KB whose lines start and end with what a cut must get
-                                    right (letters, digits, spaces, punctuation, added tokens, '/'), as JSON
-                                    {"long": text}
+                                    right (letters, digits, spaces, punctuation, added tokens, '/'); the same
+                                    lines with CRLF line ends; and about 60 KB of CJK lines (ending and starting
+                                    with CJK letters, punctuation, fullwidth forms, spaces of every kind, marks,
+                                    characters NFKC makes spaces), LF and CRLF; as JSON {"long", "crlf", "cjk"}
   make-normalized TEXT OUT_DIR     small BPEs trained on TEXT with a Unicode normalizer, as Qwen2/Qwen3's
                                     tokenizer.json has one: OUT_DIR/nfc (NFC, Qwen2's Split pattern and
                                     ByteLevel(use_regex=False)), OUT_DIR/nfkc (the same with NFKC) and
@@ -27,6 +29,7 @@
                                     every Unicode version (tokenizers' tables are 9.0's) and random code points
   encode TOKENIZER_JSON TEXTS OUT  tokenizers' ids (add_special_tokens=False) and decoded text of each text
   encode-specials-as-text ...      the same with encode_special_tokens = True (special tokens' text is text)
+  tiktoken-gpt2 GPT2_DIR TEXTS OUT tiktoken's GPT-2 encode_ordinary of each text (from encoder.json and vocab.bpe)
   auto DIR TEXTS OUT               the same through transformers' AutoTokenizer.from_pretrained(DIR)
 Prints one JSON line last: {"ok": true}.
 """
@@ -176,7 +179,30 @@ def long_text(out):
         if rng.random() < 0.05:
             lines.append("")
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"long": "\n".join(lines) + "\n"}, f, ensure_ascii=False)
+        json.dump({"long": "\n".join(lines) + "\n", "crlf": "\r\n".join(lines) + "\r\n", "cjk": cjk_text(rng)}, f,
+                  ensure_ascii=False)
+
+
+def cjk_text(rng):
+    """Lines of Chinese, Japanese and Korean whose ends are mostly not ASCII: CJK letters, CJK and fullwidth
+    punctuation, fullwidth digits; now and then what a cut must not sit next to: spaces of other kinds (U+3000,
+    U+00A0), a zero-width space, combining marks, Hangul jamo that compose across nothing, characters NFKC turns
+    into a space and a mark (U+00A8, U+309B), halfwidth katakana and its voiced mark; a space to start a line;
+    LF and CRLF line ends."""
+    words = ["中文", "汉字", "测试", "你好", "世界", "日本語", "ひらがな", "カタカナ", "한국어", "텍스트", "東京", "２０２４",
+             "ｶﾞｷﾞ", "Ｈｅｌｌｏ", "①②", "Ⅷ", "😀"]
+    edges = ["", "", "", "", "。", "、", "「", "」", "！", "？", "（", "）", "：", "１２", "・", "…", "〜", "中", "語", "가"]
+    rare = ["\u3000", "\u00a0", "\u200b", "\u0301", "\u1100", "\u1161", "\u00a8", "\u309b", "ﾞ", "a", "7", ".",
+            " ", "<mask>", "<|endoftext|>", "\t"]
+    lines, size = [], 0
+    while size < 60_000:
+        edge = lambda: rng.choice(rare) if rng.random() < 0.12 else rng.choice(edges)  # noqa: E731
+        body = "".join(rng.choice(words) + (rng.choice("、，　 ") if rng.random() < 0.2 else "")
+                       for _ in range(rng.randint(1, 10)))
+        line = (" " if rng.random() < 0.15 else "") + edge() + body + edge()
+        lines.append(line + ("\r\n" if rng.random() < 0.3 else "\n"))
+        size += len(lines[-1].encode("utf-8"))
+    return "".join(lines)
 
 
 # Qwen2's (and Qwen3's) pre-tokenizer pattern, from their tokenizer.json.
@@ -386,6 +412,11 @@ def main():
         tok.encode_special_tokens = mode == "encode-specials-as-text"
         encode_with(lambda t: tok.encode(t, add_special_tokens=False).ids,
                     lambda ids: tok.decode(ids, skip_special_tokens=False), args[1], args[2])
+    elif mode == "tiktoken-gpt2":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "bench"))
+        from tokenize_tiktoken import gpt2_encoding
+        enc = gpt2_encoding(args[0])
+        encode_with(enc.encode_ordinary, enc.decode, args[1], args[2])
     elif mode == "auto":
         from transformers import AutoTokenizer
         tok = AutoTokenizer.from_pretrained(args[0])

@@ -2,8 +2,9 @@
 # `mygpt-ddp tokenizer train` and `tokenizer eval` from the command line: a tokenizer trained on Tiny
 # Shakespeare drives prepare -> train -> generate -> export, transformers' AutoTokenizer loads the export
 # and gives the ids tokenizers gives on the trained tokenizer.json; the merges equal rustbpe's on the same
-# JSON-lines corpus (the doc cap and character budget included); eval prints bytes per token beside GPT-2's;
-# bad inputs exit 2 with one line and leave no file.
+# JSON-lines corpus (the doc cap and character budget included) and on CRLF and CJK text read in pieces; a
+# folder or glob of Parquet shards with --text-column trains as the JSON lines of its files but the last; eval
+# prints bytes per token beside GPT-2's; bad inputs exit 2 with one line and leave no file.
 #   tokenizer_train_test.sh MYGPT_DDP DATA_DIR PYTHON
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 use_binary "${1:-}"
@@ -112,6 +113,70 @@ PY
   fi
 else
   skip "merges against rustbpe from the command line (needs rustbpe)"
+fi
+
+# --- CRLF and CJK text, read in pieces cut at their line ends: rustbpe's merges on the whole text ------------
+# GPT-2's pattern restarts between the '\r' and the '\n' of a CRLF, GPT-4's after it (tokenizer/line_cuts.h): the
+# text (over 3 MiB: pieces of 1 MiB) is cut at each pattern's own places.
+if "$PY" -c "import rustbpe" >/dev/null 2>&1; then
+  "$PY" - "$SHAKESPEARE" "$WORK/crlf_cjk.txt" "$WORK/crlf_cjk.json" <<'PY'
+import json, random, sys
+text = open(sys.argv[1], encoding="utf-8").read().replace("\n", "\r\n")
+rng = random.Random(7)
+words = ["中文", "汉字", "测试", "你好", "世界", "日本語", "ひらがな", "カタカナ", "한국어", "東京", "。", "、", "「", "」", "！"]
+cjk = "".join("".join(rng.choice(words) for _ in range(rng.randint(1, 12))) + rng.choice(["\n", "\r\n"])
+              for _ in range(30000))
+whole = text + cjk + text + cjk
+open(sys.argv[2], "w", encoding="utf-8", newline="").write(whole)
+json.dump([whole], open(sys.argv[3], "w"))
+PY
+  for pattern in gpt4 gpt2; do
+    if expect_ok "crlf_$pattern" tokenizer train "$WORK/crlf_cjk.txt" --vocab-size 800 --pattern "$pattern" \
+         --special "<|endoftext|>" --out "$WORK/crlf_$pattern" --threads 2 --quiet; then
+      regex=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['pre_tokenizer']['pretokenizers'][0]['pattern']['Regex'])" "$WORK/crlf_$pattern/tokenizer.json")
+      "$PY" -c "import json,sys; json.dump([{'docs': sys.argv[1], 'vocab': 799, 'pattern': sys.argv[2]}], open(sys.argv[3], 'w'))" \
+        "$WORK/crlf_cjk.json" "$regex" "$WORK/jobs_crlf_$pattern.json"
+      run_cmd "ref_crlf_$pattern" "$PY" "$REF" rustbpe "$WORK/jobs_crlf_$pattern.json" "$WORK/ranks_crlf_$pattern.json"
+      same_as_rustbpe "crlf_$pattern" "$WORK/crlf_$pattern/tokenizer.json" "$WORK/ranks_crlf_$pattern.json"
+      check "tokenizer train --pattern $pattern on CRLF and CJK text read in pieces: rustbpe's merges on the whole ($(cat "$WORK/same_crlf_$pattern.out"))" test "$RC" -eq 0
+    fi
+  done
+else
+  skip "CRLF and CJK text against rustbpe (needs rustbpe)"
+fi
+
+# --- Parquet: a folder or a quoted glob of shards (the last left out, as prepare validates on it), --text-column
+if "$PY" -c "import pyarrow" >/dev/null 2>&1; then
+  mkdir -p "$WORK/shards_pq"
+  "$PY" - "$SHAKESPEARE" "$WORK/shards_pq" "$WORK/pq_train.jsonl" <<'PY'
+import json, sys
+import pyarrow as pa, pyarrow.parquet as pq
+docs = [d for d in open(sys.argv[1], encoding="utf-8").read().split("\n\n") if d]
+third = len(docs) // 3
+parts = [docs[:third], docs[third:2 * third], docs[2 * third:]]
+for i, part in enumerate(parts):
+    pq.write_table(pa.table({"id": list(range(len(part))), "content": part}), f"{sys.argv[2]}/shard_{i:02d}.parquet",
+                   row_group_size=500)
+with open(sys.argv[3], "w", encoding="utf-8") as f:
+    for d in parts[0] + parts[1]:  # what a tokenizer trained on the folder sees: all but its last file
+        f.write(json.dumps({"text": d}) + "\n")
+PY
+  expect_ok pq_jsonl tokenizer train "$WORK/pq_train.jsonl" --vocab-size 400 --out "$WORK/pq_jsonl" --quiet
+  for given in folder glob; do
+    input=$([[ $given == folder ]] && echo "$WORK/shards_pq" || echo "$WORK/shards_pq/shard_*.parquet")
+    if expect_ok "pq_$given" tokenizer train --input "$input" --text-column content --vocab-size 400 --out "$WORK/pq_$given" --quiet; then
+      check "tokenizer train on a $given of Parquet shards names the last file, left out" \
+        grep -q "^left out: $WORK/shards_pq/shard_02.parquet (the last of 3 files" "$WORK/pq_$given.out"
+      check "tokenizer train on a $given of Parquet shards (--text-column content): the tokenizer of the JSON lines of its first two files" \
+        cmp -s "$WORK/pq_jsonl/tokenizer.json" "$WORK/pq_$given/tokenizer.json"
+    fi
+  done
+  expect_bad_input bad_column "shard_00\.parquet' has no column 'text' \(--text-column\); its columns: id, content" "$WORK/bad" \
+    tokenizer train --input "$WORK/shards_pq/shard_00.parquet" --vocab-size 300 --out "$WORK/bad"
+  expect_bad_input bad_glob "--input '$WORK/nothing_\*\.parquet' matches no file" "$WORK/bad" \
+    tokenizer train --input "$WORK/nothing_*.parquet" --vocab-size 300 --out "$WORK/bad"
+else
+  skip "tokenizer train on Parquet shards (needs pyarrow)"
 fi
 
 # --- bad inputs: one line, exit 2, nothing written -----------------------------------------------------

@@ -15,6 +15,7 @@
 
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/hf_bpe_tokenizer.h"
+#include "tokenizer/line_cuts.h"
 #include "tokenizer/unicode_normalization.h"
 
 namespace mygpt::hf_bpe {
@@ -22,8 +23,8 @@ namespace mygpt::hf_bpe {
 // How a Split keeps what its pattern matches, as tokenizers' SplitDelimiterBehavior.
 enum class SplitBehavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 
-// What a pre-tokenizer step does at a cut "x\n|y" or "x\n| y" (x, y printable ASCII other than space), as
-// restarts_at reasons about it.
+// What a pre-tokenizer step does at a line cut (tokenizer/line_cuts.h: "x\n|y", "x\n| y" and a CRLF one, x and y
+// visible characters), as restarts_at reasons about it.
 enum class StepAtCut {
   splits_there,  // a pattern proven to end a piece at the cut and to scan on from it as from a text's start
   digits,        // Digits: splits only between digits and the rest, so the piece at the cut may end after y
@@ -37,6 +38,7 @@ struct PretokenStep {
   SplitBehavior behavior = SplitBehavior::isolated;
   bool invert = false;
   StepAtCut at_cut = StepAtCut::unknown;
+  CrlfCut crlf = CrlfCut::after_cr;  // splits_there: where it restarts at a CRLF (proven_line_pattern)
 };
 
 struct AddedToken {
@@ -45,9 +47,6 @@ struct AddedToken {
   bool single_word = false, lstrip = false, rstrip = false;
   bool special = false;  // a control token (<|bos|>, <|assistant_start|>): kept out of untrusted text's ids
 };
-
-// Whether a Split regex (as tokenizer.json spells it) is proven to restart at a line cut (hf_restart_points.cpp).
-bool restarts_at_lines(const std::string& pattern);
 
 // The code point starting at text[i] and its length; an invalid byte is itself (length 1).
 std::pair<char32_t, std::size_t> code_point_at(std::string_view text, std::size_t i);
@@ -71,6 +70,7 @@ struct HfBpeTokenizer::Impl {
   bool ignore_merges = false;
   // Which cuts restarts_at allows, from the pre-tokenizer (decide_cuts); the longest added token's bytes.
   bool tight_cuts = false, spaced_cuts = false;
+  CrlfCut crlf_cut = CrlfCut::after_cr;  // the CRLF cut of the step that splits at cuts
   std::size_t longest_added = 0;
 
   std::mutex encode_mutex;  // guards everything below: encode() reuses it between calls

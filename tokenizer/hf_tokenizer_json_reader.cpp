@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -18,7 +19,6 @@ namespace {
 
 using hf_bpe::AddedToken;
 using hf_bpe::PretokenStep;
-using hf_bpe::restarts_at_lines;
 using hf_bpe::SplitBehavior;
 using hf_bpe::StepAtCut;
 using nlohmann::json;
@@ -95,10 +95,10 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
   if (type != "Split") refuse("pre_tokenizer " + type + " is not supported (ByteLevel, Split, Digits, Sequence are)");
   const json& pattern = node.value("pattern", json());
   std::string regex;
-  bool proven = false;
+  std::optional<CrlfCut> crlf;  // the pattern is proven to restart at line cuts
   if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
     regex = bpe::pcre2_pattern_of(pattern["Regex"].get<std::string>());
-    proven = restarts_at_lines(pattern["Regex"].get<std::string>());
+    crlf = proven_line_pattern(pattern["Regex"].get<std::string>());
   } else if (pattern.is_object() && pattern.contains("String") && pattern["String"].is_string()) {
     regex = escaped_literal(pattern["String"].get<std::string>());
   } else {
@@ -115,8 +115,9 @@ void HfBpeTokenizer::Impl::read_pretokenizer(const json& node, bool& byte_level_
     refuse("Split pre_tokenizer with an unknown behavior " + node.value("behavior", json()).dump());
   steps.push_back(PretokenStep{bpe::PretokenPattern(regex, where + "pre_tokenizer Split"), behavior->second,
                                flag(node, "invert", false)});
-  if (proven && behavior->second == SplitBehavior::isolated && !steps.back().invert) {
+  if (crlf && behavior->second == SplitBehavior::isolated && !steps.back().invert) {
     steps.back().at_cut = StepAtCut::splits_there;
+    steps.back().crlf = *crlf;
   }
 }
 

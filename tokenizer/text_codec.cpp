@@ -8,6 +8,7 @@
 #include "common/file_io.h"
 #include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "tokenizer/hf_bpe_tokenizer.h"
+#include "tokenizer/line_cuts.h"
 
 #include <nlohmann/json.hpp>
 
@@ -38,7 +39,7 @@ class Gpt2Codec final : public TextCodec {
   explicit Gpt2Codec(const std::string& dir)
       : dir_(std::filesystem::absolute(dir).string()), tokenizer_(Gpt2BpeTokenizer::load(dir)) {}
   std::vector<int64_t> encode(std::string_view text) const override {
-    // Prompts and prepared documents may name <|endoftext|> on purpose.
+    // Prompts may name <|endoftext|> on purpose; documents (prepare, a training text) use encode_ordinary.
     const auto ids = tokenizer_.encode(text, /*allow_special=*/true);
     return {ids.begin(), ids.end()};
   }
@@ -145,9 +146,13 @@ class HfCodec final : public TextCodec {
 
 }  // namespace
 
+// GPT-2's pattern ends a piece right after a '\n' between visible characters (tokenizer/line_cuts.h: printable
+// ASCII, or a non-ASCII letter, number, punctuation mark or symbol, as CJK text's lines end and start) and
+// between the '\r' and the '\n' of a CRLF between two, whether the text is cut there or not ("\r\n" at the end
+// of a piece would be one token, before a letter it is two); the character tokenizer maps characters one by one.
 bool restarts_between_printable_lines(std::string_view text, std::size_t cut) {
-  const auto printable = [&](std::size_t at) { return at < text.size() && text[at] > ' ' && text[at] < 0x7f; };
-  return cut >= 2 && text[cut - 1] == '\n' && printable(cut - 2) && printable(cut);
+  const LineCut kind = line_cut_at(text, cut);
+  return kind == LineCut::tight || kind == LineCut::crlf_after_cr;
 }
 
 bool TextCodec::restarts_at(std::string_view text, std::size_t cut) const {
