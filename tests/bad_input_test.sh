@@ -433,7 +433,7 @@ bad tok_special_plain "--special 'the': a special token is matched wherever its 
 # tokenizer; one text prepared whole is one document far longer than a row, refused in words that name
 # --packing rows (it trained on one crop over and over); a JSON-lines file's documents train, the cropped
 # share in the step lines.
-bad train_bestfit_char "--packing best-fit needs documents delimited .* mygpt-ddp prepare --input FILE --vocab DIR --out SHARDS" \
+bad train_bestfit_char "--packing best-fit needs documents delimited .*mygpt-ddp prepare --input FILE --vocab DIR --out SHARDS" \
   train text.txt "${TINY[@]}" --packing best-fit --out out_train_bestfit_char
 if expect_ok bf_tok tokenizer train text.txt docs_lines.jsonl --vocab-size 300 --out bf_tok --quiet &&
   expect_ok bf_prep_text prepare --input text.txt --vocab bf_tok --out bf_text --quiet &&
