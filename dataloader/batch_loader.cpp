@@ -200,6 +200,12 @@ std::string BestFitBatchLoader::report() const {
   return line;
 }
 
+std::optional<double> BestFitBatchLoader::dropped_share() const {
+  const uint64_t placed = packer_.placed_tokens(), cropped = packer_.cropped_tokens();
+  if (placed + cropped == 0) return std::nullopt;
+  return static_cast<double>(cropped) / static_cast<double>(placed + cropped);
+}
+
 DataOrder resolve_data_order(DataOrder requested, uint64_t train_tokens, uint64_t tokens_the_run_reads) {
   if (requested != DataOrder::automatic) return requested;
   return tokens_the_run_reads > train_tokens ? DataOrder::shuffled : DataOrder::sequential;

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ class BatchLoader {
   virtual bool state_shared_by_all_ranks() const = 0;
   // A line on what the loader dropped so far (best-fit packing's cropped tokens); empty when nothing.
   virtual std::string report() const { return {}; }
+  // The share of the tokens read so far that the loader dropped (best-fit's cropped ones), for the step
+  // lines as training goes; none where a loader drops nothing.
+  virtual std::optional<double> dropped_share() const { return std::nullopt; }
 };
 
 // How a training loader walks the data: consecutive chunks sharded across ranks, rows shuffled per
@@ -143,6 +147,7 @@ class BestFitBatchLoader final : public BatchLoader {
   void load_state(const torch::Tensor& state) override;
   bool state_shared_by_all_ranks() const override { return true; }
   std::string report() const override;
+  std::optional<double> dropped_share() const override;
   const BestFitPacker& packer() const { return packer_; }
 
  private:

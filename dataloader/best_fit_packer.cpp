@@ -31,7 +31,9 @@ BestFitPacker::BestFitPacker(std::shared_ptr<const TokenSource> source, int64_t 
   if (at >= size) {
     throw std::invalid_argument("--packing best-fit: the training data holds no document delimiter (token " +
                                 std::to_string(bos_) +
-                                ", the tokenizer's BOS / <|endoftext|>, which prepare writes before each document)");
+                                ", the tokenizer's BOS / <|endoftext|>, which prepare writes before each document): "
+                                "prepare the documents (mygpt-ddp prepare --input FILE --vocab DIR --out SHARDS) and "
+                                "train on SHARDS, or leave out --packing");
   }
   cursor_ = first_bos_;
   cropped_ = first_bos_;
@@ -63,11 +65,31 @@ TokenSpan BestFitPacker::next_document() {
   return {start, end - start};
 }
 
+void BestFitPacker::fill_buffer() {
+  // The next document is not taken while the buffer holds it (the stream wrapped round to it): a copy
+  // would only crop it the same way twice. A buffer holds at least one document, so the row fills.
+  const auto holds_next = [this] {
+    return std::any_of(buffer_.begin(), buffer_.end(), [this](const TokenSpan& d) { return d.offset == cursor_; });
+  };
+  while (buffer_.size() < buffer_documents_ && !holds_next()) buffer_.push_back(next_document());
+}
+
+BestFitPacker::Survey BestFitPacker::survey() {
+  fill_buffer();
+  Survey s;
+  for (const TokenSpan& d : buffer_) {
+    ++s.documents;
+    s.tokens += d.length;
+    s.beyond_a_row += d.length > row_tokens_ ? d.length - row_tokens_ : 0;
+  }
+  return s;
+}
+
 std::vector<TokenSpan> BestFitPacker::next_row() {
   std::vector<TokenSpan> row;
   uint64_t filled = 0;
   while (filled < row_tokens_) {
-    while (buffer_.size() < buffer_documents_) buffer_.push_back(next_document());
+    fill_buffer();
     const uint64_t space = row_tokens_ - filled;
     // The largest document that fits whole, the first of equals (nanochat's strict >).
     std::size_t best = buffer_.size();

@@ -7,7 +7,10 @@
 // is cropped to the space left and the rest of it is dropped. So every row starts at a document's first
 // token, no document continues into another row, and every token read is either in a row or counted as
 // cropped (or waits in the buffer). Tokens before the stream's first delimiter are counted as cropped.
-// The stream repeats (epochs): after its last document come its first ones again.
+// The stream repeats (epochs): after its last document come its first ones again, but never into a
+// buffer that still holds them: a stream of fewer documents than the buffer holds each once (nanochat's
+// buffer, which refills from an endless stream, would hold one document a thousand times, and a row of
+// its copies is the same crop again).
 //
 // The packer is a pure function of the stream and its state (a few numbers and the buffer's spans),
 // which state() gives and load_state() restores exactly.
@@ -42,12 +45,23 @@ class BestFitPacker {
   uint64_t cropped_tokens() const { return cropped_; }  // dropped so far
   uint64_t buffered_tokens() const;                     // read, waiting in the buffer
 
+  // The documents the next row is chosen from (filled as next_row fills it), and what they say of the
+  // stream before anything is packed: documents far longer than a row are mostly cropped.
+  struct Survey {
+    uint64_t documents = 0;
+    uint64_t tokens = 0;
+    uint64_t beyond_a_row = 0;  // their tokens past their first row_tokens: cropped whatever the packing
+    double share_beyond_a_row() const { return tokens == 0 ? 0.0 : static_cast<double>(beyond_a_row) / tokens; }
+  };
+  Survey survey();
+
   std::vector<int64_t> state() const;
   // Throws std::invalid_argument when the state is not one of this stream's.
   void load_state(std::span<const int64_t> state);
 
  private:
   TokenSpan next_document();
+  void fill_buffer();
 
   std::shared_ptr<const TokenSource> source_;
   int64_t bos_;

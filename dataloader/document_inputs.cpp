@@ -10,15 +10,37 @@
 namespace mygpt {
 namespace {
 
+// A folder gives its .parquet files (nanochat's shard folder). Documents of the other kinds prepare reads
+// (.jsonl, .json, .txt) beside them are not skipped in silence: the folder is refused, naming them.
 std::vector<std::string> parquet_files_in(const std::string& folder) {
-  std::vector<std::string> files;
+  std::vector<std::string> files, other_documents;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
-    if (entry.path().extension() == ".parquet" && entry.is_regular_file(ec)) files.push_back(entry.path().string());
+    if (!entry.is_regular_file(ec)) continue;
+    const std::string extension = entry.path().extension().string();
+    if (extension == ".parquet") files.push_back(entry.path().string());
+    if (extension == ".jsonl" || extension == ".json" || extension == ".txt") {
+      other_documents.push_back(entry.path().filename().string());
+    }
   }
   if (ec) throw std::invalid_argument("--input folder '" + folder + "' cannot be read: " + ec.message());
-  if (files.empty()) throw std::invalid_argument("--input folder '" + folder + "' holds no .parquet files");
   std::sort(files.begin(), files.end());
+  std::sort(other_documents.begin(), other_documents.end());
+  std::string others;
+  for (std::size_t i = 0; i < other_documents.size() && i < 3; ++i) others += (i ? ", " : "") + other_documents[i];
+  if (other_documents.size() > 3) others += " and " + std::to_string(other_documents.size() - 3) + " more";
+  if (files.empty()) {
+    throw std::invalid_argument("--input folder '" + folder + "' holds no .parquet files" +
+                                (others.empty() ? std::string()
+                                                : " (a folder gives its .parquet files; it holds " + others +
+                                                      ": give those files as --input, or a quoted glob of them)"));
+  }
+  if (!others.empty()) {
+    throw std::invalid_argument("--input folder '" + folder + "' holds " + std::to_string(files.size()) +
+                                " .parquet file(s) and other documents (" + others +
+                                "), and a folder gives its .parquet files alone: move the others out, or give every "
+                                "file as --input");
+  }
   return files;
 }
 

@@ -17,10 +17,11 @@ bool is_json_lines_start(const std::string& path, const std::string& head) {
   return first != std::string::npos && head[first] == '{';
 }
 
-// The last top-level "text" member of a JSON record (the last, as a parse into a document keeps it), read
-// with nlohmann's SAX interface: FineWeb's records carry a dozen other members that need no copies.
+// The last top-level member `name` ("text") of a JSON record (the last, as a parse into a document keeps
+// it), read with nlohmann's SAX interface: FineWeb's records carry a dozen other members that need no copies.
 class RecordTextField : public nlohmann::json_sax<nlohmann::json> {
  public:
+  explicit RecordTextField(const std::string& name) : name_(name) {}
   bool record_is_object = false;
   std::optional<std::string> text;  // none: no "text" member, or its last one is not a string
 
@@ -43,7 +44,7 @@ class RecordTextField : public nlohmann::json_sax<nlohmann::json> {
   bool end_object() override { return close(); }
   bool end_array() override { return close(); }
   bool key(string_t& name) override {
-    at_text_ = depth_ == 1 && name == "text";
+    at_text_ = depth_ == 1 && name == name_;
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
@@ -63,21 +64,24 @@ class RecordTextField : public nlohmann::json_sax<nlohmann::json> {
     --depth_;
     return true;
   }
+  const std::string& name_;
   int depth_ = 0;
-  bool at_text_ = false;  // the next value is the record's "text"
+  bool at_text_ = false;  // the next value is the record's member name_
 };
 
-std::string json_line_text(const std::string& line, const std::string& where) {
-  RecordTextField record;
+std::string json_line_text(const std::string& line, const std::string& where, const std::string& key) {
+  RecordTextField record(key);
   if (!nlohmann::json::sax_parse(line, &record)) throw std::invalid_argument(where + " is not valid JSON");
-  if (!record.record_is_object || !record.text) throw std::invalid_argument(where + " has no \"text\" string");
+  if (!record.record_is_object || !record.text) {
+    throw std::invalid_argument(where + " has no \"" + key + "\" string" + (key == "text" ? "" : " (--text-column)"));
+  }
   return std::move(*record.text);
 }
 
 }  // namespace
 
 std::string text_of(const TextPiece& piece) {
-  return piece.json_line.empty() ? piece.text : json_line_text(piece.text, piece.json_line);
+  return piece.json_line.empty() ? piece.text : json_line_text(piece.text, piece.json_line, piece.text_key);
 }
 
 std::optional<std::size_t> last_safe_cut(const std::string& text, std::size_t from, std::size_t before,
@@ -98,7 +102,8 @@ DocumentReader::DocumentReader(const std::string& path, DocumentReaderOptions op
     : path_(path),
       piece_bytes_(options.piece_bytes),
       json_parsing_(options.json_parsing),
-      restarts_at_(std::move(options.restarts_at)) {
+      restarts_at_(std::move(options.restarts_at)),
+      text_key_(options.text_column) {
   require_regular_file(path, "input file");
   std::error_code ec;
   size_ = std::filesystem::file_size(path, ec);
@@ -152,8 +157,8 @@ std::optional<TextPiece> DocumentReader::next_line_document() {
     ++line_number_;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::string where = "'" + path_ + "' line " + std::to_string(line_number_);
-    if (json_parsing_ == JsonParsing::by_caller) return TextPiece{std::move(line), true, std::move(where)};
-    return TextPiece{json_line_text(line, where), true, {}};
+    if (json_parsing_ == JsonParsing::by_caller) return TextPiece{std::move(line), true, std::move(where), text_key_};
+    return TextPiece{json_line_text(line, where, text_key_), true, {}};
   }
   consumed_ = size_;
   return std::nullopt;

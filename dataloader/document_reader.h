@@ -1,7 +1,7 @@
 #pragma once
 // The documents of `prepare`'s input files, read as a stream (a corpus of any size passes through a few
 // MiB of memory): a JSON-lines file (.jsonl/.json, or text starting with '{') gives one document per
-// line (its "text" field); any other file is one document, handed out in pieces cut only where cutting
+// line (its "text" member, or the one options.text_column names); any other file is one document, handed out in pieces cut only where cutting
 // cannot change its tokens: where the tokenizer says it restarts (TextCodec::restarts_at; by default
 // restarts_between_printable_lines, GPT-2's and the character tokenizer's: line ends, LF or CRLF, between
 // visible characters, ASCII or not). A file without such a place stays in one piece, tokenized whole.
@@ -27,6 +27,7 @@ struct TextPiece {
   std::string text;              // the text, or (json_line set) the JSON line that holds it
   bool starts_document = false;  // the tokenizer's <|endoftext|> goes before it
   std::string json_line;         // not empty: `text` is this JSON line ("'f.jsonl' line 7"), not parsed yet
+  std::string text_key = "text";  // json_line: the member that holds the document
 };
 
 // Whether a JSON-lines reader parses each line itself or hands out the line for the caller to parse
@@ -43,7 +44,7 @@ struct DocumentReaderOptions {
   std::size_t piece_bytes = std::size_t{1} << 20;
   JsonParsing json_parsing = JsonParsing::by_reader;
   CutRule restarts_at = restarts_between_printable_lines;
-  std::string text_column = "text";  // a Parquet file's column of documents
+  std::string text_column = "text";  // a Parquet file's column of documents, a JSON line's member
 };
 
 class DocumentReader {
@@ -53,7 +54,7 @@ class DocumentReader {
   explicit DocumentReader(const std::string& path, DocumentReaderOptions options = {});
   ~DocumentReader();
   // The next piece, or none at the end. Throws std::invalid_argument naming the file (and line) for text
-  // that is not UTF-8, a line that is not JSON, or one without a "text" string.
+  // that is not UTF-8, a line that is not JSON, or one without a string options.text_column.
   std::optional<TextPiece> next();
   // Bytes of the file consumed so far, and its size (Parquet: of its text column uncompressed, consumed
   // in proportion to the rows read).
@@ -83,13 +84,14 @@ class DocumentReader {
   std::vector<std::string> rows_;  // Parquet texts read, not handed out yet, from row_at_
   std::size_t row_at_ = 0;
   uint64_t texts_handed_out_ = 0;
+  std::string text_key_;  // a JSON line's member of the document
 };
 
 // Whether a file is Parquet: its name ends in .parquet, or it starts with the magic "PAR1".
 bool looks_like_parquet(const std::string& path, const std::string& head);
 
-// The text of a piece: its own, or that of its JSON line's top-level "text" member. Throws
-// std::invalid_argument naming the line when it is not JSON or has no "text" string.
+// The text of a piece: its own, or that of its JSON line's top-level member text_key. Throws
+// std::invalid_argument naming the line when it is not JSON or has no such string.
 std::string text_of(const TextPiece& piece);
 
 // The largest position in [from, before] of `text` at which `restarts_at` allows a cut; none when there is

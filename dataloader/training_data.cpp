@@ -1,12 +1,15 @@
 #include "dataloader/training_data.h"
 
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "common/file_io.h"
 #include "dataloader/builtin_dataset.h"
 #include "dataloader/chat_data.h"
+#include "dataloader/document_reader.h"
 #include "tokenizer/gpt2_bpe_tokenizer.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_stream.h"
@@ -102,9 +105,34 @@ TrainingData load_token_data(const DataOptions& o, const std::string& spec) {
   return d;
 }
 
+// The files `prepare` reads as documents are not a text to train on as it is: Parquet is binary (not
+// UTF-8), and a JSON-lines file would be learnt with its JSON syntax. Each is refused, naming its road.
+void refuse_document_file(const std::string& spec) {
+  std::ifstream in(spec, std::ios::binary);
+  std::string head(4, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (looks_like_parquet(spec, head)) {
+    throw std::invalid_argument("data file '" + spec + "' is Parquet, which train does not read: prepare it first "
+                                "(mygpt-ddp prepare --input " + spec + " --vocab DIR --out SHARDS) and train on SHARDS");
+  }
+}
+
+void refuse_json_lines_text(const std::string& spec, const std::string& text) {
+  const std::string first_line = text.substr(0, text.find('\n'));
+  const auto start = first_line.find_first_not_of(" \t\r");
+  if (start == std::string::npos || first_line[start] != '{' || !nlohmann::json::accept(first_line)) return;
+  throw std::invalid_argument("data file '" + spec + "' is JSON lines, and train reads a text file as it is, JSON "
+                              "syntax and all: prepare it (mygpt-ddp prepare --input " + spec +
+                              " --out SHARDS: each line's \"text\", or --text-column) and train on SHARDS, or give "
+                              "--sft for conversations ({\"messages\": [...]})");
+}
+
 TrainingData load_text_data(const DataOptions& o, const std::string& spec) {
+  if (!is_builtin_dataset(spec)) refuse_document_file(spec);
   std::string text = is_builtin_dataset(spec) ? builtin_dataset_text(spec) : read_text_file(spec, "data file");
   if (text.empty()) throw std::invalid_argument("data file '" + spec + "' is empty");
+  if (!is_builtin_dataset(spec)) refuse_json_lines_text(spec, text);
   std::unique_ptr<TextCodec> codec;
   if (o.tokenizer == TokenizerKind::gpt2 || o.tokenizer == TokenizerKind::hf) {
     if (!o.vocab) {

@@ -7,10 +7,10 @@
 
 namespace mygpt {
 
-// The column of a Parquet input that holds the documents.
+// The column of a Parquet input, or the member of a JSON-lines record, that holds the documents.
 template <typename Config, typename... Path>
 auto& text_column_flag(OptionTable<Config>& table, Path... path) {
-  return table.add("text-column", path..., "the column of a Parquet input that holds the documents")
+  return table.add("text-column", path..., "the column of a Parquet input, or the member of a JSON-lines record, that holds the documents")
       .init(std::string("text"));
 }
 

@@ -55,7 +55,7 @@ const OptionTable<PrepareFlags>& prepare_flag_table() {
     OptionTable<P> t;
     t.group("Input and output");
     t.add("input", &P::input,
-          "text files (each one document), JSON-lines files (one document per line, field \"text\"), Parquet files "
+          "text files (each one document), JSON-lines files (one document per line, member --text-column), Parquet files "
           "(one document per row of --text-column), or a folder (or quoted glob) of .parquet files, sorted by name, "
           "whose last file becomes validation unless --val-tokens is given; also the positional arguments")
         .required();
@@ -246,6 +246,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
       }
     };
     uint64_t bytes_before = 0;  // of the files already read
+    std::string first_without_documents;  // said when the whole input holds nothing
     for (size_t i = 0; i < inputs.size(); ++i) {
       // Pieces are cut only where the tokenizer restarts, so their ids are those of the whole document.
       DocumentReader reader(
@@ -254,6 +255,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
            .restarts_at = [&codec](std::string_view text, std::size_t cut) { return codec->restarts_at(text, cut); },
            .text_column = f.text_column});
       const bool is_val_file = val_file && i + 1 == inputs.size();
+      const uint64_t documents_before = documents;
       std::vector<TextPiece> batch;
       std::size_t batch_bytes = 0;
       auto submit = [&] {
@@ -277,6 +279,13 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
         }
       }
       submit();
+      if (documents == documents_before && first_without_documents.empty()) {
+        first_without_documents =
+            "'" + inputs[i] + "' holds no documents" +
+            (!reader.parquet()          ? std::string(" (no line with text)")
+             : reader.null_rows() > 0   ? " (its " + std::to_string(reader.null_rows()) + " rows are null)"
+                                        : std::string(" (a Parquet file of 0 rows)"));
+      }
       bytes_before += reader.size();
       null_rows += reader.null_rows();
       files_with_nulls += reader.null_rows() > 0 ? 1 : 0;
@@ -292,6 +301,11 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
       std::cout << strprintf("note: skipped %llu Parquet row(s) whose '%s' is null, in %zu file(s)",
                              static_cast<unsigned long long>(null_rows), f.text_column.c_str(), files_with_nulls)
                 << std::endl;
+    }
+    if (total == 0) {
+      throw std::invalid_argument("--input: nothing to tokenize: " +
+                                  (first_without_documents.empty() ? std::string("the documents hold no text")
+                                                                   : first_without_documents));
     }
     if (val_file && to_val == 0) {
       throw std::invalid_argument("validation file '" + inputs.back() + "' holds no documents");

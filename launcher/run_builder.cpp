@@ -144,12 +144,14 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   const GptConfig& model_config = plan.model;
   const RunTokenizer& tokenizer = plan.tokenizer;
   RunOutput output = RunOutput::for_rank(comm.rank(), options.out);
+  if (!plan.notes.batch.empty()) output.print(plan.notes.batch);
   if (!plan.notes.warmup.empty()) output.print(plan.notes.warmup);
   TrainerParts parts;
   parts.device = device;
   if (data.chat) {
     add_conversation_loaders(*data.chat, options, plan.data_order, comm, output, parts);
   } else if (plan.data.packing == Packing::best_fit) {
+    if (!plan.notes.packing.empty()) output.print(plan.notes.packing);
     parts.train_loader = make_batch_loader(plan.data_order, data.train, options.batch_size, options.seq_len, options.seed,
                                            comm.rank(), comm.world_size(), Packing::best_fit, plan.document_delimiter);
   } else {

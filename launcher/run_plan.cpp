@@ -8,6 +8,7 @@
 
 #include "common/file_io.h"
 #include "common/strprintf.h"
+#include "dataloader/best_fit_packer.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
 #include "launcher/memory_reuse.h"
@@ -49,11 +50,37 @@ int64_t best_fit_delimiter(const RunTokenizer& tokenizer, DataOrder requested) {
     bos = make_text_codec(tokenizer.kind, tokenizer.data)->end_of_text();
   }
   if (bos < 0) {
-    throw std::invalid_argument("--packing best-fit needs documents delimited by the tokenizer's BOS / <|endoftext|>: "
-                                "train on token shards from prepare with a BPE tokenizer (its files beside them) or on "
-                                "a text with --vocab; this run's tokenizer has no such token");
+    throw std::invalid_argument("--packing best-fit needs documents delimited by the tokenizer's BOS / <|endoftext|>, "
+                                "and this run's tokenizer has no such token: prepare the documents with a BPE "
+                                "tokenizer (mygpt-ddp prepare --input FILE --vocab DIR --out SHARDS) and train on SHARDS");
   }
   return bos;
+}
+
+// Best-fit crops what a row cannot hold: on documents far longer than a row it trains on each one's first
+// row alone, epoch after epoch (one text prepared whole is one document: every row the same tokens). The
+// documents the first row is chosen from say so before step 1: refused where at least 90% of their tokens
+// lie beyond their first row, noted where half do (nanochat crops about 35% of FineWeb at 2048 tokens).
+std::string judge_best_fit_documents(const std::shared_ptr<const TokenSource>& train, int64_t bos, int64_t seq_len) {
+  const auto row = static_cast<uint64_t>(seq_len) + 1;
+  const BestFitPacker::Survey s = BestFitPacker(train, bos, row).survey();
+  const double share = s.share_beyond_a_row();
+  const std::string what = strprintf(
+      "%.1f%% of the tokens of the %s%llu document(s) %s lie beyond a row of %llu tokens (--seq-len + 1) and would be "
+      "cropped",
+      100 * share, s.documents < BestFitPacker::kBufferDocuments ? "" : "first ",
+      static_cast<unsigned long long>(s.documents),
+      strprintf("(%llu tokens on average)", static_cast<unsigned long long>(s.tokens / std::max<uint64_t>(1, s.documents)))
+          .c_str(),
+      static_cast<unsigned long long>(row));
+  const std::string routes = "--packing rows (the default) trains on all of them, or split the documents "
+                             "(prepare a JSON-lines file of one document per line)";
+  if (share >= 0.9) {
+    throw std::invalid_argument("--packing best-fit: the documents are far longer than a row: " + what +
+                                ", so every epoch trains on their first rows alone: " + routes);
+  }
+  if (share >= 0.5) return "note: --packing best-fit: " + what + ": " + routes;
+  return {};
 }
 
 // The order the loaded data is read in, and the log's note on it. Conversations are read shuffled each
@@ -91,6 +118,11 @@ void resolve_with_data(RunPlan& plan, const TrainingData& data, const RunStart& 
   }
   if (!data.chat && plan.data.packing == Packing::best_fit) {
     plan.document_delimiter = best_fit_delimiter(plan.tokenizer, plan.data.data_order);
+    plan.notes.packing = judge_best_fit_documents(data.train, plan.document_delimiter, plan.train.seq_len);
+    if (place.note && !plan.notes.packing.empty()) {
+      place.note(plan.notes.packing);
+      plan.notes.packing.clear();
+    }
   }
 }
 
@@ -187,6 +219,44 @@ void require_room_for_run(const RunPlan& plan, const RunStart& start, const torc
   if (rank == 0) require_disk_for_checkpoints(plan.model, plan.train, start);
 }
 
+// A run resumed on another number of ranks keeps the tokens per step it trained with (its learning rate
+// and schedule were chosen for that batch, and every data order counts its position in those batches):
+// the accumulation is recomputed where the new ranks divide the batch, else the resume is refused, unless
+// --grad-accum or --total-batch-tokens chooses the batch anew. A run whose accumulation came from a stored
+// --total-batch-tokens has it recomputed already.
+void keep_tokens_per_step_on_other_ranks(RunPlan& plan, const RunStart& start, int world_size) {
+  if (!start.resume || !plan.stored_options) return;
+  const auto entry = start.model->checkpoint->tensors.find("world_size");
+  if (entry == start.model->checkpoint->tensors.end() || entry->second.numel() != 1) return;  // restore refuses it
+  const int64_t saved_world = entry->second.item<int64_t>();
+  TrainOptions& o = plan.train;
+  if (saved_world == world_size || saved_world <= 0 || o.total_batch_tokens > 0 || plan.flags.gave("grad-accum") ||
+      plan.flags.gave("total-batch-tokens")) {
+    return;
+  }
+  Parsed<TrainFlags> saved;
+  train_flag_table().take_stored(*plan.stored_options, saved);
+  const TrainOptions& s = saved.config.train;
+  const int64_t tokens = s.batch_size * s.seq_len * s.grad_accum * saved_world;  // checked when that run resolved
+  const int64_t per_micro_step = o.batch_size * o.seq_len * world_size;
+  if (tokens <= 0 || tokens % per_micro_step != 0) {
+    throw std::invalid_argument(strprintf(
+        "--resume: the checkpoint trained %lld tokens per step on %lld rank(s) (--batch-size %lld x --seq-len %lld x "
+        "--grad-accum %lld), and %d rank(s) x --batch-size %lld x --seq-len %lld divide it by no whole "
+        "accumulation: resume on %lld rank(s), or give --grad-accum to choose this run's batch",
+        static_cast<long long>(tokens), static_cast<long long>(saved_world), static_cast<long long>(s.batch_size),
+        static_cast<long long>(s.seq_len), static_cast<long long>(s.grad_accum), world_size,
+        static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len), static_cast<long long>(saved_world)));
+  }
+  const int64_t accumulation = tokens / per_micro_step;
+  if (accumulation == o.grad_accum) return;
+  plan.notes.batch = strprintf(
+      "note: resuming a %lld-rank checkpoint on %d rank(s): --grad-accum %lld (was %lld) keeps its %lld tokens per step",
+      static_cast<long long>(saved_world), world_size, static_cast<long long>(accumulation),
+      static_cast<long long>(o.grad_accum), static_cast<long long>(tokens));
+  o.grad_accum = accumulation;
+}
+
 }  // namespace
 
 TrainFlags RunPlan::resolved_flags() const {
@@ -214,6 +284,11 @@ RunPlan resolve_run(const Parsed<TrainFlags>& given, const RunStart& start, cons
   plan.train = resolve_train_options(flags, plan.model, place.device, place.world_size);
   plan.data_order = plan.data.data_order;
   if (start.resume) plan.stored_options = start.model->checkpoint->meta.run_config;
+  keep_tokens_per_step_on_other_ranks(plan, start, place.world_size);
+  if (place.note && !plan.notes.batch.empty()) {
+    place.note(plan.notes.batch);
+    plan.notes.batch.clear();
+  }
   if (place.here) {
     resolve_for_this_process(plan, place.device);
     require_room_for_run(plan, start, place.device, place.world_size, place.rank);

@@ -70,7 +70,9 @@ struct RunPlan {
   // The log's notes, printed by build_trainer where each belongs among its own; empty: none.
   struct Notes {
     std::string warmup;       // the default warm-up shrunk to a short run
+    std::string batch;        // the accumulation recomputed for a resume on another number of ranks
     std::string data_order;   // the order chosen or resumed
+    std::string packing;      // best-fit on documents mostly longer than a row
     std::string loss_kernel;  // a binary without nvcc runs the fused loss as ATen ops
   } notes;
 

@@ -406,6 +406,50 @@ bad rendezvous_missing_dir "--rendezvous file:$WORK/no/such/dir: no such directo
 check "--rendezvous file: of a missing folder creates none of its path" test ! -e "$WORK/no"
 unset RANK WORLD_SIZE
 
+# --- issue 64: documents are not a text to train on, a folder mixes no kinds, the advice is a road ------
+python3 - <<'PY'
+import os, random
+os.makedirs("mixed_docs", exist_ok=True)
+os.makedirs("jsonl_docs", exist_ok=True)
+open("fake.parquet", "wb").write(b"PAR1" + bytes(range(200)) + b"PAR1")
+open("mixed_docs/x.parquet", "wb").write(b"PAR1" + bytes(range(200)) + b"PAR1")
+open("mixed_docs/a.jsonl", "w").write('{"text": "one"}\n')
+open("mixed_docs/b.txt", "w").write("two\n")
+open("jsonl_docs/a.jsonl", "w").write('{"text": "one"}\n')
+random.seed(3)
+words = "the quick brown fox jumps over the lazy dog".split()
+with open("docs_lines.jsonl", "w") as f:
+    for i in range(300):
+        f.write('{"text": "%s."}\n' % " ".join(random.choice(words) for _ in range(random.randint(2, 6))))
+PY
+bad train_parquet "data file 'fake.parquet' is Parquet, which train does not read: prepare it first" \
+  train fake.parquet "${TINY[@]}" --out out_train_parquet
+bad train_jsonl "data file 'docs_lines.jsonl' is JSON lines, .*prepare it .* or give --sft for conversations" \
+  train docs_lines.jsonl "${TINY[@]}" --out out_train_jsonl
+bad prep_mixed_folder "--input folder 'mixed_docs' holds 1 .parquet file\(s\) and other documents \(a.jsonl, b.txt\)" \
+  prepare --input mixed_docs --out out_prep_mixed_folder --tokenizer char
+bad prep_folder_jsonl "--input folder 'jsonl_docs' holds no .parquet files \(a folder gives its .parquet files; it holds a.jsonl" \
+  prepare --input jsonl_docs --out out_prep_folder_jsonl --tokenizer char
+bad tok_special_plain "--special 'the': a special token is matched wherever its text appears" \
+  tokenizer train text.txt --vocab-size 300 --special the --out out_tok_special_plain
+# Best-fit's advice is a road that runs: a tokenizer without a delimiter points to prepare with a BPE
+# tokenizer; one text prepared whole is one document far longer than a row, refused in words that name
+# --packing rows (it trained on one crop over and over); a JSON-lines file's documents train, the cropped
+# share in the step lines.
+bad train_bestfit_char "--packing best-fit needs documents delimited .*mygpt-ddp prepare --input FILE --vocab DIR --out SHARDS" \
+  train text.txt "${TINY[@]}" --packing best-fit --out out_train_bestfit_char
+if expect_ok bf_tok tokenizer train text.txt docs_lines.jsonl --vocab-size 300 --out bf_tok --quiet &&
+  expect_ok bf_prep_text prepare --input text.txt --vocab bf_tok --out bf_text --quiet &&
+  expect_ok bf_prep_docs prepare --input docs_lines.jsonl --vocab bf_tok --out bf_docs --quiet; then
+  bad train_bestfit_one_document "--packing best-fit: the documents are far longer than a row: .* --packing rows \(the default\)" \
+    train bf_text "${TINY[@]}" --packing best-fit --out out_bf_one_document
+  if expect_ok bf_train_docs train bf_docs "${TINY[@]}" --packing best-fit --log-every 1 --out bf_run; then
+    check "best-fit on documents trains, its step lines carry the cropped share" \
+      grep -qE "^step +1 \|.* \| cropped: [0-9.]+%$" "$WORK/bf_train_docs.out"
+    check "and metrics.jsonl records it" grep -q '"cropped_share":' bf_run/metrics.jsonl
+  fi
+fi
+
 # --- commands -------------------------------------------------------------------------------------
 bad no_command "missing command"
 bad unknown_command "unknown command 'frobnicate'" frobnicate

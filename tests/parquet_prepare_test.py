@@ -11,8 +11,9 @@ large_string, string_view and dictionary columns; nulls, Unicode, empty strings.
     same shards as the JSON-lines file of the same documents gives; the nulls are counted in one note;
   - a folder (and a quoted glob) of files: sorted by name, the last file is validation, named in one line;
     with --val-tokens, the last tokens are, as for other inputs;
-  - a file that is not Parquet, a truncated one, a missing column, a column of numbers: one line naming the
-    file, exit 2, no shards left.
+  - a file that is not Parquet, a truncated one, a missing column, a column of numbers, an empty file, a
+    folder with other documents beside its .parquet files: one line naming the file, exit 2, no shards left;
+  - --text-column names a JSON line's member as it names a Parquet column.
 Exits 77 (skipped) without pyarrow or in a build without Parquet.
 """
 import glob
@@ -181,7 +182,7 @@ try:
     # Written in another order than their names': the name decides.
     for name, seed in (("shard_02.parquet", 2), ("shard_00.parquet", 0), ("shard_01.parquet", 1)):
         write_parquet(os.path.join(folder, name), [f"document {seed} {k}" for k in range(20)], "string", "zstd")
-    open(os.path.join(folder, "notes.txt"), "w").write("not a shard")
+    open(os.path.join(folder, "README.md"), "w").write("not a shard")  # not a kind of document prepare reads
     for label, given in (("folder", folder), ("glob", os.path.join(folder, "shard_*.parquet"))):
         out = os.path.join(work, "out_folder")
         p = prepare([given], out, "--tokenizer", "char")
@@ -235,6 +236,34 @@ try:
                 "--text-column", "content")
     check(p.returncode == 0 and len(shards(os.path.join(work, "out_col"), "train")) == 5,
           "--text-column content reads that column (5 characters of 2 documents)", p.stderr)
+    # Issue 64: --text-column names a JSON line's member too (it was ignored: always "text").
+    renamed_lines = os.path.join(work, "content.jsonl")
+    open(renamed_lines, "w").write('{"text": "no", "content": "abc"}\n{"content": "de"}\n')
+    p = prepare([renamed_lines], os.path.join(work, "out_col_jsonl"), "--tokenizer", "char", "--val-tokens", "0",
+                "--text-column", "content")
+    check(p.returncode == 0 and open(os.path.join(work, "out_col_jsonl", "train_000000.bin"), "rb").read()
+          == open(os.path.join(work, "out_col", "train_000000.bin"), "rb").read(),
+          "--text-column content reads that member of JSON lines: the Parquet file's shards, byte for byte", p.stderr)
+    # Issue 64: a Parquet file of no rows is said to be empty, not "all 0 tokens went to validation: lower
+    # --val-tokens"; and a folder that holds other documents beside its .parquet files is refused, naming them
+    # (it said "holds one file" and skipped them in silence).
+    empty = os.path.join(work, "empty.parquet")
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), empty)
+    for extra in ([], ["--val-tokens", "0"]):
+        p = prepare([empty], os.path.join(work, "out_empty"), "--tokenizer", "char", *extra, expect=2)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and f"'{empty}' holds no documents (a Parquet file of 0 rows)"
+              in lines[0] and "--val-tokens" not in lines[0], f"an empty Parquet file {' '.join(extra)}: said empty",
+              p.stderr)
+    mixed = os.path.join(work, "mixed")
+    os.makedirs(mixed)
+    write_parquet(os.path.join(mixed, "a.parquet"), ["x"] * 10, "string", "none")
+    open(os.path.join(mixed, "b.jsonl"), "w").write('{"text": "y"}\n')
+    open(os.path.join(mixed, "c.txt"), "w").write("z\n")
+    p = prepare([mixed], os.path.join(work, "out_mixed"), "--tokenizer", "char", expect=2)
+    check(p.returncode == 2 and "holds 1 .parquet file(s) and other documents (b.jsonl, c.txt)" in p.stderr
+          and "holds one file" not in p.stderr, "a folder of .parquet, .jsonl and .txt: refused, the others named",
+          p.stderr)
 finally:
     shutil.rmtree(work, ignore_errors=True)
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <random>
 
 #include "dataloader/batch_loader.h"
@@ -128,6 +129,74 @@ TEST(BestFitPacker, ResumesFromItsStateExactly) {
   EXPECT_THROW(other_rows.load_state(first.state()), std::invalid_argument);
 }
 
+// Counts the tokens read from a stream, so that a test can say how often the packer went over it.
+class CountingTokens final : public TokenSource {
+ public:
+  explicit CountingTokens(std::shared_ptr<const TokenSource> inner) : inner_(std::move(inner)) {}
+  uint64_t size() const override { return inner_->size(); }
+  void read(uint64_t offset, size_t count, int64_t* out) const override {
+    read_ += count;
+    inner_->read(offset, count, out);
+  }
+  uint64_t tokens_read() const { return read_; }
+
+ private:
+  std::shared_ptr<const TokenSource> inner_;
+  mutable uint64_t read_ = 0;
+};
+
+// Issue 64: one long document (a text prepared whole) filled nanochat's 1,000-document buffer with a
+// thousand copies of itself, each found by scanning the whole stream again (4.5 s for the first step of
+// 9.1M tokens), and every row was the same crop. A buffer holds a document once: a stream of fewer
+// documents than the buffer holds each of them once, and the stream is scanned once per document taken.
+TEST(BestFitPacker, NeverBuffersADocumentTwice) {
+  const uint64_t length = 200000;  // longer than the packer's look-ahead, so each scan reads the stream again
+  const auto counting = std::make_shared<CountingTokens>(stream_of({length}));
+  BestFitPacker one_document(counting, kBos, 17);
+  const BestFitPacker::Survey survey = one_document.survey();
+  EXPECT_EQ(survey.documents, 1u);
+  EXPECT_EQ(survey.tokens, length);
+  EXPECT_EQ(survey.beyond_a_row, length - 17);
+  EXPECT_NEAR(survey.share_beyond_a_row(), (length - 17.0) / length, 1e-12);
+  EXPECT_EQ(one_document.state()[6], 1) << "the buffer holds the one document once, not 1000 times";
+  EXPECT_LE(counting->tokens_read(), 2 * length) << "found by one scan of the stream";
+  const auto row = one_document.next_row();
+  ASSERT_EQ(row.size(), 1u);
+  EXPECT_EQ(row[0].length, 17u);
+  EXPECT_EQ(one_document.cropped_tokens(), length - 17);
+
+  // Three documents and a buffer of 1000: each is buffered once, and the rows still fill.
+  const auto lengths = std::vector<uint64_t>{4, 9, 30};
+  BestFitPacker three(stream_of(lengths), kBos, 10);
+  EXPECT_EQ(three.survey().documents, 3u);
+  for (int r = 0; r < 30; ++r) {
+    uint64_t filled = 0;
+    for (const TokenSpan& span : three.next_row()) filled += span.length;
+    EXPECT_EQ(filled, 10u);
+    const std::vector<int64_t> state = three.state();
+    std::set<int64_t> offsets;
+    for (std::size_t i = 7; i < state.size(); i += 2) offsets.insert(state[i]);
+    EXPECT_EQ(offsets.size(), static_cast<std::size_t>(state[6])) << "row " << r << ": a document buffered twice";
+    EXPECT_LE(state[6], 3);
+  }
+}
+
+// The survey is what the buffer says before a row is packed: the tokens of its documents past their first
+// row are cropped whatever best-fit does.
+TEST(BestFitPacker, SurveysTheDocumentsBeforeTheFirstRow) {
+  BestFitPacker packer(stream_of({10, 40, 3, 25}, 2), kBos, 20, 3);
+  const BestFitPacker::Survey s = packer.survey();
+  EXPECT_EQ(s.documents, 3u);  // the buffer's three
+  EXPECT_EQ(s.tokens, 53u);
+  EXPECT_EQ(s.beyond_a_row, 20u);
+  BestFitPacker fresh(stream_of({10, 40, 3, 25}, 2), kBos, 20, 3);
+  for (int r = 0; r < 8; ++r) {
+    const auto a = packer.next_row(), b = fresh.next_row();
+    ASSERT_EQ(a.size(), b.size()) << "a survey changes no row";
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].offset, b[i].offset);
+  }
+}
+
 TEST(BestFitPacker, RefusesDataWithoutDelimiters) {
   const auto source = std::make_shared<InMemoryTokens>(std::vector<int64_t>(100, 7));
   EXPECT_THROW(BestFitPacker(source, kBos, 16), std::invalid_argument);
@@ -155,6 +224,11 @@ TEST(BestFitBatchLoader, RanksTakeTheBatchesOneProcessTakesAndResume) {
     EXPECT_TRUE(torch::equal(a.x, b.x) && torch::equal(a.y, b.y));
   }
   EXPECT_NE(one.report().find("cropped"), std::string::npos);
+  const BestFitPacker& p = one.packer();
+  ASSERT_TRUE(one.dropped_share().has_value()) << "the share cropped so far, for the step lines";
+  EXPECT_DOUBLE_EQ(*one.dropped_share(), static_cast<double>(p.cropped_tokens()) /
+                                             static_cast<double>(p.placed_tokens() + p.cropped_tokens()));
+  EXPECT_FALSE(ShardedBatchLoader(source, batch, seq).dropped_share().has_value()) << "rows drop nothing";
   ShardedBatchLoader rows(source, batch, seq);
   EXPECT_THROW(resumed.load_state(rows.state()), std::invalid_argument) << "a rows position is not a packer state";
 }

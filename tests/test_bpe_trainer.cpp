@@ -95,6 +95,13 @@ TEST(BpeTrainer, RefusesBadOptionsAndEmptyInput) {
   options.vocab_size = 300;
   options.special_tokens = {"<|bos|>", "<|bos|>"};
   EXPECT_NE(invalid_argument_message([&] { BpeTrainer t(options); }).find("given twice"), std::string::npos);
+  // Issue 64: `--special the` was taken, and tokenizers would cut every "the" out of every document.
+  for (const char* plain : {"the", "<|a b|>", "<>", "<|bos|", "[x"}) {
+    options.special_tokens = {plain};
+    EXPECT_NE(invalid_argument_message([&] { BpeTrainer t(options); }).find("must be marked off"), std::string::npos)
+        << plain;
+  }
+  for (const char* marked : {"<|endoftext|>", "<s>", "[CLS]"}) EXPECT_TRUE(has_special_form(marked)) << marked;
   options.special_tokens = {};
   options.split_regex = "(unclosed";
   EXPECT_NE(invalid_argument_message([&] { BpeTrainer t(options); }).find("--pattern"), std::string::npos);

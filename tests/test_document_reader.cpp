@@ -170,6 +170,35 @@ TEST(DocumentReader, JsonTextAsTheWholeDocumentParseReadsIt) {
   }
 }
 
+// Issue 64: --text-column named a Parquet column and was ignored for JSON lines, which always gave their
+// "text". It names the member a JSON line's document is, read by the reader or by the caller alike.
+TEST(DocumentReader, TextColumnNamesTheMemberOfAJsonLine) {
+  ScratchDir dir;
+  const std::string path = write_file(dir.path() / "docs.jsonl",
+                                      "{\"text\": \"not this\", \"content\": \"first\"}\n{\"content\": \"second\"}\n");
+  for (JsonParsing parsing : {JsonParsing::by_reader, JsonParsing::by_caller}) {
+    DocumentReader reader(path, {.json_parsing = parsing, .text_column = "content"});
+    EXPECT_EQ(text_of(*reader.next()), "first");
+    EXPECT_EQ(text_of(*reader.next()), "second");
+    EXPECT_FALSE(reader.next().has_value());
+  }
+  DocumentReader plain(path, {.json_parsing = JsonParsing::by_caller});
+  EXPECT_EQ(text_of(*plain.next()), "not this");
+  try {
+    text_of(*plain.next());
+    ADD_FAILURE() << "a line without \"text\" was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2 has no \"text\" string"), std::string::npos) << e.what();
+  }
+  DocumentReader missing(path, {.text_column = "body"});
+  try {
+    missing.next();
+    ADD_FAILURE() << "a line without \"body\" was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("line 1 has no \"body\" string (--text-column)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ParallelEncoder, SameTokensInTheSameOrderOnAnyNumberOfThreads) {
   std::string text;  // ASCII, so that any slice of it is whole characters
   for (int i = 0; i < 1000; ++i) text += "word " + std::to_string(i * 7919 % 1000) + (i % 9 ? " " : ".\n");

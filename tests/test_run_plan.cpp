@@ -10,6 +10,7 @@
 
 #include "launcher/run_plan.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_support.h"
 #include "tests/training_fixture.h"
 
 namespace mygpt {
@@ -76,6 +77,43 @@ TEST(RunPlan, PlanAndTrainResolveTheSameOptions) {
   EXPECT_EQ(trained.train.grad_accum, planned.train.grad_accum);
   // The data order is resolved where the data is read: auto becomes an order.
   EXPECT_NE(trained.data_order, DataOrder::automatic);
+}
+
+// Issue 64: a run resumed on another number of ranks kept its accumulation, so 2 ranks trained twice the
+// tokens per step of the run they continued, without a word. The checkpoint's batch is kept by recomputing
+// the accumulation where the ranks divide it (and said), refused where they do not, and a batch chosen anew
+// with --grad-accum is taken as given. The rule is the resolution's, so every data order has it.
+TEST(RunPlan, AResumeOnOtherRanksKeepsTheTokensPerStep) {
+  ScratchDir dir;
+  const std::string out = (dir.path() / "run").string();
+  const TrainingData data = testing::token_data(testing::random_tokens(4000, kVocab), kVocab);
+  std::vector<std::string> args = small_args(out);
+  args.back() = "true";  // --final-checkpoint: the checkpoint to resume
+  for (const char* more : {"--steps", "1", "--grad-accum", "4"}) args.push_back(more);
+  testing::cpu_trainer(args, data)->run(0);
+
+  const auto resumed = [&](std::vector<std::string> extra) {
+    std::vector<std::string> words = {"--resume", "auto", "--out", out, "--steps", "2"};
+    words.insert(words.end(), extra.begin(), extra.end());
+    return testing::train_flags(words);
+  };
+  const Parsed<TrainFlags> flags = resumed({});
+  const RunStart start = open_run_start(flags);
+  ASSERT_TRUE(start.resume);
+  const auto accumulation_on = [&](const Parsed<TrainFlags>& f, int ranks) {
+    return plan_for_data(f, start, data, torch::kCPU, ranks).train.grad_accum;
+  };
+  EXPECT_EQ(accumulation_on(flags, 1), 4);
+  EXPECT_EQ(accumulation_on(flags, 2), 2) << "4 x 4 rows x 16 tokens on 1 rank = 2 x 4 x 16 on 2 ranks";
+  EXPECT_EQ(accumulation_on(flags, 4), 1);
+  const RunPlan two = plan_for_data(flags, start, data, torch::kCPU, 2);
+  EXPECT_NE(two.notes.batch.find("--grad-accum 2 (was 4) keeps its 256 tokens per step"), std::string::npos)
+      << two.notes.batch;
+  const std::string refused = testing::invalid_argument_message([&] { accumulation_on(flags, 3); });
+  EXPECT_NE(refused.find("--resume: the checkpoint trained 256 tokens per step on 1 rank(s)"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("resume on 1 rank(s), or give --grad-accum"), std::string::npos) << refused;
+  EXPECT_EQ(accumulation_on(resumed({"--grad-accum", "3"}), 3), 3) << "a batch chosen anew is the user's";
 }
 
 // gave and refuse take only the table's names: a misspelt one in the code is an error of the program, not a

@@ -28,6 +28,14 @@ const std::vector<std::string>& nanochat_special_tokens() {
   return tokens;
 }
 
+bool has_special_form(std::string_view token) {
+  if (token.size() < 3) return false;
+  const bool angled = token.front() == '<' && token.back() == '>';
+  const bool squared = token.front() == '[' && token.back() == ']';
+  const bool spaced = token.find_first_of(" \t\r\n") != std::string_view::npos;
+  return (angled || squared) && !spaced;
+}
+
 BpeTrainer::BpeTrainer(BpeTrainingOptions options) : options_(std::move(options)) {
   const std::size_t floor = 256 + options_.special_tokens.size();
   if (options_.vocab_size < floor) {
@@ -39,6 +47,12 @@ BpeTrainer::BpeTrainer(BpeTrainingOptions options) : options_(std::move(options)
   for (const std::string& token : options_.special_tokens) {
     if (token.empty()) throw std::invalid_argument("--special: a special token cannot be empty");
     if (!seen.insert(token).second) throw std::invalid_argument("--special '" + token + "' is given twice");
+    if (!has_special_form(token)) {
+      throw std::invalid_argument("--special '" + token +
+                                  "': a special token is matched wherever its text appears (Hugging Face's tokenizers "
+                                  "cut it out of any text they encode), so it must be marked off as no text is: "
+                                  "<...> or [...] without spaces, like <|" + token + "|>");
+    }
   }
   counter_ = std::make_unique<bpe::ChunkCounter>(bpe::pcre2_pattern_of(options_.split_regex), "--pattern",
                                                  options_.threads);

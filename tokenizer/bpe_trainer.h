@@ -26,6 +26,11 @@ std::optional<std::string> named_split_pattern(std::string_view name);
 // nanochat's special tokens in its order (<|bos|> first), which `--special nanochat` stands for.
 const std::vector<std::string>& nanochat_special_tokens();
 
+// Whether a special token is marked off as text never is: <...> or [...] (GPT-2's <|endoftext|>, nanochat's
+// <|bos|>, BERT's [CLS]), without whitespace. Hugging Face's tokenizers match special tokens in the text
+// before anything else, so a special "the" would take every "the" out of every document.
+bool has_special_form(std::string_view token);
+
 struct BpeTrainingOptions {
   std::string split_regex;  // as written for Oniguruma (tokenizer.json keeps it so)
   std::size_t vocab_size = 0;  // the special tokens included, as nanochat counts
@@ -50,8 +55,8 @@ struct TrainedBpe {
 
 class BpeTrainer {
  public:
-  // Bad options (a vocabulary smaller than 256 + the special tokens, a special token given twice or
-  // empty, a regex that does not compile) throw std::invalid_argument naming the option.
+  // Bad options (a vocabulary smaller than 256 + the special tokens, a special token given twice, empty
+  // or not of special form, a regex that does not compile) throw std::invalid_argument naming the option.
   explicit BpeTrainer(BpeTrainingOptions options);
   ~BpeTrainer();
 

@@ -271,15 +271,16 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
   const double memory_mib = p_.peak_memory_mib ? p_.peak_memory_mib() : -1;
   const double eta_s = smoothed_dt * static_cast<double>(options_.steps - step - 1);
   const bool last_step = step == options_.steps - 1;
+  // Best-fit packing's cropped share so far: a run that crops most of what it reads says so as it goes.
+  const std::optional<double> dropped = p_.train_loader->dropped_share();
   if (step % options_.log_every == 0 || last_step) {
     output_.print(
         strprintf("step %5lld | loss: %.6f | lr %.4e | norm: %.4f | dt: %.2fms | %s: %.2f | mfu: %s | "
-                  "mem: %.0f MiB | eta: %s",
+                  "mem: %.0f MiB | eta: %s%s",
                   static_cast<long long>(step), r.loss, r.lr, r.grad_norm, dt * 1000.0,
                   p_.sft ? "trained tok/sec" : "tok/sec", tok_per_sec,
-                  mfu >= 0 ? strprintf("%.2f%%", 100 * mfu).c_str() : "n/a", memory_mib,
-                  eta_text(eta_s)
-                      .c_str()));
+                  mfu >= 0 ? strprintf("%.2f%%", 100 * mfu).c_str() : "n/a", memory_mib, eta_text(eta_s).c_str(),
+                  dropped ? strprintf(" | cropped: %.1f%%", 100 * *dropped).c_str() : ""));
   }
   nlohmann::json record = {{"step", step},
                            {"skipped", r.skipped},
@@ -293,6 +294,7 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
                            {"sync_wait_ms", grad_sync_ ? grad_sync_->last_stats().wait_ms : 0.0},
                            {"buckets_overlapped", grad_sync_ ? grad_sync_->last_stats().buckets_launched_in_backward : 0}};
   if (mfu >= 0) record["mfu"] = mfu;
+  if (dropped) record["cropped_share"] = *dropped;
   if (scaler_) record["loss_scale"] = r.loss_scale;
   output_.metrics(record);
 }
