@@ -103,6 +103,10 @@ sed "s/@PROJECT_VERSION@/$version/" "$repo/cmake/build_config.h.in" >"$gen/mygpt
 cmp -s "$gen/mygpt/build_config.h.new" "$gen/mygpt/build_config.h" 2>/dev/null ||
   mv "$gen/mygpt/build_config.h.new" "$gen/mygpt/build_config.h"
 rm -f "$gen/mygpt/build_config.h.new"
+# The chat page's header, as serving/CMakeLists.txt's configure_file writes it (the page inside the template).
+python3 -c 'import sys; t = open(sys.argv[1]).read(); p = open(sys.argv[2]).read()
+open(sys.argv[3], "w").write(t.replace("@MYGPT_CHAT_PAGE@", p))' \
+  "$repo/serving/chat_page.h.in" "$repo/serving/chat_page.html" "$gen/mygpt/chat_page.h"
 
 # zig bundles the macOS SDK's <math.h>, which (with C++20's modules feature on) asks <float.h> for INFINITY
 # and NAN alone (__need_infinity_nan), with LLVM's libc++, whose <float.h> include guard then hides either
@@ -165,7 +169,7 @@ fi
 
 # --- which files: every .cpp of the rooms, tests and benchmarks, less those only CUDA, NCCL or Gloo
 # builds compile (a Mac has none of them: CMakeLists.txt compiles their *_unavailable.cpp instead).
-cuda_only='^(model/(lm_loss|layer_norm)_cuda\.cpp|distributed/(nccl_communicator|nccl_watchdog|gloo_communicator)\.cpp|launcher/cuda_probe\.cpp|tests/cuda/.*)$'
+cuda_only='^(model/(lm_loss|layer_norm)_cuda\.cpp|distributed/(nccl_communicator|nccl_watchdog|gloo_communicator)\.cpp|launcher/cuda_probe\.cpp|trainer/cuda_graph_step\.cpp|tests/cuda/.*)$'
 # SKIP_PRECOMPILE_HEADERS in model/ and dataloader/CMakeLists.txt
 no_pch='^(model/(gelu_tanh_cpu|lm_loss_cpu)_kernels\.cpp|dataloader/parquet_text_reader\.cpp)$'
 files=()

@@ -390,7 +390,7 @@ TEST(GradientSharding, EachRanksChunkHoldsTheAverage) {
     Gpt sharded_model(tiny_model_config());
     const auto plain_params = plain_model->parameters();
     GradientSynchronizer plain(plain_params, comm(), bucket_bytes, true);
-    GradientSynchronizer sharded(sharded_model->parameters(), comm(), bucket_bytes, true, /*sharded=*/true);
+    GradientSynchronizer sharded(sharded_model->parameters(), comm(), bucket_bytes, true, GradientSharding::reduce_scatter);
     plain.zero_grad();
     sharded.zero_grad();
     torch::manual_seed(100 + rank());
