@@ -185,6 +185,7 @@ TEST(OptionTables, EveryDefaultInHelpIsTheDefaultARunUses) {
                                                                    {"prepare", {"--input", "a", "--out", "o"}},
                                                                    {"export", {"--checkpoint", "c", "--out", "o"}},
                                                                    {"chat", {"--checkpoint", "c"}},
+                                                                   {"serve", {"--checkpoint", "c"}},
                                                                    {"tokenizer train", {"--input", "a", "--vocab-size", "300", "--out", "o"}},
                                                                    {"tokenizer eval", {"--vocab", "v", "--input", "a"}}};
   for (const Command& c : command_table()) {

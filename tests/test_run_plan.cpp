@@ -1,6 +1,7 @@
 // The run resolved once (launcher/run_plan.h): a run built from a typed struct, `plan`'s resolution and
 // train's agreeing, and the options table's declarations checked (a misspelt option name in code, a
 // dependency on an option that does not exist, a recipe's value of another type).
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -89,7 +90,13 @@ TEST(RunPlan, AResumeOnOtherRanksKeepsTheTokensPerStep) {
   const TrainingData data = testing::token_data(testing::random_tokens(4000, kVocab), kVocab);
   std::vector<std::string> args = small_args(out);
   args.back() = "true";  // --final-checkpoint: the checkpoint to resume
-  for (const char* more : {"--steps", "1", "--grad-accum", "4"}) args.push_back(more);
+  const auto steps = std::find(args.begin(), args.end(), "--steps");
+  if (steps == args.end()) {
+    args.insert(args.end(), {"--steps", "1"});
+  } else {
+    *(steps + 1) = "1";
+  }
+  args.insert(args.end(), {"--grad-accum", "4"});
   testing::cpu_trainer(args, data)->run(0);
 
   const auto resumed = [&](std::vector<std::string> extra) {
