@@ -15,6 +15,9 @@ namespace mygpt {
 bool cuda_graph_built() { return true; }
 
 struct CudaGraphStep::Graph {
+  explicit Graph(int64_t warmup) : warmup_steps(warmup) {}
+  int64_t warmup_steps;
+  int64_t steps = 0;
   std::optional<c10::cuda::CUDAStream> side;  // the warm-up's and the capture's stream
   std::unique_ptr<at::cuda::CUDAGraph> graph;  // null until captured
 };
@@ -30,13 +33,13 @@ void wait_for(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& 
 
 }  // namespace
 
-CudaGraphStep::CudaGraphStep(int64_t warmup_steps) : warmup_steps_(warmup_steps) {}
+CudaGraphStep::CudaGraphStep(int64_t warmup_steps) : graph_(std::make_unique<Graph>(warmup_steps)) {}
 CudaGraphStep::~CudaGraphStep() = default;
 
-bool CudaGraphStep::captured() const { return graph_ && graph_->graph; }
+bool CudaGraphStep::captured() const { return graph_->graph != nullptr; }
 
 std::vector<torch::Tensor> CudaGraphStep::run(const std::function<std::vector<torch::Tensor>()>& body) {
-  ++steps_;
+  ++graph_->steps;
   const c10::cuda::CUDAStream ambient = c10::cuda::getCurrentCUDAStream();
   if (captured()) {
     graph_->graph->replay();  // on the ambient stream, after this step's inputs were copied there
@@ -44,12 +47,9 @@ std::vector<torch::Tensor> CudaGraphStep::run(const std::function<std::vector<to
     return outputs_;
   }
   replayed_only_ = false;
-  if (!graph_) {
-    graph_ = std::make_unique<Graph>();
-    graph_->side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, ambient.device_index());
-  }
+  if (!graph_->side) graph_->side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, ambient.device_index());
   const c10::cuda::CUDAStream side = *graph_->side;
-  const bool capture = steps_ > warmup_steps_;
+  const bool capture = graph_->steps > graph_->warmup_steps;
   if (capture) {
     // The warm-up's cached blocks back to the device: the graph keeps a pool of its own for the step's
     // activations, which would otherwise sit beside them (about twice the step's memory).

@@ -55,10 +55,8 @@ class CudaGraphStep {
   bool captured() const;
 
  private:
-  struct Graph;
+  struct Graph;  // the steps counted, the side stream and the graph (a CUDA build's own types)
   std::unique_ptr<Graph> graph_;
-  int64_t warmup_steps_;
-  int64_t steps_ = 0;
   bool replayed_only_ = false;
   std::vector<torch::Tensor> outputs_;
 };

@@ -9,7 +9,7 @@ bool cuda_graph_built() { return false; }
 
 struct CudaGraphStep::Graph {};
 
-CudaGraphStep::CudaGraphStep(int64_t warmup_steps) : warmup_steps_(warmup_steps) {
+CudaGraphStep::CudaGraphStep(int64_t) {
   throw std::logic_error("CudaGraphStep in a build without CUDA (cuda_graph_refusal refuses the run first)");
 }
 CudaGraphStep::~CudaGraphStep() = default;
