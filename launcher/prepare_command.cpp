@@ -107,14 +107,32 @@ std::vector<std::filesystem::path> earlier_shards(const std::string& out) {
   return found;
 }
 
+// What an input that gave no documents is said to hold (the refusal when the whole input holds nothing).
+std::string without_documents(const std::string& path, const DocumentReader& reader) {
+  return "'" + path + "' holds no documents" +
+         (!reader.parquet()        ? std::string(" (no line with text)")
+          : reader.null_rows() > 0 ? " (its " + std::to_string(reader.null_rows()) + " rows are null)"
+                                   : std::string(" (a Parquet file of 0 rows)"));
+}
+
+// The refusal of an input with no text at all, naming the first file that held no documents.
+std::invalid_argument nothing_to_tokenize(const std::string& first_without_documents) {
+  return std::invalid_argument("--input: nothing to tokenize: " + (first_without_documents.empty()
+                                                                       ? std::string("the documents hold no text")
+                                                                       : first_without_documents));
+}
+
 // The distinct characters of every document, each once (a first pass of the character tokenizer, which
 // must know its vocabulary before it numbers anything).
 std::string distinct_characters(const std::vector<std::string>& inputs, const std::string& text_column) {
   std::vector<bool> seen(0x110000, false);
   std::string characters;
+  std::string first_without_documents;
   for (const auto& path : inputs) {
     DocumentReader reader(path, {.text_column = text_column});
+    bool any_document = false;
     while (const auto piece = reader.next()) {
+      any_document = any_document || piece->starts_document;
       const std::string& text = piece->text;
       for (std::size_t i = 0; i < text.size();) {  // whole UTF-8 (DocumentReader checked it)
         const auto lead = static_cast<unsigned char>(text[i]);
@@ -128,7 +146,10 @@ std::string distinct_characters(const std::vector<std::string>& inputs, const st
         i += length;
       }
     }
+    if (!any_document && first_without_documents.empty()) first_without_documents = without_documents(path, reader);
   }
+  // Said here, before the character tokenizer is asked for a vocabulary of nothing.
+  if (characters.empty()) throw nothing_to_tokenize(first_without_documents);
   return characters;
 }
 
@@ -280,11 +301,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
       }
       submit();
       if (documents == documents_before && first_without_documents.empty()) {
-        first_without_documents =
-            "'" + inputs[i] + "' holds no documents" +
-            (!reader.parquet()          ? std::string(" (no line with text)")
-             : reader.null_rows() > 0   ? " (its " + std::to_string(reader.null_rows()) + " rows are null)"
-                                        : std::string(" (a Parquet file of 0 rows)"));
+        first_without_documents = without_documents(inputs[i], reader);
       }
       bytes_before += reader.size();
       null_rows += reader.null_rows();
@@ -302,11 +319,7 @@ int run_prepare(const Parsed<PrepareFlags>& flags, const JobSession&) {
                              static_cast<unsigned long long>(null_rows), f.text_column.c_str(), files_with_nulls)
                 << std::endl;
     }
-    if (total == 0) {
-      throw std::invalid_argument("--input: nothing to tokenize: " +
-                                  (first_without_documents.empty() ? std::string("the documents hold no text")
-                                                                   : first_without_documents));
-    }
+    if (total == 0) throw nothing_to_tokenize(first_without_documents);
     if (val_file && to_val == 0) {
       throw std::invalid_argument("validation file '" + inputs.back() + "' holds no documents");
     }
