@@ -307,32 +307,40 @@ if [[ ${#MPIRUN[@]} -gt 0 ]]; then
   resume_check np2_muon "2 ranks, --optimizer muon" 2 --optimizer muon --data-order sequential
 
   # A 2-rank sequential checkpoint resumes on 1 rank: same data position (with accumulation 2 a rank
-  # reads what the two did), random streams re-seeded with a note.
+  # reads what the two did), random streams re-seeded with a note. cross_seq gives --grad-accum 2 itself;
+  # cross_auto gives none, and the resume chooses 2 to keep the checkpoint's tokens per step (a note says so).
   two=$WORK/resumed_np2
-  mkdir -p "$WORK/cross_seq"
   ck=$(printf 'ckpt_%08d.safetensors' $K)
-  if [[ -f "$two/$ck" ]]; then
-    cp "$two/$ck" "$WORK/cross_seq/"
-    if expect_ok cross_seq train "$SHARDS" "${TINY[@]}" --steps $S --eval-every 0 --data-order sequential --grad-accum 2 \
-         --resume auto --out "$WORK/cross_seq"; then
-      if ! grep -qF "note: resuming 2-rank checkpoint on 1 rank" "$WORK/cross_seq.out"; then
-        fail "2-rank sequential checkpoint on 1 rank" "no note: $(grep -i resum "$WORK/cross_seq.out")"
-      else
-        # Same data and weights: the losses equal the 2-rank run's to float tolerance.
-        verdict=$(paste -d' ' <(metric_values loss "$WORK/straight_np2/metrics.jsonl" | sed -n "$((K + 1)),\$p") \
-                                <(metric_values loss "$WORK/cross_seq/metrics.jsonl") |
-                  awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > max) max = d } END { printf "%d %.3g", n, max }')
-        read -r n maxdiff <<<"$verdict"
-        if [[ $n -eq $((S - K)) ]] && awk -v m="$maxdiff" 'BEGIN { exit !(m < 1e-4) }'; then
-          pass "2-rank sequential checkpoint resumes on 1 rank (note printed; with --grad-accum 2 the losses of steps $K..$((S - 1)) match the 2-rank run, max diff $maxdiff)"
-        else
-          fail "2-rank sequential checkpoint on 1 rank" "$n losses compared, max difference $maxdiff"
-        fi
-      fi
+  for cross in cross_seq cross_auto; do
+    accum=(--grad-accum 2)
+    [[ $cross == cross_auto ]] && accum=()
+    mkdir -p "$WORK/$cross"
+    if [[ ! -f "$two/$ck" ]]; then
+      fail "2-rank sequential checkpoint on 1 rank ($cross)" "no 2-rank checkpoint $ck to resume"
+      continue
     fi
-  else
-    fail "2-rank sequential checkpoint on 1 rank" "no 2-rank checkpoint $ck to resume"
-  fi
+    cp "$two/$ck" "$WORK/$cross/"
+    expect_ok "$cross" train "$SHARDS" "${TINY[@]}" --steps $S --eval-every 0 --data-order sequential "${accum[@]}" \
+      --resume auto --out "$WORK/$cross" || continue
+    if ! grep -qF "note: resuming 2-rank checkpoint on 1 rank" "$WORK/$cross.out"; then
+      fail "2-rank sequential checkpoint on 1 rank ($cross)" "no note: $(grep -i resum "$WORK/$cross.out")"
+      continue
+    fi
+    if [[ $cross == cross_auto ]] && ! grep -qF "note: resuming a 2-rank checkpoint on 1 rank(s): --grad-accum 2 (was 1)" "$WORK/$cross.out"; then
+      fail "2-rank checkpoint on 1 rank without --grad-accum" "no accumulation note: $(grep -i "grad-accum" "$WORK/$cross.out")"
+      continue
+    fi
+    # Same data and weights: the losses equal the 2-rank run's to float tolerance.
+    verdict=$(paste -d' ' <(metric_values loss "$WORK/straight_np2/metrics.jsonl" | sed -n "$((K + 1)),\$p") \
+                            <(metric_values loss "$WORK/$cross/metrics.jsonl") |
+              awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > max) max = d } END { printf "%d %.3g", n, max }')
+    read -r n maxdiff <<<"$verdict"
+    if [[ $n -eq $((S - K)) ]] && awk -v m="$maxdiff" 'BEGIN { exit !(m < 1e-4) }'; then
+      pass "2-rank sequential checkpoint resumes on 1 rank, ${accum[*]:-no --grad-accum given} (notes printed; the losses of steps $K..$((S - 1)) match the 2-rank run, max diff $maxdiff)"
+    else
+      fail "2-rank sequential checkpoint on 1 rank ($cross)" "$n losses compared, max difference $maxdiff"
+    fi
+  done
 
   run_np 2 random_2 train "$SHARDS" "${TINY[@]}" --steps 2 --eval-every 0 --data-order random --out "$WORK/random_2"
   if [[ $RC -ne 0 ]]; then
