@@ -78,9 +78,12 @@ void read_messages(const json& body, CompletionRequest& r) {
     if (!m.is_object() || !m.contains("role") || !m.contains("content")) {
       throw invalid_request("'" + at + "' must be an object with 'role' and 'content'", at);
     }
-    const std::string role = text(m.at("role"), at + ".role");
+    std::string role = text(m.at("role"), at + ".role");
+    // OpenAI's newer models take "developer" where older ones took "system"; clients send either.
+    if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant") {
-      throw invalid_request("'" + at + ".role' must be system, user or assistant, not '" + role + "'", at + ".role");
+      throw invalid_request("'" + at + ".role' must be system, developer, user or assistant, not '" + role + "'",
+                            at + ".role");
     }
     r.messages.emplace_back(role, message_content(m.at("content"), at + ".content"));
   }

@@ -107,6 +107,17 @@ check("chat usage: total = prompt + completion, completion within max_tokens",
 if chat.choices[0].finish_reason == "length":
     check("finish_reason length: exactly max_tokens drawn", chat.usage.completion_tokens == 24, chat.usage)
 
+# A "developer" message (OpenAI's newer name for the system message) is taken as the system's.
+SYSTEM = "Answer briefly."
+as_system, as_developer = (
+    client.chat.completions.create(model=MODEL, messages=[{"role": role, "content": SYSTEM},
+                                                          {"role": "user", "content": USER}],
+                                   temperature=0, max_tokens=12)
+    for role in ("system", "developer"))
+check("a developer message is the system message: the same prompt and reply",
+      as_developer.usage.model_dump() == as_system.usage.model_dump() and
+      as_developer.choices[0].message.content == as_system.choices[0].message.content, (as_system, as_developer))
+
 chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": USER}],
                                              temperature=0, max_tokens=24, stream=True,
                                              stream_options={"include_usage": True}))
