@@ -48,6 +48,23 @@ void refuse_placeholder_text(const std::string& text, const std::string& where) 
   }
 }
 
+std::string extra_positional_message(const std::vector<std::string>& positional_arguments,
+                                     const std::vector<std::pair<std::string, int>>& places) {
+  std::size_t allowed = 0;
+  std::string names;
+  for (const auto& [name, count] : places) {
+    allowed += static_cast<std::size_t>(std::max(count, 0));
+    names += (names.empty() ? "" : ", ") + ("--" + name);
+  }
+  const std::string extra =
+      allowed < positional_arguments.size() ? positional_arguments[allowed] : std::string("(unknown)");
+  if (allowed == 0) {
+    return "unexpected argument '" + extra + "': this command takes no positional argument (options are named: --name VALUE)";
+  }
+  return "unexpected argument '" + extra + "': this command takes " + std::to_string(allowed) +
+         " positional argument(s) (" + names + "); the others are named (--name VALUE)";
+}
+
 std::string unknown_option_hint(const std::string& unknown, const std::vector<std::string>& known) {
   std::string name = unknown.substr(unknown.find_first_not_of('-') == std::string::npos ? 0 : unknown.find_first_not_of('-'));
   const auto is_known = [&](const std::string& n) { return std::find(known.begin(), known.end(), n) != known.end(); };

@@ -247,6 +247,11 @@ void refuse_unknown_config_names(const std::vector<ConfigFile>& files, const std
 // Boost sees it.
 void refuse_placeholder_text(const std::string& text, const std::string& where);
 
+// The refusal of a command line with more positional arguments than the command's places (`places`: each
+// positional option and how many arguments it takes), naming the first argument too many.
+std::string extra_positional_message(const std::vector<std::string>& positional_arguments,
+                                     const std::vector<std::pair<std::string, int>>& places);
+
 template <typename Config>
 Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args, ParseScope scope) const {
   const po::options_description desc = description("");
@@ -260,6 +265,11 @@ Parsed<Config> OptionTable<Config>::parse(const std::vector<std::string>& args, 
     po::store(po::command_line_parser(args).options(desc).positional(positional).run(), values);
   } catch (const po::unknown_option& e) {
     throw std::invalid_argument(e.what() + unknown_option_hint(e.get_option_name(), known));
+  } catch (const po::too_many_positional_options_error&) {
+    // Boost names no argument: the first one past the positional places is found and named.
+    const po::parsed_options loose = po::command_line_parser(args).options(desc).allow_unregistered().run();
+    throw std::invalid_argument(extra_positional_message(po::collect_unrecognized(loose.options, po::include_positional),
+                                                         positional_));
   }
   Parsed<Config> parsed;
   parsed.names = row_names();

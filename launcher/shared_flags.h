@@ -60,13 +60,16 @@ auto& precision_flag(OptionTable<Config>& table, Path... path) {
       .init(Precision::automatic);
 }
 
-// --checkpoint of the commands that read a model (launcher/inference_model.h opens it).
+// --checkpoint of the commands that read a model (launcher/inference_model.h opens it); also their one
+// positional argument, as `vllm serve MODEL` and `transformers chat MODEL` take theirs.
 template <typename Config, typename... Path>
 auto& model_flag(OptionTable<Config>& table, Path... path) {
+  table.positional("checkpoint", 1);
   return table
       .add("checkpoint", path...,
            "checkpoint file, a folder (its newest checkpoint), or a Hugging Face folder (config.json, "
-           "model.safetensors; its tokenizer.json, or vocab.json and merges.txt, is the tokenizer)")
+           "model.safetensors; its tokenizer.json, or vocab.json and merges.txt, is the tokenizer); also the "
+           "positional argument")
       .required();
 }
 

@@ -248,6 +248,10 @@ else
 fi
 bad gen_diverged "ckpt_00000001.safetensors.*non-finite logits" generate --checkpoint diverged "${CPU[@]}"
 bad gen_missing "checkpoint 'absent.safetensors' does not exist" generate --checkpoint absent.safetensors "${CPU[@]}"
+# The checkpoint is also the one positional argument; a second one is named in the refusal.
+bad gen_missing_positional "checkpoint 'absent.safetensors' does not exist" generate absent.safetensors "${CPU[@]}"
+bad gen_extra_positional "unexpected argument 'extra': this command takes 1 positional argument\(s\) \(--checkpoint\)" generate absent.safetensors extra "${CPU[@]}"
+bad train_extra_positional "unexpected argument 'more\.txt'" train text.txt more.txt "${TINY[@]}" --out out_train_extra_positional
 bad gen_empty "empty.safetensors" generate --checkpoint empty.safetensors "${CPU[@]}"
 bad gen_truncated "truncated.safetensors.*(truncated|damaged)" generate --checkpoint truncated.safetensors "${CPU[@]}"
 bad gen_random "random.safetensors.*(truncated|damaged|not a checkpoint)" generate --checkpoint random.safetensors "${CPU[@]}"

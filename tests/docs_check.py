@@ -336,7 +336,7 @@ def retried(args, error):
             i = args.index(word)
             return args[:i] + [replacement] + args[i + 1:]
         return None
-    if "too many positional options" in error:
+    if "too many positional options" in error or "unexpected argument '" in error:
         bare = [i for i, w in enumerate(args) if PLACEHOLDER.match(w) and i > 1 and not args[i - 1].startswith("-")]
         if bare:
             return args[:bare[-1]] + args[bare[-1] + 1:]
