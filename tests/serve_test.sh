@@ -52,9 +52,10 @@ if ! command -v chromedriver >/dev/null 2>&1; then
 elif ! install_module selenium selenium; then
   skip "the chat page in a browser (pip install selenium failed: offline?)"
 else
-  # A model never fine-tuned on conversations: its replies run to max_tokens, long enough to watch stream in.
-  train_plain_model train_base "$GPT2_DIR" "$WORK/base" --preset tiny --block-size 1024 --seq-len 48 --batch-size 4 --steps 3 \
-    --threads 1 --device cpu
+  # A model never fine-tuned on conversations: its replies run to max_tokens, long enough to watch stream in
+  # (and, 128 wide, slow enough that a long one is still going when the page test stops the server under it).
+  train_plain_model train_base "$GPT2_DIR" "$WORK/base" --preset tiny --n-embd 128 --block-size 1024 --seq-len 48 \
+    --batch-size 4 --steps 3 --threads 1 --device cpu
   check "a base model for the page (exit $RC)" test "$RC" -eq 0
   with_timeout 300 "$PY" "$TESTS_DIR/serve_page_test.py" "$BIN" "$WORK/base" "$WORK" >"$WORK/page.out" 2>&1
   rc=$?
