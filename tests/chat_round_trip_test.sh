@@ -171,10 +171,7 @@ head -c 4096 /dev/urandom >"$WORK/tokens.bin"
 expect_bad_input sft_token_file "tokens\.bin' is a token file" "$WORK/o_bin" train "$WORK/tokens.bin" --sft --vocab "$vocab" \
   "${small[@]}" --steps 1 --out "$WORK/o_bin"
 if [[ -f $vocab/vocab.bpe ]]; then
-  # A plain model, trained on text (train refuses conversations without --sft).
-  for i in $(seq 100); do echo "a plain line of text number $i, with no conversation in it."; done >"$WORK/plain.txt"
-  run plain_model train "$WORK/plain.txt" --tokenizer gpt2 --vocab "$vocab" "${quick[@]}" --steps 1 --eval-every 0 \
-    --out "$WORK/plain"
+  train_plain_model plain_model "$vocab" "$WORK/plain" "${quick[@]}" --steps 1
   if expect_ok eval_plain eval --checkpoint "$WORK/plain" --val "$held" --val-fraction 1 --batch-size 2 --seq-len 32 \
        --threads 1 --device cpu; then
     check "eval --val conversations on a model that is no chat model says they are scored as text" \

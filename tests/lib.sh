@@ -167,6 +167,18 @@ expect_bad_input() {
   if [[ -n $left ]]; then fail "$name" "the failed command left $left"; else pass "$name: exit 2, $(cat "$WORK/$name.err")"; fi
 }
 
+# train_plain_model NAME VOCAB OUT TRAIN_FLAGS...: a base model (no chat model) on GPT-2's tokenizer from
+# VOCAB, trained into OUT on lines of plain text written to $WORK/NAME.txt (train refuses conversations
+# without --sft); as run NAME (RC, $WORK/NAME.out and .err). TRAIN_FLAGS give its shape, steps,
+# threads and device.
+train_plain_model() {
+  local name=$1 vocab=$2 out=$3 i
+  shift 3
+  for i in $(seq 200); do echo "Plain line $i of a base model's text, with no conversation in it, read token by token."; done \
+    >"$WORK/$name.txt"
+  run "$name" train "$WORK/$name.txt" --tokenizer gpt2 --vocab "$vocab" --eval-every 0 "$@" --out "$out"
+}
+
 # --- output of a run ------------------------------------------------------------------------------
 # metric_values KEY FILE: the values of "KEY" in a metrics.jsonl, one per line, as written.
 metric_values() { grep -o "\"$1\":[^,}]*" "$2" | cut -d: -f2; }

@@ -1,7 +1,8 @@
 """`mygpt-ddp serve`'s chat page in a real browser: Debian's chromium driven headless by Selenium opens
 the page, sends a message, sees the reply stream in (the reply's text observed growing in the page), sends
 a second turn, and finds the conversation kept (both turns shown, and the second request carries the first
-turn and its reply). A screenshot of the page is left in WORK_DIR/chat_page.png.
+turn and its reply); the stop button ends a reply; an error object from the server, and a stream cut mid-reply
+(the server stopped), show in the reply's bubble and the conversation goes on. A screenshot of the page is left in WORK_DIR/chat_page.png.
 
 usage: serve_page_test.py MYGPT_DDP CHECKPOINT WORK_DIR
 Exit 0 when all pass, 1 on a failure, 77 when no browser can be started (the caller skips)."""
@@ -45,8 +46,15 @@ except Exception as e:  # noqa: BLE001 - no browser here: skipped, said in one l
     sys.exit(77)
 
 log = open(os.path.join(WORK, "page_server.err"), "w")
-server = subprocess.Popen([BIN, "serve", "--checkpoint", CKPT, "--port", "0", "--device", "cpu", "--threads", "1"],
-                          stdout=subprocess.PIPE, stderr=log, text=True)
+
+
+def start_server(port):
+    """The server on PORT (0: any free one); SIGTERM cuts the replies in flight at once (--shutdown-grace 0)."""
+    return subprocess.Popen([BIN, "serve", "--checkpoint", CKPT, "--port", str(port), "--device", "cpu", "--threads", "1",
+                             "--shutdown-grace", "0"], stdout=subprocess.PIPE, stderr=log, text=True)
+
+
+server = start_server(0)
 try:
     url = server.stdout.readline().split()[2]
     browser.get(url + "/")
@@ -103,6 +111,61 @@ try:
     check(f"the stop button ends a reply in progress: {notes}" if clicked else "the reply ended before stop was pressed",
           not clicked or "(stopped)" in notes or "(cut at max tokens)" in notes, notes)
     check("the page is ready for the next message", browser.find_element(By.ID, "send").is_enabled())
+
+    def set_max_tokens(n):
+        browser.find_element(By.ID, "max_tokens").clear()
+        browser.find_element(By.ID, "max_tokens").send_keys(str(n))
+
+    def bubbles():
+        return browser.execute_script(
+            "return [...document.querySelectorAll('.msg.assistant')].map(e => [e.textContent, e.className])")
+
+    def alternates(messages):
+        roles = [m["role"] for m in messages]
+        return roles == ["user", "assistant"] * (len(roles) // 2) + ["user"]
+
+    # An error object from the server (max_tokens above its limit): it shows in the reply's own bubble, no
+    # bubble is left empty, and the next turn is answered without the turn that got no reply.
+    set_max_tokens(100000)
+    browser.find_element(By.ID, "input").send_keys("this one fails")
+    browser.find_element(By.ID, "send").click()
+    WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "send").is_enabled())
+    text, kind = bubbles()[-1]
+    check(f"an error object shows in the reply's bubble: {text!r}", "failed" in kind and "max_tokens is 100000" in text)
+    check("no assistant bubble is left empty", all(t.strip() for t, _ in bubbles()), bubbles())
+    set_max_tokens(20)
+    after = turn("after the error")
+    messages = browser.execute_script("return window.sent")[-1]["messages"]
+    check(f"the next turn is answered ({after[:30]!r}), its request without the turn that got no reply",
+          after.strip() != "" and "this one fails" not in [m["content"] for m in messages] and alternates(messages)
+          and messages[-1] == {"role": "user", "content": "after the error"}, messages)
+
+    # A stream that breaks mid-reply (SIGTERM cuts the replies in flight: an error event): the bubble keeps
+    # what was shown, the error under it; a server started again on the same port answers the next turn,
+    # whose request carries the cut reply.
+    browser.find_element(By.ID, "clear").click()
+    set_max_tokens(900)
+    browser.find_element(By.ID, "input").send_keys("a long one")
+    browser.find_element(By.ID, "send").click()
+    WebDriverWait(browser, 30, poll_frequency=0.05).until(lambda b: len(bubbles()) == 1 and bubbles()[0][0].strip())
+    server.send_signal(signal.SIGTERM)
+    rc = server.wait(timeout=30)
+    check(f"the server exits 0 on SIGTERM mid-reply ({rc})", rc == 0)
+    WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "send").is_enabled())
+    text, kind = bubbles()[-1]
+    shown = text.split("\nerror: ")[0]
+    check(f"a cut reply keeps its text, the error under it: {text[-90:]!r}",
+          "failed" in kind and shown.strip() != "" and text.endswith("error: the server is shutting down: the reply was cut"),
+          text)
+    server = start_server(url.rsplit(":", 1)[1])
+    server.stdout.readline()
+    set_max_tokens(20)
+    back = turn("are you back")
+    messages = browser.execute_script("return window.sent")[-1]["messages"]
+    check(f"after the break the next turn is answered ({back[:30]!r}), its request carrying the cut reply",
+          back.strip() != "" and messages == [{"role": "user", "content": "a long one"},
+                                              {"role": "assistant", "content": shown},
+                                              {"role": "user", "content": "are you back"}], messages)
     browser.save_screenshot(os.path.join(WORK, "chat_page.png"))
 finally:
     browser.quit()

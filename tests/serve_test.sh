@@ -52,11 +52,10 @@ if ! command -v chromedriver >/dev/null 2>&1; then
 elif ! install_module selenium selenium; then
   skip "the chat page in a browser (pip install selenium failed: offline?)"
 else
-  # A model never fine-tuned on conversations: its replies run to max_tokens, long enough to watch stream in.
-  # (plain text: train refuses a JSON-lines file without --sft)
-  for i in $(seq 200); do echo "The page streams reply $i of the base model, token by token, to the browser."; done >"$WORK/base.txt"
-  run train_base train "$WORK/base.txt" --tokenizer gpt2 --vocab "$GPT2_DIR" --preset tiny --block-size 1024 \
-    --seq-len 48 --batch-size 4 --steps 3 --eval-every 0 --threads 1 --device cpu --out "$WORK/base"
+  # A model never fine-tuned on conversations: its replies run to max_tokens, long enough to watch stream in
+  # (and, 128 wide, slow enough that a long one is still going when the page test stops the server under it).
+  train_plain_model train_base "$GPT2_DIR" "$WORK/base" --preset tiny --n-embd 128 --block-size 1024 --seq-len 48 \
+    --batch-size 4 --steps 3 --threads 1 --device cpu
   check "a base model for the page (exit $RC)" test "$RC" -eq 0
   with_timeout 300 "$PY" "$TESTS_DIR/serve_page_test.py" "$BIN" "$WORK/base" "$WORK" >"$WORK/page.out" 2>&1
   rc=$?
