@@ -84,11 +84,17 @@ struct Unwrap<std::optional<T>> {
   static constexpr bool optional = true;
 };
 
-// How Boost stores a value: enums, unsigned numbers and values with a text form of their own (Row::text_form:
-// a model config's "none"-able number) as text that we convert ourselves (Boost would wrap "-1" around to a huge
-// unsigned number).
+// A type of our own (a struct such as common/duration.h's Duration), read and written only by its Row::text_form.
 template <typename T>
-using Stored = std::conditional_t<std::is_enum_v<T> || std::is_same_v<T, uint64_t> || Unwrap<T>::optional,
+inline constexpr bool kOwnType = std::is_class_v<T> && !std::is_same_v<T, std::string> &&
+                                 !std::is_same_v<T, std::vector<std::string>> && !Unwrap<T>::optional;
+
+// How Boost stores a value: enums, unsigned numbers and values with a text form of their own (Row::text_form:
+// a model config's "none"-able number, a type of our own) as text that we convert ourselves (Boost would wrap
+// "-1" around to a huge unsigned number).
+template <typename T>
+using Stored = std::conditional_t<std::is_enum_v<T> || std::is_same_v<T, uint64_t> || Unwrap<T>::optional ||
+                                      kOwnType<T>,
                                   std::string, T>;
 
 // The shortest text that reads back as the same double (common/number_text.h: --help, the text form and the
@@ -296,7 +302,7 @@ class Row final : public OptionRow<Config> {
  private:
   std::string to_text(const Value& v) const {
     if (text_) return text_(v);
-    if constexpr (option_detail::Unwrap<Value>::optional) {
+    if constexpr (option_detail::Unwrap<Value>::optional || option_detail::kOwnType<Value>) {
       throw std::logic_error("option --" + name_ + " has no text form");
     } else if constexpr (std::is_enum_v<Value>) {
       for (const auto& [n, e] : names_) {
@@ -336,7 +342,7 @@ class Row final : public OptionRow<Config> {
         }
       }
     }
-    if constexpr (option_detail::Unwrap<Value>::optional) {
+    if constexpr (option_detail::Unwrap<Value>::optional || option_detail::kOwnType<Value>) {
       throw std::logic_error("option --" + name_ + " has no text form");
     } else if constexpr (std::is_enum_v<Value>) {
       for (const auto& [n, e] : names_) {

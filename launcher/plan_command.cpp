@@ -129,8 +129,17 @@ int run_plan(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
                          static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
                          static_cast<long long>(o.grad_accum), tokens_per_step, flops_per_token * tokens_per_step,
                          flops_per_token, tokens_per_step * static_cast<double>(ranks))
-            << strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld\n", static_cast<long long>(o.steps),
-                         o.lr, o.min_lr.value(), static_cast<long long>(o.warmup_steps));
+            << (o.time_budget
+                    ? strprintf("schedule: a time budget of %s%s, lr %.3g -> %.3g by the share of it spent, warmup %g of "
+                                "it\n",
+                                duration_text(*o.time_budget).c_str(),
+                                o.steps == kUnboundedSteps
+                                    ? ""
+                                    : strprintf(" or %lld steps, whichever comes first", static_cast<long long>(o.steps))
+                                          .c_str(),
+                                o.lr, o.min_lr.value(), o.warmup_fraction)
+                    : strprintf("schedule: %lld steps, lr %.3g -> %.3g, warmup %lld\n", static_cast<long long>(o.steps),
+                                o.lr, o.min_lr.value(), static_cast<long long>(o.warmup_steps)));
   // The figure train checks against --out's free space before its first step (a fresh run's).
   const CheckpointSpace disk = checkpoint_space(config, o, /*start_step=*/0, /*existing=*/0);
   std::cout << strprintf("checkpoints: about %.1f MiB each; at most %.1f MiB in --out at once (%s)\n",

@@ -239,6 +239,7 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
   parts.sample = make_sampler(options, tokenizer, device, stop_requested);
   parts.stop_requested = std::move(stop_requested);
+  if (options.time_budget) parts.budget_clock = time_budget_clock(comm.rank());  // a test's, or the steady clock
   if (auto at_step = injected_overflows(comm.rank())) {
     inject_overflows(parts.model, std::move(at_step), start.resume ? start.model->checkpoint->meta.step : 0,
                      options.grad_accum);

@@ -40,6 +40,10 @@ ChosenDataOrder choose_data_order(DataOrder requested, const std::optional<std::
   }
   if (requested != DataOrder::automatic) return {requested, ""};  // given: the user knows it
   const DataOrder order = resolve_data_order(requested, train_tokens, tokens_the_run_reads);
+  if (tokens_the_run_reads == kUnknownTokens) {
+    return {order, "data order: shuffled rows, a fresh order each epoch (a run of --time-budget reads its training data "
+                   "an unknown number of times; --data-order sequential reads it in order)"};
+  }
   const double epochs = static_cast<double>(tokens_the_run_reads) / static_cast<double>(train_tokens);
   if (order == DataOrder::shuffled) {
     return {order, strprintf("data order: shuffled rows, a fresh order each epoch (the run reads its training data "

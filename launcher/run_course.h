@@ -18,6 +18,10 @@ struct ChosenDataOrder {
   std::string note;  // the log's "data order: ..." line when the order was chosen or resumed; else empty
 };
 
+// tokens_the_run_reads of a run that ends with its time budget (train --time-budget without --steps): not
+// known before it ends, so `auto` shuffles (it may read its data many times).
+inline constexpr uint64_t kUnknownTokens = UINT64_MAX;
+
 // A resumed run keeps the order its run used (so a resume with other --steps walks the same data); asking
 // it for another is std::invalid_argument. Otherwise the order as given, or for `auto` resolved from how
 // often the run reads its training data.

@@ -86,7 +86,11 @@ void add_run_flags(OptionTable<TrainFlags>& t) {
   t.add("eval-steps", &F::train, &T::eval_steps, "validation batches of --batch-size rows per evaluation, all ranks together (split across them); at most what the validation data holds")
       .init(20)
       .check(positive)
-      .refused_with({"eval-every"}, [](const Parsed<TrainFlags>& run) { return run.config.train.eval_every == 0; }, "with --eval-every 0");
+      .refused_with({"eval-every", "time-budget"},  // a time budget's run ends with a validation
+                    [](const Parsed<TrainFlags>& run) {
+                      return run.config.train.eval_every == 0 && !run.config.train.time_budget;
+                    },
+                    "with --eval-every 0 (and no --time-budget)");
   t.add("hellaswag-every", &F::train, &T::hellaswag_every, "HellaSwag every N steps when --hellaswag is given")
       .init(250)
       .check(non_negative)

@@ -101,14 +101,39 @@ ChosenDataOrder resolve_data_order(const RunPlan& plan, const TrainingData& data
   const TrainOptions& o = plan.train;
   const auto tokens_per_step =
       static_cast<uint64_t>(o.batch_size * o.seq_len * o.grad_accum) * static_cast<uint64_t>(world_size);
-  return choose_data_order(requested, plan.stored_options, data.train->size(),
-                           tokens_per_step * static_cast<uint64_t>(o.steps));
+  // A run that ends with its time budget reads an unknown number of tokens (kUnknownTokens).
+  uint64_t tokens = kUnknownTokens;
+  if (o.steps != kUnboundedSteps && __builtin_mul_overflow(tokens_per_step, static_cast<uint64_t>(o.steps), &tokens)) {
+    tokens = kUnknownTokens - 1;  // more than any data holds
+  }
+  return choose_data_order(requested, plan.stored_options, data.train->size(), tokens);
+}
+
+// --time-budget ends with the validation's bits per byte: a run that could not compute them is refused before
+// it starts, not after its budget.
+void require_final_bits_per_byte(const RunPlan& plan, const TrainingData& data) {
+  if (!plan.train.time_budget) return;
+  const std::string what = "--time-budget ends with the validation bits per byte (val_bpb), ";
+  if (data.chat) {
+    throw std::invalid_argument(what + "which --sft does not compute (its loss is over the replies' tokens): give --steps");
+  }
+  if (plan.tokenizer.kind == TokenizerKind::none) {
+    throw std::invalid_argument(what + "which need the data's tokenizer, and this token data has none: give --vocab DIR");
+  }
+  const auto batch_tokens = static_cast<uint64_t>(plan.train.batch_size * plan.train.seq_len);
+  if (!data.val || data.val->size() <= batch_tokens) {
+    throw std::invalid_argument(
+        what + strprintf("and this data has no validation split of more than one batch (--batch-size x --seq-len = "
+                         "%llu tokens): give --val-data, or a text with a larger --val-fraction",
+                         static_cast<unsigned long long>(batch_tokens)));
+  }
 }
 
 // What needs the loaded data: the order it is read in, its tokenizer (for samples, HellaSwag and CORE), and
 // best-fit's document delimiter.
 void resolve_with_data(RunPlan& plan, const TrainingData& data, const RunStart& start, const RunPlace& place) {
   plan.tokenizer = run_tokenizer(data, start);
+  require_final_bits_per_byte(plan, data);
   const ChosenDataOrder order = resolve_data_order(plan, data, place.world_size);
   plan.data_order = order.order;
   plan.notes.data_order = order.note;
@@ -270,6 +295,10 @@ RunPlan resolve_run(const Parsed<TrainFlags>& given, const RunStart& start, cons
                     const RunPlace& place) {
   RunPlan plan;
   plan.flags = resumed_flags(given, start);  // a resumed run's options are its checkpoint's, but for those given
+  // --time-budget without --steps: the budget alone ends the run (a resumed run keeps its checkpoint's steps).
+  if (!start.resume && plan.flags.config.train.time_budget && !plan.flags.gave("steps")) {
+    plan.flags.config.train.steps = kUnboundedSteps;
+  }
   const Parsed<TrainFlags>& flags = plan.flags;
   DataFacts facts;
   if (source.assumed) {
@@ -447,7 +476,7 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   }
   // A warm-up as long as the run never reaches the peak: given explicitly it is refused; the default
   // (100, a recipe's) shrinks to a tenth of a shorter run (build_trainer notes it).
-  if (o.warmup_steps > o.steps) {
+  if (!o.time_budget && o.warmup_steps > o.steps) {  // a time budget warms up for --warmup-fraction of it
     if (flags.gave("warmup-steps")) {
       throw std::invalid_argument("--warmup-steps " + std::to_string(o.warmup_steps) +
                                   " is longer than the run (--steps " + std::to_string(o.steps) + ")");

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <optional>
 #include <thread>
@@ -141,6 +142,11 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
                  std::to_string(trainer->options().steps) + "; its records are left as they are");
     return 0;
   }
+  if (const TimeBudget* budget = trainer->time_budget(); budget && budget->spent_before() >= budget->budget_seconds()) {
+    output.print("nothing to train: the run has spent its --time-budget " + duration_text({budget->budget_seconds()}) +
+                 "; its records are left as they are");
+    return 0;
+  }
   // Conversations are counted as the run's rows left them (a note above says how many were left out).
   const int64_t rows = trainer->options().seq_len + 1;
   const std::string described =
@@ -163,6 +169,11 @@ int run_train(const Parsed<TrainFlags>& given_flags, const JobSession& job) {
   } else if (summary.steps_run > 0) {
     output.print(strprintf("done: loss %.4f -> %.4f over %lld steps", summary.first_loss, summary.last_loss,
                            static_cast<long long>(summary.steps_run)));
+  }
+  // A run of --time-budget ends with its result in the form recipes are compared by (autoresearch's): the
+  // bits per byte of its last validation, the last line.
+  if (trainer->time_budget() && !summary.stopped_early && !std::isnan(summary.last_val_bpb)) {
+    output.print(strprintf("val_bpb: %.6f", summary.last_val_bpb));
   }
   trainer.reset();  // its model, optimizer and step buffers: free, then handed back
   return_freed_memory();

@@ -1,6 +1,7 @@
 // The Training group of train's options: the step, the optimizer and its schedule, precision.
 #include "launcher/train_flag_groups.h"
 
+#include "common/duration.h"
 #include "launcher/shared_flags.h"
 
 namespace mygpt {
@@ -14,10 +15,24 @@ void add_training_flags(OptionTable<TrainFlags>& t) {
   const auto not_fp16_why = [](const Parsed<TrainFlags>& run) {
     return std::string("with ") + precision_description(run.config.train.precision) + " (loss scaling is fp16's)";
   };
+  const auto budget = [](const Parsed<TrainFlags>& run) { return run.config.train.time_budget.has_value(); };
   t.group("Training (the recipe values of presets in brackets)");
-  t.add("steps", &F::train, &T::steps, "optimizer steps")
+  t.add("steps", &F::train, &T::steps,
+        "optimizer steps; a run with --time-budget and without --steps ends when its budget is spent")
       .init(2000)
       .check(positive)
+      .read_by(kPlanCommand);
+  t.add("time-budget", &F::train, &T::time_budget,
+        "train for this wall-clock time (300, 300s, 5m, 1h30m) from the first step, evaluations and checkpoints "
+        "included: the warm-up and the decay run by the share of it spent, the ranks stop together at the first "
+        "step after it, and one last validation ends with the line `val_bpb: X`. With --steps as well, whichever "
+        "comes first ends the run. Kept in checkpoints: a resumed run has what is left")
+      .text_form(parse_duration, duration_text)
+      .read_by(kPlanCommand);
+  t.add("warmup-fraction", &F::train, &T::warmup_fraction, "with --time-budget: the linear warm-up's share of it")
+      .init(0.05)
+      .check(in_range(0, 1, false))
+      .only_with("time-budget", budget, "without --time-budget (--warmup-steps warms up a run of --steps)")
       .read_by(kPlanCommand);
   t.add("batch-size", &F::train, &T::batch_size, "micro-batch rows per rank")
       .init(16)
@@ -47,6 +62,7 @@ void add_training_flags(OptionTable<TrainFlags>& t) {
   t.add("warmup-steps", &F::train, &T::warmup_steps, "linear warmup steps; a run shorter than the default (not given) warms up for a tenth of its --steps, and a value given must not exceed --steps")
       .init(100)
       .check(non_negative)
+      .refused_with({"time-budget"}, budget, "with --time-budget (its warm-up is --warmup-fraction of the budget)")
       .read_by(kPlanCommand);
   t.add("weight-decay", &F::train, &T::weight_decay, "AdamW weight decay on 2-D weights").init(0.1).check(non_negative);
   t.add("beta1", &F::train, &T::beta1, "AdamW's first-moment decay").init(0.9).check(in_range(0, 1, false));

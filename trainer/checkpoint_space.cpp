@@ -29,6 +29,12 @@ CheckpointSpace checkpoint_space(const GptConfig& config, const TrainOptions& op
     space.how = "no checkpoint";
     return space;
   }
+  if (keep <= 0 && steps == kUnboundedSteps) {  // --time-budget alone ends the run: how many is not known
+    space.files = 1;
+    space.how = "every checkpoint kept (--keep-checkpoints 0) of a run that ends with its --time-budget: as many as "
+                "it has time for, one counted here";
+    return space;
+  }
   if (keep <= 0) {
     space.files = saves;
     space.how = strprintf("%lld checkpoint(s) of %lld steps kept (--keep-checkpoints 0 keeps all)",
@@ -36,7 +42,8 @@ CheckpointSpace checkpoint_space(const GptConfig& config, const TrainOptions& op
     return space;
   }
   // Pruning follows each save: while one is written, the newest `keep` of the earlier ones are there.
-  space.files = std::max<int64_t>(0, std::min(existing + saves - 1, keep) - existing) + 1;
+  // (saves capped first: a run of --time-budget alone counts nearly 2^63 of them)
+  space.files = std::max<int64_t>(0, std::min(existing + std::min(saves, keep + 1) - 1, keep) - existing) + 1;
   space.how = strprintf("%lld more checkpoint(s): --keep-checkpoints %lld and the one being written, %lld already in "
                         "--out",
                         static_cast<long long>(space.files), static_cast<long long>(keep),

@@ -14,4 +14,13 @@ double LrSchedule::at(int64_t step) const {
   return min_lr + cosine * (max_lr - min_lr);
 }
 
+double LrSchedule::at_fraction(double progress) const {
+  // A time-budget run's first step comes a few milliseconds into it: a learning rate that small but not zero.
+  if (progress < warmup_fraction) return max_lr * progress / warmup_fraction;
+  if (progress >= 1) return min_lr;
+  const double decayed = (progress - warmup_fraction) / (1 - warmup_fraction);
+  const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * decayed));
+  return min_lr + cosine * (max_lr - min_lr);
+}
+
 }  // namespace mygpt

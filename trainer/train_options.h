@@ -3,8 +3,11 @@
 // command's options table (launcher/train_flags.cpp), which holds each one's flag, default, help, check
 // and GPT-2 recipe value; the few derived ones say so.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
+
+#include "common/duration.h"
 
 #include "model/attention_backend.h"
 #include "model/activation_recompute.h"
@@ -15,8 +18,13 @@ namespace mygpt {
 // adamw: AdamW for every parameter. muon: Muon for the blocks' 2-D weights, AdamW for the rest.
 enum class OptimizerKind { adamw, muon };
 
+// The steps of a run with --time-budget and no --steps: it ends when the budget is spent.
+inline constexpr int64_t kUnboundedSteps = std::numeric_limits<int64_t>::max();
+
 struct TrainOptions {
-  int64_t steps{};               // optimizer steps
+  int64_t steps{};               // optimizer steps (kUnboundedSteps: --time-budget alone ends the run)
+  std::optional<Duration> time_budget;  // wall-clock budget (trainer/time_budget.h); unset: --steps ends the run
+  double warmup_fraction{};      // with a time budget: the warm-up's share of it
   int64_t batch_size{};          // micro-batch rows per rank
   int64_t seq_len{};             // tokens per row (0 on the command line: the model's block size)
   int64_t grad_accum{};          // micro-batches per optimizer step and rank (derived from total_batch_tokens)

@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -43,6 +44,10 @@ Trainer::Trainer(TrainerParts parts, const TrainOptions& options, Communicator& 
     inverse_loss_scale_ = torch::empty_like(loss_scale_);
   }
   stop_flag_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(p_.device));
+  if (options_.time_budget) {
+    budget_ = std::make_unique<TimeBudget>(options_.time_budget->seconds, comm_, p_.device, p_.budget_clock);
+    schedule_.warmup_fraction = options_.warmup_fraction;
+  }
   if (options_.cuda_graph) {
     const std::string refusal = cuda_graph_refusal(
         {p_.device, comm_.communicates(), p_.sft, options_.optimizer, options_.zero, options_.recompute});
@@ -70,7 +75,7 @@ const Batch& Trainer::next_train_batch(int64_t micro) {
 
 StepResult Trainer::train_step(int64_t step) {
   p_.model->train();
-  const double lr = schedule_.at(step);
+  const double lr = budget_ ? schedule_.at_fraction(budget_progress_) : schedule_.at(step);
   optimizer().set_lr(lr);
   if (p_.muon) p_.muon->set_lr(options_.muon_lr * lr / schedule_.max_lr);  // the same schedule, scaled
   const std::vector<Batch> sft_batches = p_.sft ? read_sft_micro_batches() : std::vector<Batch>{};
@@ -251,6 +256,16 @@ std::string eta_text(double seconds) {
 
 bool Trainer::stop_requested_here() const { return p_.stop_requested && p_.stop_requested(); }
 
+bool Trainer::budget_allows(int64_t step) {
+  budget_spent_ = budget_->agreed_spent();  // rank 0's clock: every rank decides alike
+  if (budget_spent_ >= budget_->budget_seconds()) return false;
+  const double steps_done = options_.steps == kUnboundedSteps
+                                ? 0.0
+                                : static_cast<double>(step) / static_cast<double>(options_.steps);
+  budget_progress_ = std::max(budget_spent_ / budget_->budget_seconds(), steps_done);
+  return true;
+}
+
 bool Trainer::stop_agreed() {
   if (!p_.stop_requested) return false;  // the same on every rank: no collective then
   auto flag = torch::full({1}, stop_requested_here() ? 1.0f : 0.0f, torch::TensorOptions().device(p_.device));
@@ -269,7 +284,8 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
                          ? flops_per_token() * computed_per_sec / comm_.world_size() / (options_.peak_tflops * 1e12)
                          : -1;
   const double memory_mib = p_.peak_memory_mib ? p_.peak_memory_mib() : -1;
-  const double eta_s = smoothed_dt * static_cast<double>(options_.steps - step - 1);
+  const double eta_s = budget_ ? std::max(0.0, budget_->budget_seconds() - budget_spent_)
+                               : smoothed_dt * static_cast<double>(options_.steps - step - 1);
   const bool last_step = step == options_.steps - 1;
   // Best-fit packing's cropped share so far: a run that crops most of what it reads says so as it goes.
   const std::optional<double> dropped = p_.train_loader->dropped_share();
@@ -296,6 +312,7 @@ void Trainer::log_step(int64_t step, const StepResult& r, double dt, double& smo
   if (mfu >= 0) record["mfu"] = mfu;
   if (dropped) record["cropped_share"] = *dropped;
   if (scaler_) record["loss_scale"] = r.loss_scale;
+  if (budget_) record["budget_spent_s"] = budget_spent_;
   output_.metrics(record);
 }
 
@@ -350,6 +367,18 @@ TrainSummary Trainer::run(int64_t start_step) {
                   std::to_string(options_.steps));
     return summary;
   }
+  if (budget_) {
+    const Duration budget{budget_->budget_seconds()}, before{budget_->spent_before()};
+    if (before.seconds >= budget.seconds) {
+      output_.print("nothing to train: the run has spent its --time-budget " + duration_text(budget));
+      return summary;
+    }
+    if (before.seconds > 0) {
+      output_.print(strprintf("time budget: %.1fs of %s spent before this resume; %.1fs left", before.seconds,
+                              duration_text(budget).c_str(), budget.seconds - before.seconds));
+    }
+    budget_->start();  // from here on every second counts: steps, evaluations, checkpoints
+  }
   if (output_.writes()) {
     if (const int removed = remove_stale_checkpoint_temporaries(output_.out_dir())) {
       output_.print("removed " + std::to_string(removed) + " unfinished checkpoint file(s) of an earlier run");
@@ -358,7 +387,15 @@ TrainSummary Trainer::run(int64_t start_step) {
   double smoothed_dt = 0;
   int64_t bad_in_a_row = 0;
   StepProfiler profiler(output_.writes() ? options_.profile : "", options_.profile_steps, start_step, options_.steps);
+  int64_t end_step = options_.steps;  // the steps done when the loop ends: --steps, or where the budget ran out
   for (int64_t step = start_step; step < options_.steps; ++step) {
+    // Before the step's evaluations, so that a run out of time goes straight to its last ones.
+    if (budget_ && !budget_allows(step)) {
+      output_.print(strprintf("time budget spent: %.1fs of %s, after %lld steps", budget_spent_,
+                              duration_text({budget_->budget_seconds()}).c_str(), static_cast<long long>(step)));
+      end_step = step;
+      break;
+    }
     // Evaluations at step s see the weights after s steps (the last ones come after the loop).
     if (!evaluate_at(step, /*final=*/false, summary)) {
       output_.print("stop requested: saving a checkpoint at step " + std::to_string(step));
@@ -421,9 +458,9 @@ TrainSummary Trainer::run(int64_t start_step) {
     if (every > 0 && steps_done % every == 0 && bad_in_a_row == 0) save_checkpoint_at(steps_done);
   }
   if (const std::string line = p_.train_loader->report(); !line.empty()) output_.print(line);
-  if (options_.final_checkpoint) save_checkpoint_at(options_.steps);
+  if (options_.final_checkpoint) save_checkpoint_at(end_step);
   // The last evaluations run on the weights just saved.
-  evaluate_at(options_.steps, /*final=*/true, summary);
+  evaluate_at(end_step, /*final=*/true, summary);
   return summary;
 }
 

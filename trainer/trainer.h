@@ -31,6 +31,7 @@
 #include "trainer/run_output.h"
 #include "trainer/sharded_adamw.h"
 #include "trainer/stateful_parts.h"
+#include "trainer/time_budget.h"
 #include "trainer/train_options.h"
 
 namespace mygpt {
@@ -67,6 +68,7 @@ struct TrainerParts {
   std::function<double()> peak_memory_mib;  // CUDA allocator peak, or peak RSS on CPU
   std::function<std::string(Gpt&)> sample;  // a text sample from the model (rank 0 prints it)
   std::function<bool()> stop_requested;     // SIGINT/SIGTERM seen by this process
+  TimeBudget::Clock budget_clock;           // --time-budget's clock (time_budget_clock); empty: the steady clock
 };
 
 struct StepResult {
@@ -85,6 +87,7 @@ struct TrainSummary {
   int64_t steps_run = 0;
   int64_t steps_skipped = 0;   // not finite: no update (fp16 overflows included)
   bool stopped_early = false;  // a stop signal ended the run after a checkpoint
+  double last_val_bpb = std::numeric_limits<double>::quiet_NaN();  // of the last validation recorded, if any
 };
 
 class Trainer {
@@ -94,7 +97,8 @@ class Trainer {
 
   // The model's shape and the batch per step, for the log.
   void print_setup() const;
-  // Trains from start_step (0, or the step a checkpoint was saved at) to options.steps.
+  // Trains from start_step (0, or the step a checkpoint was saved at) to options.steps, or with --time-budget
+  // until the budget is spent (whichever comes first).
   TrainSummary run(int64_t start_step);
   StepResult train_step(int64_t step);
   // Mean validation loss over eval_steps batches of all ranks together (trainer/validation_batches.h).
@@ -124,6 +128,8 @@ class Trainer {
   bool has_validation() const { return p_.val_loader != nullptr || p_.sft_val_loader != nullptr; }
   // --cuda-graph: the step has been captured (after its warm-up steps) and is replayed from now on.
   bool step_graph_captured() const { return graph_step_ && graph_step_->captured(); }
+  // --time-budget's clock and what it has spent; null without one.
+  const TimeBudget* time_budget() const { return budget_.get(); }
 
  private:
   struct NamedPart {
@@ -141,6 +147,9 @@ class Trainer {
   // Whether a stop was asked of any rank: a collective when the run can be stopped, so every rank must
   // call it at the same point; false without one.
   bool stop_agreed();
+  // --time-budget, before step `step`: false when the budget is spent; else sets the schedule's progress, the
+  // share of the run done (the budget's, or of --steps where that is further along). A collective.
+  bool budget_allows(int64_t step);
   void prune_checkpoints();
   // Ends a run after --max-bad-steps bad steps in a row (std::runtime_error), saving the weights only
   // when they are good.
@@ -186,6 +195,9 @@ class Trainer {
   std::vector<Batch> inputs_;
   torch::Tensor loss_scale_, inverse_loss_scale_, stop_flag_;
   std::unique_ptr<CudaGraphStep> graph_step_;  // --cuda-graph (trainer/cuda_graph_step.h); else null
+  std::unique_ptr<TimeBudget> budget_;         // --time-budget; else null
+  double budget_spent_ = 0;                    // seconds, agreed before the step under way
+  double budget_progress_ = 0;                 // the schedule's progress for the step under way (at_fraction)
   ModelState model_state_;
   std::unique_ptr<FullyShardedModelState> sharded_model_state_;  // --zero 3: the weights gathered unit by unit
   LoaderState loader_state_;

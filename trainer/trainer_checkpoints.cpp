@@ -18,6 +18,8 @@ std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
   if (p_.muon) parts.push_back({"muon", "Muon momentum", *p_.muon});
   // A checkpoint of a bf16 or fp32 run has none: fp16 then starts from --loss-scale-init.
   if (scaler_) parts.push_back({"loss_scaler", "fp16 loss scale", *scaler_, /*fresh_if_absent=*/true});
+  // A checkpoint of a run without --time-budget has none: this run's budget then starts whole.
+  if (budget_) parts.push_back({"time_budget", "time budget's spent time", *budget_, /*fresh_if_absent=*/true});
   return parts;
 }
 

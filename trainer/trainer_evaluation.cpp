@@ -69,13 +69,15 @@ bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
   // A stop asked during an evaluation (a full HellaSwag takes minutes on a CPU; Slurm's grace before
   // SIGKILL may be shorter) ends it at the next batch, on every rank together.
   const std::string cut = strprintf("step %lld | stop requested: ", static_cast<long long>(step));
-  if (has_validation() && due(options_.eval_every)) {
+  // A run of --time-budget ends with a validation whatever --eval-every says: its val_bpb is its result.
+  if (has_validation() && (due(options_.eval_every) || (final && budget_))) {
     const double val_loss = evaluate();
     if (evaluation_stopped_) {
       output_.print(cut + "the validation loss was cut short and is not recorded");
       return false;
     }
     summary.last_val_loss = val_loss;
+    summary.last_val_bpb = last_val_bpb_;
     if (std::isnan(last_val_bpb_)) {
       output_.print(strprintf("step %lld | val loss: %.4f", static_cast<long long>(step), val_loss));
       output_.metrics({{"step", step}, {"val_loss", val_loss}});
