@@ -36,6 +36,7 @@
 #include "trainer/hellaswag_eval.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/validation_batches.h"
+#include "trainer/validation_loss.h"
 
 namespace mygpt {
 namespace {
@@ -164,9 +165,11 @@ bool holds_conversations(const std::string& path) {
   return false;
 }
 
-// Held-out conversations scored as train --sft scores them: the mean loss over the assistant's tokens
-// (and each <|assistant_end|>), the chat tokens in the softmax, conversations cut to --seq-len + 1 ids.
-int evaluate_conversations(const EvalFlags& f, InferenceModel& m, const torch::Device& device, Precision precision) {
+// Held-out conversations scored as train --sft scores them (trainer/validation_loss.h): the mean loss over the
+// assistant's tokens (and each <|assistant_end|>), the chat tokens in the softmax, conversations cut to --seq-len
+// + 1 ids; under a launcher the ranks share the batches.
+int evaluate_conversations(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
+                           Precision precision) {
   const GptConfig& config = m.model->config();
   const ChatFormat format = [&] {
     try {
@@ -192,23 +195,19 @@ int evaluate_conversations(const EvalFlags& f, InferenceModel& m, const torch::D
   }
   const auto count = static_cast<int64_t>(block.conversations.size());
   const int64_t rows = std::min(f.batch_size, count);
-  const int64_t batches = std::min(f.eval_steps, count / rows);  // whole batches: each conversation once
+  ValidationPass pass;
+  pass.batches = std::min(f.eval_steps, count / rows);  // whole batches: each conversation once
+  pass.vocab_limit = m.token_count;
+  pass.masked_targets = true;
   std::cout << "val data: conversations " << *f.val << " (" << count << ", chat template '"
-            << ChatFormat::kTemplateName << "'; " << batches * rows << " scored in " << batches << " batch(es))"
-            << std::endl;
+            << ChatFormat::kTemplateName << "'; " << pass.batches * rows << " scored in " << pass.batches
+            << " batch(es))" << std::endl;
   const int64_t pad = m.codec->end_of_text() >= 0 ? m.codec->end_of_text() : format.tokens().bos;
   ChatBatchLoader loader(std::make_shared<const std::vector<RenderedChat>>(std::move(block.conversations)), rows,
-                         seq_len, pad, /*shuffle=*/false, /*seed=*/0);
-  torch::NoGradGuard no_grad;
-  double loss_sum = 0, targets = 0;
-  for (int64_t i = 0; i < batches; ++i) {
-    Batch batch = loader.next(device);
-    AutocastScope autocast(device, precision);
-    loss_sum += m.model->loss(batch.x, batch.y, LossReduction::sum, m.token_count).to(torch::kDouble).item<double>();
-    targets += batch.y.ge(0).sum().item<double>();
-  }
-  std::cout << strprintf("val loss: %.4f (%lld conversations, %.0f assistant tokens)", loss_sum / targets,
-                         static_cast<long long>(batches * rows), targets)
+                         seq_len, pad, /*shuffle=*/false, /*seed=*/0, comm.rank(), comm.world_size());
+  const ValidationLoss result = validation_loss(m.model, loader, pass, comm, device, precision);
+  std::cout << strprintf("val loss: %.4f (%lld conversations, %.0f assistant tokens)", result.loss,
+                         static_cast<long long>(pass.batches * rows), result.targets)
             << std::endl;
   return 0;
 }
@@ -217,14 +216,15 @@ int evaluate_conversations(const EvalFlags& f, InferenceModel& m, const torch::D
 // no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
 // Training's validation loss leaves them out too (issue 40: with them in the softmax it read 10.2714 where
 // this read 10.2705 on the same checkpoint and batches, ln(50304/50257) = 0.0009 apart at the start).
-// Batch b is rank b % W's, as in training's validation; losses and byte sums are summed over ranks.
+// The pass itself is training's (trainer/validation_loss.h): batch b is rank b % W's, losses and byte sums
+// are summed over ranks.
 int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
                       Precision precision) {
   const GptConfig& config = m.model->config();
   std::shared_ptr<const TokenSource> tokens;
   if (is_text_file(*f.val)) {
     if (holds_conversations(*f.val)) {
-      if (m.chat_record) return evaluate_conversations(f, m, device, precision);
+      if (m.chat_record) return evaluate_conversations(f, m, comm, device, precision);
       std::cout << "note: --val '" << *f.val << "' holds conversations, but " << m.description
                 << " is no chat model (train --sft): its JSON lines are scored as plain text" << std::endl;
     }
@@ -247,34 +247,25 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm,
   // Bits per byte needs the bytes of each token: token data without a tokenizer has only the loss.
   std::optional<BitsPerByte> bpb;
   if (m.codec) bpb.emplace(m.codec->token_byte_counts(), config.vocab_size, device);
-  torch::NoGradGuard no_grad;
-  // Summed in fp64 (MPS has none: fp32), so that the ranks' order of adding the batches' means does not show.
-  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(device.is_mps() ? torch::kFloat : torch::kDouble).device(device));
+  ValidationPass pass;
+  pass.batches = batches.count;
+  pass.vocab_limit = m.token_count;
+  if (bpb) pass.bpb = &*bpb;
   Progress progress("val", static_cast<double>(batches.count), "batches", f.quiet, std::cout);
-  int64_t done = 0;
-  for (int64_t b = comm.rank(); b < batches.count; b += comm.world_size()) {
-    Batch batch = loader.next(device);
-    AutocastScope autocast(device, precision);
-    const torch::Tensor losses = m.model->loss(batch.x, batch.y, LossReduction::none, m.token_count);
-    loss_sum += losses.mean().to(loss_sum.scalar_type());
-    if (bpb) bpb->add(losses, batch.y);
-    done += comm.world_size();
-    progress.update(static_cast<double>(std::min(done, batches.count)),
-                    strprintf("running loss %.4f", loss_sum.item<double>() / static_cast<double>(done / comm.world_size())));
-  }
-  comm.all_reduce(loss_sum, ReduceOp::Sum);
-  const double loss = loss_sum.item<double>() / static_cast<double>(batches.count);
+  pass.progress = [&](int64_t done, double running_loss) {
+    progress.update(static_cast<double>(done), strprintf("running loss %.4f", running_loss));
+  };
+  const ValidationLoss result = validation_loss(m.model, loader, pass, comm, device, precision);
+  progress.finish();
   const std::string shape = strprintf("%lld batches of %lld x %lld tokens", static_cast<long long>(batches.count),
                                       static_cast<long long>(f.batch_size), static_cast<long long>(seq_len));
   if (bpb) {
-    const double bits = bpb->combine(comm);
-    progress.finish();
-    std::cout << strprintf("val loss: %.4f | bpb: %.4f (%s; %.0f bytes)", loss, bits, shape.c_str(), bpb->bytes())
+    std::cout << strprintf("val loss: %.4f | bpb: %.4f (%s; %.0f bytes)", result.loss, result.bits_per_byte,
+                           shape.c_str(), bpb->bytes())
               << std::endl;
   } else {
-    progress.finish();
-    std::cout << strprintf("val loss: %.4f (%s; no bits per byte: the model has no tokenizer, give --vocab DIR)", loss,
-                           shape.c_str())
+    std::cout << strprintf("val loss: %.4f (%s; no bits per byte: the model has no tokenizer, give --vocab DIR)",
+                           result.loss, shape.c_str())
               << std::endl;
   }
   return 0;

@@ -1,6 +1,7 @@
 #include "launcher/run_builder.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <algorithm>
 
 #include <cstdlib>
 #include <set>
@@ -102,8 +103,6 @@ void add_conversation_loaders(const ChatData& chat, const TrainOptions& o, DataO
   parts.train_loader = std::make_unique<ChatBatchLoader>(
       std::make_shared<const std::vector<RenderedChat>>(std::move(train.conversations)), o.batch_size, o.seq_len,
       chat.pad_id, order == DataOrder::shuffled, o.seed, comm.rank(), comm.world_size());
-  // The held-out loss scores the chat tokens too: <|assistant_end|> is a target.
-  parts.val_vocab_limit = chat.ids_end;
   if (!chat.val) {
     if (o.eval_every > 0) output.print("note: no held-out conversations; validation loss is off");
     return;
@@ -150,6 +149,11 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   parts.device = device;
   if (data.chat) {
     add_conversation_loaders(*data.chat, options, plan.data_order, comm, output, parts);
+    // The rows a stored chat model counts as tokens (launcher/inference_model.h's token_count), which `eval`
+    // and the exported model score over too: the tokenizer's rows (an HF tokenizer's model: all of them) and
+    // the chat tokens'.
+    parts.val_vocab_limit =
+        std::max(tokens_in_vocabulary(tokenizer.kind, model_config.vocab_size), data.chat->ids_end);
   } else if (plan.data.packing == Packing::best_fit) {
     if (!plan.notes.packing.empty()) output.print(plan.notes.packing);
     parts.train_loader = make_batch_loader(plan.data_order, data.train, options.batch_size, options.seq_len, options.seed,

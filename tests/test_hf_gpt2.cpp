@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "common/file_io.h"
 #include "expect_refused.h"
 #include "launcher/inference_model.h"
+#include "model/hf/hf_export_check.h"
 #include "model/hf/hf_gpt2.h"
 #include "model/hf/safetensors_file.h"
 #include "model/sampling.h"
@@ -410,6 +412,60 @@ TEST(HfGpt2, ExportRefusesABadVocabularyOrDestination) {
   expect_refused([&] { export_hf_gpt2(model, 101, dir.path() / "a"); }, {"vocabulary size 101", "1..100"});
   write_file_atomically(dir.path() / "file", "x");
   expect_refused([&] { export_hf_gpt2(model, 100, dir.path() / "file"); }, {"file", "not a directory"});
+}
+
+// Both exports walk the model's own parameters: one that their mapping does not carry (as a parameter added
+// to a module and not to model/hf/ would be) is refused by name, and nothing is written, where it was dropped
+// from the folder with success before.
+TEST(HfExport, RefusesAParameterItsMappingDoesNotCarry) {
+  ScratchDir dir;
+  auto plant = [](Gpt& model) {
+    model->named_modules()["h.1.attn"]->register_parameter("window_gain", torch::ones({4}));
+  };
+  auto gpt2 = scrambled_model(tiny_config(100), 9);
+  plant(gpt2);
+  expect_refused([&] { export_hf_gpt2(gpt2, 100, dir.path() / "gpt2"); },
+                 {"HF export", "parameter h.1.attn.window_gain", "no tensor in GPT2LMHeadModel"});
+  EXPECT_FALSE(fs::exists(dir.path() / "gpt2"));
+  GptConfig llama = preset_config("llama-small");
+  llama.vocab_size = 100;
+  auto family = scrambled_model(llama, 10);
+  plant(family);
+  expect_refused([&] { export_hf_family(family, 100, dir.path() / "llama"); },
+                 {"HF export", "parameter h.1.attn.window_gain", "no tensor in LlamaForCausalLM"});
+  EXPECT_FALSE(fs::exists(dir.path() / "llama"));
+}
+
+// A field whose value the target's config.json has no key for is refused by name: here a Llama-style model
+// checked against GPT-2's fields, as a field added to the config table and not to an export's list would be.
+TEST(HfExport, RefusesAFieldTheTargetHasNoPlaceFor) {
+  GptConfig llama = preset_config("llama-small");
+  llama.vocab_size = 100;
+  llama.rope_theta = 500000;
+  Gpt model(llama);
+  std::vector<HfTensorMap> every_parameter;
+  for (const auto& item : model->named_parameters()) every_parameter.push_back({item.key(), item.key()});
+  const std::vector<std::string> sizes = {"vocab_size", "n_layer", "n_head", "n_embd", "block_size"};
+  expect_refused([&] { refuse_what_export_drops(model, every_parameter, sizes, "GPT2LMHeadModel"); },
+                 {"HF export", "positions=rotary", "no place in GPT2LMHeadModel's config.json"});
+  std::vector<std::string> all_but_rope_theta = sizes;
+  visit_shown_fields(llama, [&](const char* name, const auto&) {
+    if (std::string(name) != "rope_theta" && std::find(sizes.begin(), sizes.end(), name) == sizes.end()) {
+      all_but_rope_theta.push_back(name);
+    }
+  });
+  expect_refused([&] { refuse_what_export_drops(model, every_parameter, all_but_rope_theta, "LlamaForCausalLM"); },
+                 {"rope_theta=500000", "LlamaForCausalLM"});
+  all_but_rope_theta.push_back("rope_theta");
+  EXPECT_NO_THROW(refuse_what_export_drops(model, every_parameter, all_but_rope_theta, "LlamaForCausalLM"));
+  // At its default a field is no loss: llama-small's rope_theta is 10000.
+  EXPECT_EQ(config_fields_lost_without(preset_config("llama-small"), all_but_rope_theta), std::vector<std::string>{});
+  // Rows of a parameter that no map carries are named.
+  std::vector<HfTensorMap> half_of_wte = every_parameter;
+  half_of_wte.front() = {"embed", "wte.weight", 0, 50};
+  expect_refused([&] { refuse_what_export_drops(model, half_of_wte, all_but_rope_theta, "LlamaForCausalLM"); },
+                 {"rows 50..99", "wte.weight", "LlamaForCausalLM"});
+  EXPECT_THROW(static_cast<void>(config_fields_lost_without(llama, {"no_such_field"})), std::logic_error);
 }
 
 TEST(HfGpt2, ImportLeavesTheDefaultGeneratorAlone) {

@@ -101,7 +101,8 @@ class Trainer {
   // until the budget is spent (whichever comes first).
   TrainSummary run(int64_t start_step);
   StepResult train_step(int64_t step);
-  // Mean validation loss over eval_steps batches of all ranks together (trainer/validation_batches.h).
+  // Mean validation loss over eval_steps batches of all ranks together (trainer/validation_batches.h), as
+  // `eval --val` computes it (trainer/validation_loss.h).
   double evaluate();
   // The bits per byte of the last evaluate() (trainer/bits_per_byte.h); NaN when the run has no tokenizer
   // (token data without --vocab) or validates conversations.
@@ -164,14 +165,6 @@ class Trainer {
   // on all ranks together (a device scalar), by which each micro-batch's summed loss is divided.
   std::vector<Batch> read_sft_micro_batches();
   torch::Tensor global_trained_tokens(const std::vector<Batch>& micro_batches);
-  // Batch b of `batches` is this rank's when b % W is its rank: score_next reads and scores the next of
-  // them, in rounds of one batch per rank, with stop_agreed() between rounds. False when a stop ended it.
-  bool in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next);
-  // One validation pass of evaluate(): `batches` batches of `loader` in rounds, in eval mode without
-  // gradients and under the run's autocast, each given to `add`, which adds into `sums`; then `sums` are
-  // summed over the ranks. Sets evaluation_stopped_.
-  void validation_pass(BatchLoader& loader, int64_t batches, torch::Tensor& sums,
-                       const std::function<void(const Batch&)>& add);
   bool evaluation_stopped_ = false;  // the last evaluate() ended early by stop_agreed()
   double last_val_bpb_ = std::numeric_limits<double>::quiet_NaN();
   Precision precision() const { return options_.precision; }

@@ -1,6 +1,5 @@
 // The Trainer's evaluations: the validation loss (of held-out text, or of held-out conversations with
-// --sft), HellaSwag, CORE and a sample, each when due. Batch b of a pass is rank b % W's, in rounds of one
-// batch per rank with a stop check between rounds.
+// --sft; trainer/validation_loss.h, which `eval --val` calls too), HellaSwag, CORE and a sample, each when due.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -8,60 +7,34 @@
 #include "trainer/mixed_precision.h"
 #include "trainer/trainer.h"
 #include "trainer/validation_batches.h"
+#include "trainer/validation_loss.h"
 
 namespace mygpt {
 
-bool Trainer::in_evaluation_rounds(int64_t batches, const std::function<void()>& score_next) {
-  // Rounds of one batch per rank (a rank past the count sits one out), each ended by the stop check.
-  for (int64_t round = 0; round < batches; round += comm_.world_size()) {
-    if (round + comm_.rank() < batches) {
-      score_next();
-    } else if (fully_sharded_) {
-      fully_sharded_->idle_forward();  // --zero 3: the others' forwards gather every unit from every rank
-    }
-    if (round + comm_.world_size() < batches && stop_agreed()) return false;
-  }
-  return true;
-}
-
-void Trainer::validation_pass(BatchLoader& loader, int64_t batches, torch::Tensor& sums,
-                              const std::function<void(const Batch&)>& add) {
-  torch::NoGradGuard no_grad;
-  p_.model->eval();
-  evaluation_stopped_ = !in_evaluation_rounds(batches, [&] {
-    const Batch batch = loader.next(p_.device);
-    AutocastScope autocast(p_.device, precision());
-    add(batch);
-  });
-  comm_.all_reduce(sums, ReduceOp::Sum);  // ranks may hold one batch more than others: sum, then divide
-  p_.model->train();
-}
-
 double Trainer::evaluate() {
-  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(p_.device);
+  // The same validation batches every time, so evaluations compare. Batch b is read by rank b % W.
+  ValidationPass pass;
+  BatchLoader* loader = nullptr;
   if (p_.sft) {
     // The mean over every assistant token of the held-out batches, as the training loss is over a step's.
     p_.sft_val_loader->reset();
-    auto sums = torch::zeros({2}, on_device);  // summed loss, trained targets
-    validation_pass(*p_.sft_val_loader, p_.sft_val_batches, sums, [&](const Batch& batch) {
-      sums[0] += p_.model->loss(batch.x, batch.y, LossReduction::sum, p_.val_vocab_limit).to(torch::kFloat);
-      sums[1] += batch.y.ge(0).sum().to(torch::kFloat);
-    });
-    return sums[0].item<double>() / sums[1].item<double>();
+    loader = p_.sft_val_loader.get();
+    pass.batches = p_.sft_val_batches;
+    pass.masked_targets = true;
+  } else {
+    p_.val_loader->reset();
+    loader = p_.val_loader.get();
+    pass.batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
+    if (p_.val_bpb) pass.bpb = &*p_.val_bpb;
   }
-  p_.val_loader->reset();  // the same validation batches every time, so evaluations compare
-  // Batch b is read by rank b % W (the loader's chunk position + rank): each rank its share of the count.
-  const int64_t batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
-  auto loss_sum = torch::zeros({}, on_device);
-  if (p_.val_bpb) p_.val_bpb->reset();
-  validation_pass(*p_.val_loader, batches, loss_sum, [&](const Batch& batch) {
-    // One pass gives both numbers: the batch's mean loss and its sums for bits per byte.
-    const torch::Tensor losses = p_.model->loss(batch.x, batch.y, LossReduction::none, p_.val_vocab_limit);
-    loss_sum += losses.mean();
-    if (p_.val_bpb) p_.val_bpb->add(losses, batch.y);
-  });
-  last_val_bpb_ = p_.val_bpb ? p_.val_bpb->combine(comm_) : std::numeric_limits<double>::quiet_NaN();
-  return loss_sum.item<double>() / static_cast<double>(batches);
+  pass.vocab_limit = p_.val_vocab_limit;
+  // A stop asked during the pass ends it at the next round, on every rank together.
+  pass.stop = [this] { return stop_agreed(); };
+  if (fully_sharded_) pass.sit_out = [this] { fully_sharded_->idle_forward(); };
+  const ValidationLoss result = validation_loss(p_.model, *loader, pass, comm_, p_.device, precision());
+  evaluation_stopped_ = result.stopped;
+  last_val_bpb_ = result.bits_per_byte;
+  return result.loss;
 }
 
 bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {

@@ -10,6 +10,7 @@
 
 #include "common/file_io.h"
 #include "model/hf/hf_config_fields.h"
+#include "model/hf/hf_export_check.h"
 #include "model/hf/safetensors_file.h"
 
 namespace mygpt {
@@ -70,6 +71,18 @@ std::vector<HfTensorMap> tensor_maps(HfFamily family, const GptConfig& c) {
   gain("model.norm", "ln_f");
   if (!c.tie_head) maps.push_back({"lm_head.weight", "lm_head.weight", 0, 0, true});
   return maps;
+}
+
+// The fields `family`'s config.json holds, by a key or by its class (hf_family_of checks the choices the class
+// implies), and two choices of training that the folder's function does not depend on (dropout, init). Every
+// other field must be at its default (model/hf/hf_export_check.h).
+std::vector<std::string> carried_fields(HfFamily family) {
+  std::vector<std::string> fields = {"vocab_size", "n_layer",   "n_head",   "n_embd",    "block_size", "bias",
+                                     "positions",  "rope_theta", "norm",    "norm_weight", "norm_eps", "mlp",
+                                     "mlp_hidden", "n_kv_head", "tie_head", "dropout",   "init"};
+  if (family == HfFamily::nanochat) fields.insert(fields.end(), {"embedding_norm", "qk_norm", "logit_softcap"});
+  if (family == HfFamily::qwen3) fields.push_back("qk_norm");
+  return fields;
 }
 
 // Qwen3's sliding-window attention, as its config resolves it: the window applies when use_sliding_window
@@ -263,11 +276,13 @@ void export_hf_family(const Gpt& model, int64_t vocab_size, const fs::path& fold
     throw std::invalid_argument("HF export: vocabulary size " + std::to_string(vocab_size) +
                                 " is not within the model's 1.." + std::to_string(c.vocab_size));
   }
+  const std::vector<HfTensorMap> maps = tensor_maps(*family, c);
+  refuse_what_export_drops(model, maps, carried_fields(*family), traits(*family).architecture);
   create_output_directory(folder, "HF export folder");
   torch::NoGradGuard no_grad;
   const auto parameters = model->named_parameters();
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (const auto& m : tensor_maps(*family, c)) {
+  for (const auto& m : maps) {
     const auto* parameter = parameters.find(m.ours);
     if (parameter == nullptr) throw std::logic_error("HF export: the model has no parameter " + m.ours);
     tensors.emplace_back(m.hf, hf_tensor_of(m, *parameter, vocab_size, c.head_size()));

@@ -6,9 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "common/file_io.h"
 #include "model/hf/hf_config_fields.h"
+#include "model/hf/hf_export_check.h"
 #include "model/hf/safetensors_file.h"
 
 namespace mygpt {
@@ -46,6 +49,12 @@ std::vector<HfTensorMap> hf_gpt2_tensors(const GptConfig& config) {
   norm("ln_f");
   return maps;
 }
+
+// The fields GPT2LMHeadModel's config.json holds: the sizes, the biases (a model without them is written with
+// zero ones), and two choices of training that the folder's function does not depend on (dropout, init).
+// Every other field must be GPT-2's (model/hf/hf_export_check.h).
+const std::vector<std::string> kGpt2CarriedFields = {"vocab_size", "n_layer", "n_head", "n_embd", "block_size",
+                                                     "bias",       "dropout", "init"};
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -139,6 +148,7 @@ void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder
     throw std::invalid_argument("HF export: vocabulary size " + std::to_string(vocab_size) +
                                 " is not within the model's 1.." + std::to_string(config.vocab_size));
   }
+  refuse_what_export_drops(model, hf_gpt2_tensors(config), kGpt2CarriedFields, "GPT2LMHeadModel");
   create_output_directory(folder, "HF export folder");
 
   torch::NoGradGuard no_grad;
