@@ -132,10 +132,11 @@ void add_run_flags(OptionTable<TrainFlags>& t) {
       .of_process();
   t.add("zero", &F::train, &T::zero,
         "ZeRO stage: 1 shards AdamW's state across ranks (each keeps 1/N; gradients reduce-scattered, "
-        "parameters all-gathered; checkpoints stay whole); 0: every rank holds all of it")
+        "parameters all-gathered; checkpoints stay whole); 0: every rank holds all of it; 2 (gradients sharded "
+        "too) and 3 (parameters too) are estimated by plan")
       .init(0)
       .check([](const std::string& flag, const int64_t& v) {
-        if (v != 0 && v != 1) throw std::invalid_argument("--" + flag + " must be 0 or 1, got " + std::to_string(v));
+        if (v < 0 || v > 3) throw std::invalid_argument("--" + flag + " must be 0, 1, 2 or 3, got " + std::to_string(v));
       })
       .read_by(kPlanCommand)
       .of_process();

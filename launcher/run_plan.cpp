@@ -214,6 +214,10 @@ RunPlan resolve_run(const Parsed<TrainFlags>& given, const RunStart& start, cons
   plan.train = resolve_train_options(flags, plan.model, place.device, place.world_size);
   plan.data_order = plan.data.data_order;
   if (start.resume) plan.stored_options = start.model->checkpoint->meta.run_config;
+  if (place.here && plan.train.zero >= 2) {  // plan estimates them (trainer/memory_estimate.h)
+    throw std::invalid_argument("--zero " + std::to_string(plan.train.zero) +
+                                " is not trained yet (plan estimates it): give --zero 0 or 1");
+  }
   if (place.here) {
     resolve_for_this_process(plan, place.device);
     require_room_for_run(plan, start, place.device, place.world_size, place.rank);
@@ -309,11 +313,6 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   };
   table.refuse_unused(run, [&](const auto& row) { return row.group() != kDataGroup && !training(row); });
   table.refuse_unused(run, [&](const auto& row) { return training(row) && !on_precision(row); });
-  if (o.optimizer == OptimizerKind::muon && o.zero != 0) {
-    throw std::invalid_argument(
-        "--zero 1 does not combine with --optimizer muon yet (Muon already shares its "
-        "matrices out across ranks): give --zero 0");
-  }
   if (o.seq_len == 0) o.seq_len = model.block_size;
   if (o.seq_len > model.block_size) {
     throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's block size " +

@@ -6,6 +6,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "trainer/sharded_gather.h"
+
 namespace mygpt {
 namespace {
 
@@ -72,8 +74,15 @@ Muon::Muon(std::vector<MuonMatrix> matrices, const MuonOptions& options, Communi
   std::iota(by_size.begin(), by_size.end(), size_t{0});
   std::stable_sort(by_size.begin(), by_size.end(),
                    [&](size_t a, size_t b) { return matrices_[a].param.numel() > matrices_[b].param.numel(); });
+  // Greedy balance: each matrix, largest first, to the rank with the fewest elements so far (the lowest
+  // rank of equals), so the ranks' Newton-Schulz work and momenta are about even.
   owner_.resize(matrices_.size());
-  for (size_t k = 0; k < by_size.size(); ++k) owner_[by_size[k]] = static_cast<int>(k % comm_.world_size());
+  std::vector<int64_t> load(static_cast<size_t>(comm_.world_size()), 0);
+  for (const size_t i : by_size) {
+    const auto least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner_[i] = static_cast<int>(least);
+    load[least] += matrices_[i].param.numel();
+  }
   for (const MuonMatrix& m : matrices_) {
     const torch::Tensor& p = m.param;
     const int64_t sized_rows = std::accumulate(m.row_sizes.begin(), m.row_sizes.end(), int64_t{0});
@@ -84,6 +93,14 @@ Muon::Muon(std::vector<MuonMatrix> matrices, const MuonOptions& options, Communi
     momentum_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
     offset_.push_back(total_numel_);
     total_numel_ += p.numel();
+  }
+}
+
+void Muon::use_sharded_gradients(const ShardedAdamW& sharded) {
+  sharded_ = &sharded;
+  // The momenta of other ranks' matrices are neither kept nor saved here.
+  for (size_t i = 0; i < momentum_.size(); ++i) {
+    if (owner_[i] != comm_.rank()) momentum_[i] = torch::Tensor();
   }
 }
 
@@ -101,7 +118,14 @@ void Muon::step(const std::optional<torch::Tensor>& found_inf) {
   torch::Tensor updates = torch::zeros({total_numel_}, first.options().dtype(torch::kFloat));
   for (size_t i = 0; i < matrices_.size(); ++i) {
     const torch::Tensor& p = matrices_[i].param;
-    const torch::Tensor grad = p.grad().defined() ? p.grad() : torch::zeros_like(p);
+    torch::Tensor grad;
+    if (sharded_) {
+      // A collective: the owner gets the whole averaged gradient from the ranks' pieces of it.
+      grad = gather_sharded_tensor(comm_, sharded_->gradient_piece(p), owner_[i]);
+      if (owner_[i] != rank) continue;
+    } else {
+      grad = p.grad().defined() ? p.grad() : torch::zeros_like(p);
+    }
     torch::Tensor new_momentum = momentum_[i].lerp(grad, 1.0 - options_.momentum);
     if (skip) new_momentum = torch::where(*skip, momentum_[i], new_momentum);
     momentum_[i].copy_(new_momentum);
@@ -150,13 +174,26 @@ std::vector<torch::Tensor> Muon::parameters() const {
 
 StateDict Muon::state_dict() const {
   StateDict state;
+  if (sharded_) return state;  // sharded_state()
   for (size_t i = 0; i < momentum_.size(); ++i) state["momentum." + std::to_string(i)] = momentum_[i];
+  return state;
+}
+
+std::vector<ShardedTensor> Muon::sharded_state() const {
+  std::vector<ShardedTensor> state;
+  if (!sharded_) return state;
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const torch::Tensor& p = matrices_[i].param;
+    const bool mine = owner_[i] == comm_.rank();
+    state.push_back({"momentum." + std::to_string(i), p.sizes().vec(), p.scalar_type(), 0,
+                     mine ? momentum_[i].reshape({-1}) : torch::empty({0}, p.options())});
+  }
   return state;
 }
 
 void Muon::load_state_dict(const StateDict& state) {
   torch::NoGradGuard no_grad;
-  if (state.size() != momentum_.size()) {
+  if (state.size() != matrices_.size()) {
     throw std::invalid_argument("Muon state holds " + std::to_string(state.size()) + " tensors; this model has " +
                                 std::to_string(momentum_.size()) + " matrices");
   }
@@ -164,10 +201,11 @@ void Muon::load_state_dict(const StateDict& state) {
     const std::string name = "momentum." + std::to_string(i);
     const auto it = state.find(name);
     if (it == state.end()) throw std::invalid_argument("Muon state lacks '" + name + "'");
-    if (!it->second.sizes().equals(momentum_[i].sizes()) || it->second.scalar_type() != momentum_[i].scalar_type()) {
+    const torch::Tensor& p = matrices_[i].param;
+    if (!it->second.sizes().equals(p.sizes()) || it->second.scalar_type() != p.scalar_type()) {
       throw std::invalid_argument("Muon state " + name + " does not match the model's shapes");
     }
-    momentum_[i].copy_(it->second);
+    if (momentum_[i].defined()) momentum_[i].copy_(it->second);  // sharded: this rank's matrices only
   }
 }
 
