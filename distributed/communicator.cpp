@@ -46,6 +46,30 @@ torch::Tensor Communicator::gather_rows(const torch::Tensor& mine) {
   return rows;
 }
 
+torch::Tensor Communicator::gather_to_root(const torch::Tensor& mine, int root) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor flat = mine.reshape({-1}).contiguous();
+  if (!communicates()) return flat;  // one rank: it is the root
+  auto lengths = torch::zeros({world_size()}, torch::TensorOptions().dtype(torch::kLong).device(flat.device()));
+  lengths[rank()].fill_(flat.numel());
+  all_reduce(lengths, ReduceOp::Sum);
+  const torch::Tensor counts = lengths.to(torch::kCPU);
+  const auto* count = counts.data_ptr<int64_t>();
+  torch::Tensor gathered;
+  if (rank() == root) gathered = torch::empty({counts.sum().item<int64_t>()}, flat.options());
+  int64_t offset = 0;
+  for (int r = 0; r < world_size(); ++r) {
+    if (count[r] == 0) continue;  // every rank knows: no broadcast
+    // The root receives straight into its place; another rank sends its own piece, or receives one to drop.
+    torch::Tensor piece = rank() == root ? gathered.slice(0, offset, offset + count[r])
+                                         : (r == rank() ? flat : torch::empty({count[r]}, flat.options()));
+    if (rank() == root && r == rank()) piece.copy_(flat);
+    broadcast(piece, r);
+    offset += count[r];
+  }
+  return gathered;
+}
+
 torch::Tensor Communicator::chunk_of(const torch::Tensor& full) const {
   if (full.dim() != 1 || full.numel() % world_size() != 0) {
     throw std::logic_error("a sharded collective needs a flat tensor of world_size() equal chunks");

@@ -54,6 +54,12 @@ class Communicator {
   // Row r of the result is rank r's tensor, flattened (every rank passes the same numel). Built from
   // one all-reduce of a zero-padded table, so no gather primitive is needed from the backends.
   torch::Tensor gather_rows(const torch::Tensor& mine);
+  // Every rank's `mine` (any shape, flattened; any length, 0 included; one dtype and device kind on all
+  // ranks) to rank `root`, concatenated in rank order; the other ranks get an undefined tensor. No rank
+  // but the root holds more than its own piece and one other (checkpoints stream sharded state through
+  // it one tensor at a time). The default sends each rank's piece in turn by broadcast, after the lengths
+  // in one small all-reduce; MPI overrides it with a gather.
+  virtual torch::Tensor gather_to_root(const torch::Tensor& mine, int root);
 };
 
 // World size 1: every collective is the identity.

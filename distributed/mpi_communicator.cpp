@@ -1,6 +1,7 @@
 #include "distributed/mpi_communicator.h"
 
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 
 #include "distributed/collective_watchdog.h"
@@ -225,6 +226,35 @@ std::unique_ptr<PendingCollective> MpiCommunicator::all_gather_async(torch::Tens
           "MPI_Iallgather");
     complete(request, "MPI_Allgather");
   }));
+}
+
+torch::Tensor MpiCommunicator::gather_to_root(const torch::Tensor& mine, int root) {
+  const torch::Tensor flat = mine.reshape({-1}).contiguous();
+  require_cpu_contiguous(flat);
+  // Bytes, so any dtype travels; every rank learns every length, so all take the same path below.
+  const int64_t bytes = flat.numel() * static_cast<int64_t>(flat.element_size());
+  std::vector<int64_t> lengths(static_cast<size_t>(size_));
+  submit([&] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(&bytes, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, comm_, &request), "MPI_Iallgather");
+    complete(request, "MPI_Allgather");
+  }).get();
+  int64_t total = 0;
+  for (const int64_t length : lengths) total += length;
+  // MPI counts in int: a larger tensor goes piece by piece (the broadcasts of the default).
+  if (total > std::numeric_limits<int>::max()) return Communicator::gather_to_root(mine, root);
+  std::vector<int> counts(lengths.begin(), lengths.end());
+  const std::vector<int> displacements = displacements_of(counts);
+  torch::Tensor gathered;
+  if (rank_ == root) gathered = torch::empty({total / static_cast<int64_t>(flat.element_size())}, flat.options());
+  submit([&] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Igatherv(flat.data_ptr(), static_cast<int>(bytes), MPI_BYTE, rank_ == root ? gathered.data_ptr() : nullptr,
+                       counts.data(), displacements.data(), MPI_BYTE, root, comm_, &request),
+          "MPI_Igatherv");
+    complete(request, "MPI_Gatherv");
+  }).get();
+  return gathered;
 }
 
 void MpiCommunicator::broadcast(torch::Tensor& tensor, int root) {

@@ -45,6 +45,7 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   std::unique_ptr<PendingCollective> reduce_scatter_async(torch::Tensor full, ReduceOp op) override;
   std::unique_ptr<PendingCollective> all_gather_async(torch::Tensor full) override;
+  torch::Tensor gather_to_root(const torch::Tensor& mine, int root) override;
   using Communicator::all_reduce;
   using Communicator::broadcast;
 

@@ -46,8 +46,8 @@ const char* recompute_name(Recompute r) {
   return r == Recompute::none ? "none" : r == Recompute::mlp ? "mlp" : "block";
 }
 
-// What --zero, --recompute and --precision would do to the estimate: every combination (sharding only
-// with several ranks; 16-bit only where the plan is fp32 on a GPU, offered as --precision auto, which
+// What --zero, --recompute and --precision would do to the estimate: every combination (the ZeRO stages
+// only with several ranks; 16-bit only where the plan is fp32 on a GPU, offered as --precision auto, which
 // is bf16 or fp16 by GPU with the same memory), its total at this micro-batch and the largest
 // micro-batch that fits, cheapest in compute first.
 void print_memory_options(const MemoryPlanInput& current, int64_t ranks, double device_memory) {
@@ -55,18 +55,21 @@ void print_memory_options(const MemoryPlanInput& current, int64_t ranks, double 
                          static_cast<long long>(current.batch_size));
   std::vector<bool> sixteen_bit = {current.half_activations};
   if (!current.half_activations && current.gpu) sixteen_bit.push_back(true);
-  std::vector<int64_t> shards = {1};
-  if (ranks > 1) shards.push_back(ranks);
+  // The ZeRO stages shard over the ranks: with one rank only stage 0 is offered.
+  std::vector<int64_t> stages = {0};
+  if (ranks > 1) stages = {0, 1, 2, 3};
   for (const bool half : sixteen_bit) {
     for (const Recompute recompute : {Recompute::none, Recompute::mlp, Recompute::block}) {
-      for (const int64_t shard : shards) {
+      for (const int64_t stage : stages) {
         MemoryPlanInput option = current;
         option.half_activations = half;
         option.recompute = recompute;
-        option.zero_shards = shard;
+        option.zero_stage = stage;
+        option.zero_shards = stage > 0 ? ranks : 1;
         const double total = estimate_memory(option).total_bytes;
-        const bool is_current = half == current.half_activations && recompute == current.recompute && shard == current.zero_shards;
-        const std::string flags = strprintf("--zero %d --recompute %-5s%s", shard > 1 ? 1 : 0,
+        const bool is_current = half == current.half_activations && recompute == current.recompute &&
+                                stage == current.zero_stage;
+        const std::string flags = strprintf("--zero %lld --recompute %-5s%s", static_cast<long long>(stage),
                                             recompute_name(recompute), half != current.half_activations ? " --precision auto" : "");
         std::cout << strprintf("  %c %-43s %8.2f GiB  %-4s largest micro-batch %lld\n", is_current ? '*' : ' ',
                                flags.c_str(), total / kGiB, total <= device_memory ? "fits" : "no",

@@ -216,12 +216,17 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   // trains as before; a resume restores each rank's saved stream over this.
   if (comm.rank() > 0) seed_everything(options.seed + static_cast<uint64_t>(comm.rank()));
 
-  // The optimizer, in every case: AdamW over the model's two groups (with --zero 1 over this rank's shard of
-  // the gradient buckets), Muon beside it for the blocks' matrices; and the schedule they follow.
+  // The optimizer, in every case: AdamW over the model's two groups (with --zero 1, 2 or 3 over this rank's
+  // shard), Muon beside it for the blocks' matrices; and the schedule they follow.
   const AdamWOptions adamw{options.lr, options.beta1, options.beta2, options.eps, options.weight_decay};
+  // AdamW's two groups: the model's, or with Muon what Muon leaves (with --zero sharded, below).
+  std::vector<torch::Tensor> adamw_decay = parts.model->decay_parameters();
+  std::vector<torch::Tensor> adamw_no_decay = parts.model->no_decay_parameters();
   if (options.optimizer == OptimizerKind::muon) {
     MuonSplit split = split_for_muon(parts.model);
-    parts.optimizer = std::make_unique<AdamW>(std::move(split.adamw_decay), std::move(split.adamw_no_decay), adamw);
+    adamw_decay = std::move(split.adamw_decay);
+    adamw_no_decay = std::move(split.adamw_no_decay);
+    if (options.zero == 0) parts.optimizer = std::make_unique<AdamW>(adamw_decay, adamw_no_decay, adamw);
     parts.muon = std::make_unique<Muon>(std::move(split.muon),
                                         MuonOptions{options.muon_lr, options.muon_momentum, options.muon_nesterov,
                                                     options.muon_ns_steps, options.muon_weight_decay},
@@ -254,17 +259,18 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   if (options.zero == 3) {
     // Built whole above (rank 0's weights on every rank), sharded now: from here on each rank keeps 1/N.
     parts.fully_sharded = std::make_unique<FullyShardedModel>(parts.model, comm);
-    parts.zero = std::make_unique<ShardedAdamW>(parts.model->parameters(), parts.model->decay_parameters(),
-                                                parts.model->no_decay_parameters(), parts.fully_sharded->runs(), adamw,
-                                                comm);
+    parts.zero = std::make_unique<ShardedAdamW>(parts.model->parameters(), adamw_decay, adamw_no_decay,
+                                                parts.fully_sharded->runs(), adamw, comm);
+    if (parts.muon) parts.muon->use_sharded_gradients(*parts.zero);
     return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));
   }
   parts.grad_sync = std::make_unique<GradientSynchronizer>(parts.model->parameters(), comm,
                                                            static_cast<size_t>(options.bucket_mb * (1 << 20)),
                                                            options.ddp_overlap, gradient_sharding(options.zero));
   if (options.zero > 0) {
-    parts.zero = std::make_unique<ShardedAdamW>(parts.model->parameters(), parts.model->decay_parameters(),
-                                                parts.model->no_decay_parameters(), *parts.grad_sync, adamw, comm);
+    parts.zero = std::make_unique<ShardedAdamW>(parts.model->parameters(), adamw_decay, adamw_no_decay,
+                                                *parts.grad_sync, adamw, comm);
+    if (parts.muon) parts.muon->use_sharded_gradients(*parts.zero);
   }
   return std::make_unique<Trainer>(std::move(parts), options, comm, std::move(output));
 }

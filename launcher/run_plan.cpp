@@ -413,11 +413,6 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   };
   table.refuse_unused(run, [&](const auto& row) { return row.group() != kDataGroup && !training(row); });
   table.refuse_unused(run, [&](const auto& row) { return training(row) && !on_precision(row); });
-  if (o.optimizer == OptimizerKind::muon && o.zero != 0) {
-    throw std::invalid_argument(
-        "--zero " + std::to_string(o.zero) +
-        " does not combine with --optimizer muon yet (Muon already shares its matrices out across ranks): give --zero 0");
-  }
   // --zero 3 never holds the whole model on one rank, so what runs it on some ranks only cannot run with it.
   if (o.zero == 3 && o.sample_every > 0) {
     throw std::invalid_argument(

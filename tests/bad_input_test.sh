@@ -161,7 +161,7 @@ bad opt_min_lr_nan "--min-lr" train text.txt "${TINY[@]}" --min-lr nan --out out
 bad opt_grad_clip_nan "--grad-clip" train text.txt "${TINY[@]}" --grad-clip nan --out out_opt_grad_clip_nan
 bad opt_beta2_one "--beta2" train text.txt "${TINY[@]}" --beta2 1 --out out_opt_beta2_one
 bad opt_eps_zero "--eps" train text.txt "${TINY[@]}" --eps 0 --out out_opt_eps_zero
-bad opt_zero_with_muon "--zero 1 does not combine with --optimizer muon" train text.txt "${TINY[@]}" --optimizer muon --zero 1 --out out_opt_zero_with_muon
+bad opt_zero_four "--zero must be 0, 1, 2 or 3, got 4" train text.txt "${TINY[@]}" --zero 4 --out out_opt_zero_four
 bad opt_attention "--attention must be auto, flash, efficient, cudnn or math" train text.txt "${TINY[@]}" --attention fast --out out_opt_attention
 bad opt_loss_chunk_rows "--loss-chunk-rows" train text.txt "${TINY[@]}" --loss-chunk-rows -1 --out out_opt_loss_chunk_rows
 bad opt_dropout_one "--dropout" train text.txt "${TINY[@]}" --dropout 1 --out out_opt_dropout_one

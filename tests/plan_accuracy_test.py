@@ -9,7 +9,8 @@ vocabulary on tokens) also at 2 and 4 threads, where each thread adds its own he
 
 With --mpirun, also --zero 1 on 2 ranks against --zero 0 on 2 ranks, for a model whose AdamW state
 dominates: rank 0's peak RSS during training (metrics.jsonl's peak_mem_mib at the last step, before the
-final checkpoint gathers the whole state onto rank 0) must be within 15% of plan's estimate per rank.
+final checkpoint) must be within 15% of plan's estimate per rank. And plan's verdict on named GPUs for
+issue 65's shapes (--zero 3 fits Llama-3-8B on 8 x 80 GiB), which runs nothing.
 
 Usage: plan_accuracy_test.py MYGPT_DDP [--mpirun MPIRUN] [--table]   (--table: a Markdown table for docs/benchmarks-log.md)
 """
@@ -103,6 +104,36 @@ def check_zero(binary, mpirun, work, text, common):
     return rows, failed, 2
 
 
+def check_gpu_fits(binary):
+    """plan's verdict for issue 65's shapes on named GPUs (nothing is run): Llama-3-8B on 8 x 80 GiB fits
+    with --zero 3 and not with --zero 1; a Llama-2-7B shape on 8 x 24 GB (22.35 GiB) does not fit even with
+    --zero 3 and --recompute block (autocast's 16-bit copies of the whole model and the whole fp32 model built
+    before sharding, docs/memory-and-precision.md). Returns the number of failed checks."""
+    llama = ["--preset", "llama-small", "--n-layer", "32", "--n-embd", "4096", "--n-head", "32", "--block-size", "4096",
+             "--batch-size", "1", "--device", "cuda", "--precision", "bf16", "--ranks", "8"]
+    cases = [
+        ("Llama-3-8B, 8 x 80 GiB, --zero 3", [*llama, "--n-kv-head", "8", "--mlp-hidden", "14336",
+                                               "--vocab-size", "128256", "--gpu-memory", "80", "--zero", "3"], "yes"),
+        ("Llama-3-8B, 8 x 80 GiB, --zero 1 --recompute block",
+         [*llama, "--n-kv-head", "8", "--mlp-hidden", "14336", "--vocab-size", "128256", "--gpu-memory", "80",
+          "--zero", "1", "--recompute", "block"], "NO"),
+        ("Llama-2-7B shape, 8 x 24 GB, --zero 3 --recompute block",
+         [*llama, "--n-kv-head", "32", "--mlp-hidden", "11008", "--vocab-size", "32000", "--gpu-memory", "22.35",
+          "--zero", "3", "--recompute", "block"], "NO"),
+    ]
+    failed = 0
+    for label, args, expected in cases:
+        out = subprocess.run([binary, "plan", *args], capture_output=True, text=True)
+        verdict = re.search(r"^fits in [0-9.]+ GiB: (yes|NO)", out.stdout, re.M)
+        total = re.search(r"^\s+total\s+([0-9.]+) MiB", out.stdout, re.M)
+        ok = out.returncode == 0 and verdict is not None and verdict.group(1) == expected
+        failed += not ok
+        detail = f"{float(total.group(1)) / 1024:.1f} GiB per rank" if total else (out.stderr.strip() or out.stdout[-300:])
+        print(f"{'PASS' if ok else 'FAIL'}: plan: {label}: fits {verdict.group(1) if verdict else '?'} "
+              f"(expected {expected}; {detail})", flush=True)
+    return failed
+
+
 def cpu_model():
     """The CPU, printed with the results: the allocator's and the kernels' workspaces differ between CPUs."""
     try:
@@ -156,7 +187,7 @@ def main():
              ["--preset", "small", "--n-embd", "256", "--n-head", "4", "--batch-size", "8", "--seq-len", "128",
               "--total-batch-tokens", "0", "--threads", threads]),
         ]
-    failed = 0
+    failed = check_gpu_fits(binary)
     rows = []
     for i, (label, data, args) in enumerate(configs):
         estimate = plan_total_mib(binary, [data, *args, *common])
@@ -169,7 +200,7 @@ def main():
         rows.append((label, estimate, measured, error))
         print(f"{'PASS' if ok else 'FAIL'}: {label}: plan {estimate:.0f} MiB, train's peak RSS {measured:.0f} MiB "
               f"({error:+.1%}, allowed +-{TOLERANCE:.0%})", flush=True)
-    checks = len(configs)
+    checks = len(configs) + 3
     if mpirun:
         zero_rows, zero_failed, zero_checks = check_zero(binary, mpirun, work, text, [*common, "--threads", "1"])
         rows += zero_rows

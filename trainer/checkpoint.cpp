@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <exception>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -118,7 +120,9 @@ void check_claims(const SafetensorsReader& reader, const CheckpointMeta& meta, C
 
 }  // namespace
 
-void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors) {
+namespace {
+
+std::map<std::string, std::string> described_metadata(const CheckpointMeta& meta) {
   std::map<std::string, std::string> metadata = {
       {"format", kFormatTag},
       {"format_version", kFormatVersion},
@@ -129,16 +133,62 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
       {"run_config", meta.run_config},
   };
   if (!meta.chat_format.empty()) metadata["chat_format"] = meta.chat_format;
-  std::vector<std::pair<std::string, torch::Tensor>> entries;
+  return metadata;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors) {
+  std::vector<CheckpointEntry> entries;
   for (const auto& [name, tensor] : tensors) {
-    const torch::Tensor cpu = tensor.to(torch::kCPU).contiguous();
-    metadata[kChecksumPrefix + name] = hex64(tensor_checksum(cpu));
-    entries.emplace_back(name, cpu);
+    if (!tensor.defined()) throw std::invalid_argument("cannot save checkpoint: tensor '" + name + "' is undefined");
+    entries.push_back({name, tensor.scalar_type(), tensor.sizes().vec(), [t = tensor] { return t; }});
   }
-  metadata[kMetadataChecksum] = hex64(metadata_checksum(metadata));
-  create_output_directory(path.parent_path().empty() ? "." : path.parent_path(), "checkpoint folder");
+  save_checkpoint_streamed(path, meta, entries, /*writes=*/true);
+}
+
+void save_checkpoint_streamed(const std::filesystem::path& path, const CheckpointMeta& meta,
+                              const std::vector<CheckpointEntry>& entries, bool writes) {
+  // The checksums are known only once each tensor has passed: the header is written with placeholders of
+  // their length (16 hex digits) and written again at the end (SafetensorsStreamWriter).
+  std::map<std::string, std::string> metadata = described_metadata(meta);
+  std::vector<SafetensorsLayoutEntry> layout;
+  std::map<std::string, const CheckpointEntry*> by_name;
+  for (const CheckpointEntry& entry : entries) {
+    metadata[kChecksumPrefix + entry.name] = hex64(0);
+    layout.push_back({entry.name, entry.dtype, entry.shape});
+    by_name.emplace(entry.name, &entry);
+  }
+  metadata[kMetadataChecksum] = hex64(0);
+  std::unique_ptr<SafetensorsStreamWriter> writer;
+  // The writer's first failure, kept while the other ranks' collectives go on.
+  std::exception_ptr failure;
+  if (writes) {
+    try {
+      create_output_directory(path.parent_path().empty() ? "." : path.parent_path(), "checkpoint folder");
+      writer = std::make_unique<SafetensorsStreamWriter>(path, layout, metadata);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  for (const SafetensorsLayoutEntry& place : safetensors_data_order(layout)) {
+    const CheckpointEntry& entry = *by_name.at(place.name);
+    torch::Tensor whole = entry.whole_on_writer();
+    if (!writer || failure) continue;
+    try {
+      const torch::Tensor cpu = whole.to(torch::kCPU).contiguous();
+      whole = torch::Tensor();  // a device tensor's host copy is all that is kept
+      metadata[kChecksumPrefix + entry.name] = hex64(tensor_checksum(cpu));
+      writer->write_next(cpu);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (!writes) return;
   try {
-    write_safetensors(path, entries, metadata);
+    if (failure) std::rethrow_exception(failure);
+    metadata[kMetadataChecksum] = hex64(metadata_checksum(metadata));
+    writer->finish(metadata);
   } catch (const OutputFileError& e) {
     throw OutputFileError(std::string("cannot save checkpoint: ") + e.what());
   }
@@ -189,9 +239,10 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, CheckpointParts pa
   try {
     for (const std::string& tensor_name : reader->names()) {
       if (!wanted(tensor_name)) continue;
-      // The weights alone are only ever read (copied into a model): they stay where the file is mapped,
-      // which saves a copy of the model per load. A resume gets owning copies, as it may write into them.
-      torch::Tensor t = parts == CheckpointParts::weights ? reader->view(tensor_name) : reader->tensor(tensor_name);
+      // Every tensor stays where the file is mapped (read-only): a reader copies what it keeps into its own
+      // storage (a model its weights, a sharded optimizer its own slices of each moment), so no rank holds
+      // an anonymous copy of the whole checkpoint, and the ranks of a machine share the file's pages.
+      torch::Tensor t = reader->view(tensor_name);
       const auto sum = metadata.find(kChecksumPrefix + tensor_name);
       if (sum == metadata.end())
         throw std::invalid_argument("tensor '" + printable_name(tensor_name) + "' has no checksum");

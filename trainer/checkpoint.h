@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,11 +32,31 @@ struct CheckpointMeta {
 
 struct Checkpoint {
   CheckpointMeta meta;
-  StateDict tensors;  // "<part>.<name>": "model.wte.weight", "optimizer.exp_avg.0.0", ...
+  // "<part>.<name>": "model.wte.weight", "optimizer.exp_avg.0.0", ...; as loaded, read-only views of the
+  // mapped file (each verified against its checksum), which their readers copy from.
+  StateDict tensors;
 };
 
 // Tensors are stored as they are given (on the CPU); the caller names them.
 void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const StateDict& tensors);
+
+// One tensor of a checkpoint as the ranks of a run hold it: its name, its whole shape and type, and how
+// the writing rank gets it whole (trainer/checkpoint_entries.h makes them from the stateful parts).
+struct CheckpointEntry {
+  std::string name;
+  torch::ScalarType dtype;
+  std::vector<int64_t> shape;
+  // A collective when the tensor is spread over ranks: every rank calls it, in the same order. Returns the
+  // whole tensor (any device) on the writing rank; what it returns elsewhere is not used.
+  std::function<torch::Tensor()> whole_on_writer;
+};
+
+// The same file as save_checkpoint, streamed: every rank calls it with the same entries, which are
+// produced one at a time in the file's order and written by the rank that `writes` alone, so that rank
+// never holds more than one of them beyond its own state. A failed write on the writer lets the other
+// ranks' collectives finish before it throws (OutputFileError), so no rank is left waiting.
+void save_checkpoint_streamed(const std::filesystem::path& path, const CheckpointMeta& meta,
+                              const std::vector<CheckpointEntry>& entries, bool writes);
 
 // What a reader of a checkpoint needs of it: everything (to resume), or the model's weights alone
 // (generate, eval, export, --init-from), whose readers neither read nor verify the other tensors, so a

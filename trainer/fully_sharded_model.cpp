@@ -315,13 +315,18 @@ void FullyShardedModel::for_each_whole_parameter(
 
 void FullyShardedModel::load_whole_parameters(const std::function<const torch::Tensor&(const std::string&)>& whole) {
   torch::NoGradGuard no_grad;
-  for (const ShardSlice& slice : shard_slices()) {
-    slice.local.copy_(whole(slice.name).reshape({-1}).slice(0, slice.offset, slice.offset + slice.length));
+  for (const ShardedTensor& slice : shard_pieces()) {
+    slice.piece.copy_(whole(slice.name).reshape({-1}).slice(0, slice.offset, slice.offset + slice.piece.numel()));
   }
 }
 
-std::vector<ShardSlice> FullyShardedModel::shard_slices() const {
-  std::vector<ShardSlice> slices;
+std::vector<ShardedTensor> FullyShardedModel::shard_pieces() const {
+  // A parameter lies in one unit, whose chunk on this rank is one range: one piece of it here, or none.
+  std::vector<ShardedTensor> pieces;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    pieces.push_back({names_[k], params_[k].sizes().vec(), params_[k].scalar_type(), 0,
+                      torch::empty({0}, units_.front().shard.options())});
+  }
   for (const Unit& unit : units_) {
     const int64_t chunk = unit.layout.numel / comm_.world_size();
     const int64_t lo = chunk * comm_.rank(), hi = lo + chunk;
@@ -330,23 +335,21 @@ std::vector<ShardSlice> FullyShardedModel::shard_slices() const {
       const int64_t begin = std::max(lo, unit.layout.offsets[i]);
       const int64_t end = std::min(hi, unit.layout.offsets[i] + params_[k].numel());
       if (begin >= end) continue;
-      slices.push_back({names_[k], params_[k].sizes().vec(), begin - unit.layout.offsets[i], end - begin,
-                        unit.shard.slice(0, begin - lo, end - lo)});
+      pieces[k].offset = begin - unit.layout.offsets[i];
+      pieces[k].piece = unit.shard.slice(0, begin - lo, end - lo);
     }
   }
-  return slices;
+  return pieces;
 }
 
 StateDict FullyShardedModelState::state_dict() const {
-  const bool keep = sharded_.rank() == 0;
+  // The buffers, which every rank holds whole; the parameters are sharded_state().
   StateDict state;
-  sharded_.for_each_whole_parameter([&](const std::string& name, const torch::Tensor& whole) {
-    if (keep) state[name] = whole.is_cpu() ? whole.detach().clone() : whole.detach().to(torch::kCPU);
-  });
-  if (!keep) return {};
   for (const auto& item : model_->named_buffers()) state[item.key()] = item.value();
   return state;
 }
+
+std::vector<ShardedTensor> FullyShardedModelState::sharded_state() const { return sharded_.shard_pieces(); }
 
 void FullyShardedModelState::load_state_dict(const StateDict& state) {
   size_t used = 0;

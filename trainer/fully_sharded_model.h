@@ -66,8 +66,9 @@ class FullyShardedModel {
   void for_each_whole_parameter(const std::function<void(const std::string&, const torch::Tensor&)>& fn);
   // Sets this rank's shard from whole tensors (by the model's parameter names).
   void load_whole_parameters(const std::function<const torch::Tensor&(const std::string&)>& whole);
-  // The parameters this rank holds, as slices of the checkpoint's whole tensors ("wte.weight", ...).
-  std::vector<ShardSlice> shard_slices() const;
+  // The parameters this rank holds, as pieces of the checkpoint's whole tensors ("wte.weight", ...): one
+  // entry per parameter in the model's order on every rank (an empty piece where this rank holds none).
+  std::vector<ShardedTensor> shard_pieces() const;
 
  private:
   struct Unit {
@@ -115,13 +116,16 @@ class FullyShardedModel {
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
 };
 
-// The model's weights as a checkpoint keeps them (whole, by name), gathered unit by unit: ModelState's
-// names and shapes, so a checkpoint of --zero 3 resumes at any other stage and world size and back.
+// The model's weights as a checkpoint keeps them (whole, by name), gathered to the writer one tensor at a
+// time from the ranks' pieces: ModelState's names and shapes, so a checkpoint of --zero 3 resumes at any
+// other stage and world size and back.
 class FullyShardedModelState final : public StatefulPart {
  public:
   FullyShardedModelState(FullyShardedModel& sharded, Gpt model) : sharded_(sharded), model_(std::move(model)) {}
-  // A collective. Only rank 0 (which writes checkpoints) keeps the tensors, on the CPU.
+  // The buffers (every rank holds them whole); the parameters are sharded_state(), this rank's pieces,
+  // which a checkpoint gathers to its writer one tensor at a time (trainer/checkpoint_entries.h).
   StateDict state_dict() const override;
+  std::vector<ShardedTensor> sharded_state() const override;
   void load_state_dict(const StateDict& state) override;
   bool per_rank() const override { return false; }
   OnOtherWorldSize on_other_world_size() const override { return OnOtherWorldSize::load; }

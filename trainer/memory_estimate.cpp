@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -142,21 +143,58 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
         "LibTorch and MPI as a training step pages them in (measured: one step of a tiny model)");
     add("data", static_cast<double>(in.data_bytes), "token ids in memory, or the mapped token files");
   }
-  add("weights", 4 * P, "fp32");
-  add("gradients", 4 * P, "fp32; the DDP buckets are these (gradients are views into them)");
-  if (in.zero_shards > 1) {
-    add("AdamW state", 8 * P / static_cast<double>(in.zero_shards),
-        "two fp32 moments, this rank's 1/" + std::to_string(in.zero_shards) + " (--zero 1)");
+  // ZeRO: stage 1 shards AdamW's moments over N ranks, 2 the gradients as well, 3 the fp32 parameters too
+  // (DeepSpeed's stages; FSDP's SHARD_GRAD_OP is 2, FULL_SHARD 3). A caller that names only the shards is
+  // stage 1, as before there were more.
+  const int64_t stage = in.zero_stage > 0 ? in.zero_stage : (in.zero_shards > 1 ? 1 : 0);
+  const double N = static_cast<double>(std::max<int64_t>(1, in.zero_shards));
+  const std::string shard_note = "this rank's 1/" + std::to_string(std::max<int64_t>(1, in.zero_shards)) +
+                                 " (--zero " + std::to_string(stage) + ")";
+  const double bucket = std::min(in.bucket_bytes, 4 * P);
+  const double unit = static_cast<double>(in.largest_unit_parameters);
+  // A unit is gathered in its parameters' type, fp32 (trainer/fully_sharded_model.h); autocast's 16-bit
+  // copies of its weights are made from it and kept for backward, as at the other stages.
+  const double compute_bytes = 4.0;  // per element of a gathered unit
+  if (stage >= 3) {
+    add("weights", 4 * P / N, "fp32, " + shard_note);
+    add("gathered units", 2 * unit * compute_bytes,
+        "two of the largest unit's whole parameters in fp32: the one computing and the next one prefetched");
+  } else {
+    add("weights", 4 * P, "fp32");
+  }
+  if (stage >= 3) {
+    add("gradients", 4 * P / N + 4 * unit,
+        "fp32, " + shard_note + ", and one unit's whole gradients until they are reduce-scattered");
+  } else if (stage == 2) {
+    add("gradients", 4 * P / N + 2 * bucket,
+        "fp32, " + shard_note + ", and two buckets (--bucket-mb): one filling in backward, one reduce-scattered");
+  } else {
+    add("gradients", 4 * P, "fp32; the DDP buckets are these (gradients are views into them)");
+  }
+  if (stage >= 1) {
+    add("AdamW state", 8 * P / N, "two fp32 moments, " + shard_note);
   } else {
     add("AdamW state", 8 * P, "two fp32 moments");
   }
   if (!in.gpu && in.ranks > 1) {
-    const double bucket = std::min(in.bucket_bytes, 4 * P);
-    add("communication", (in.zero_shards > 1 ? kMpiBucketCopiesZero : kMpiBucketCopies) * bucket + kMpiRankBytes,
-        "MPI's temporaries while a gradient bucket is reduced (~3 buckets of --bucket-mb; 4.5 with --zero 1) "
-        "and its runtime");
+    // --zero 3 moves units where the other stages move buckets (not yet measured on CPUs).
+    const double moved = stage >= 3 ? std::max(bucket, 4 * unit) : bucket;
+    add("communication", (stage >= 1 ? kMpiBucketCopiesZero : kMpiBucketCopies) * moved + kMpiRankBytes,
+        stage >= 3 ? "MPI's temporaries while a unit is gathered or reduce-scattered (~4.5 units, as --zero 1's "
+                     "buckets) and its runtime"
+                   : "MPI's temporaries while a gradient bucket is reduced (~3 buckets of --bucket-mb; 4.5 with "
+                     "--zero 1) and its runtime");
+  } else if (in.gpu && stage >= 3) {
+    // NCCL gathers into the unit's whole buffer and reduce-scatters out of its gradient (both counted above);
+    // what it reads and writes besides is this rank's shard of each: the 16-bit copy sent, the sum received.
+    add("communication", 2 * unit * compute_bytes / N + 4 * unit / N,
+        "this rank's shards of the gathered units (sent) and of a unit's reduced gradient (received)");
   }
-  if (in.half_activations) add("16-bit weight copies", 2 * P, "autocast's cache for the forward pass");
+  if (in.half_activations) {
+    add("16-bit weight copies", 2 * P,
+        stage >= 3 ? "autocast's copies of every unit's weights, made as it is gathered and kept for backward"
+                   : "autocast's cache for the forward pass");
+  }
   const char* recompute_note[] = {"", "; each MLP recomputed in backward (--recompute mlp)",
                                   "; each block recomputed in backward, only its input kept (--recompute block)"};
   add("activations", rows * per_row,
@@ -175,7 +213,38 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
           "malloc keeps freed memory (--keep-freed-memory): about one of the step's largest blocks more");
     }
   }
+  // --zero 3 builds the model whole on every rank (rank 0's initialization, broadcast) before it shards
+  // it: the whole fp32 weights and this rank's shard of them at once, before any optimizer state.
+  if (stage >= 3) {
+    const double floor = (in.gpu ? 0.0 : static_cast<double>(in.baseline_bytes + in.data_bytes)) + 4 * P + 4 * P / N;
+    if (floor > plan.total_bytes) {
+      add("start-up", floor - plan.total_bytes,
+          "the peak is at start-up: the model is built whole (fp32) on every rank before it is sharded");
+    }
+  }
   return plan;
+}
+
+int64_t largest_sharding_unit(const GptConfig& model) {
+  // "h.<i>.": block i; the embeddings (and embedding norm) one unit, the final norm and an untied head one
+  // each (trainer/fully_sharded_model.cpp's model units).
+  std::map<std::string, int64_t> units;
+  for (const auto& [name, shape] : parameter_shapes(model)) {
+    int64_t numel = 1;
+    for (const int64_t d : shape) numel *= d;
+    std::string unit = "embedding";
+    if (name.rfind("h.", 0) == 0) {
+      unit = name.substr(0, name.find('.', 2));
+    } else if (name.rfind("ln_f.", 0) == 0) {
+      unit = "final norm";
+    } else if (name.rfind("lm_head.", 0) == 0) {
+      unit = "head";
+    }
+    units[unit] += numel;
+  }
+  int64_t largest = 0;
+  for (const auto& [unit, numel] : units) largest = std::max(largest, numel);
+  return largest;
 }
 
 MemoryPlanInput memory_plan_input(const GptConfig& model, const TrainOptions& o, int64_t ranks, bool gpu) {
@@ -188,6 +257,8 @@ MemoryPlanInput memory_plan_input(const GptConfig& model, const TrainOptions& o,
   input.half_activations = o.precision == Precision::bf16 || o.precision == Precision::fp16;
   input.gpu = gpu;
   input.zero_shards = o.zero > 0 ? ranks : 1;
+  input.zero_stage = o.zero;
+  input.largest_unit_parameters = largest_sharding_unit(model);
   input.ranks = ranks;
   input.bucket_bytes = o.bucket_mb * (1 << 20);
   input.recompute = o.recompute;

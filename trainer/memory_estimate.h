@@ -26,7 +26,11 @@ struct MemoryPlanInput {
   bool gpu = false;             // device memory: no runtime baseline or data (they live on the host)
   int64_t baseline_bytes = 0;   // the process before any run state (measured by the caller, CPU)
   int64_t data_bytes = 0;       // resident training data (CPU)
-  int64_t zero_shards = 1;      // ranks sharing AdamW's state (--zero 1: the world size)
+  int64_t zero_shards = 1;      // ranks sharing the sharded state (--zero 1, 2, 3: the world size)
+  int64_t zero_stage = 0;       // --zero: 1 shards AdamW's state, 2 also the gradients, 3 also the parameters
+  // --zero 3: parameters of the largest unit gathered whole (a transformer block, the embeddings or the head;
+  // largest_sharding_unit), in fp32, twice: the unit computing and the next one prefetched.
+  int64_t largest_unit_parameters = 0;
   int64_t ranks = 1;            // ranks of the job (communication buffers on CPU when more than one)
   double bucket_bytes = 25.0 * (1 << 20);  // --bucket-mb
   Recompute recompute = Recompute::none;
@@ -47,6 +51,11 @@ struct MemoryPlan {
 };
 
 MemoryPlan estimate_memory(const MemoryPlanInput& in);
+
+// --zero 3 shards the model in units gathered whole one at a time: each transformer block, the
+// embeddings (with a tied head, which uses the same matrix), the final norm, and an untied head.
+// The parameter count of the largest of them.
+int64_t largest_sharding_unit(const GptConfig& model);
 
 // The plan's input for a run of `options` on `ranks` ranks (`plan` and train's check before it builds
 // the model); the runtime baseline and the data are left at 0 for the caller.

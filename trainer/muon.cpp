@@ -6,6 +6,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "trainer/sharded_gather.h"
+
 namespace mygpt {
 namespace {
 
@@ -72,8 +74,15 @@ Muon::Muon(std::vector<MuonMatrix> matrices, const MuonOptions& options, Communi
   std::iota(by_size.begin(), by_size.end(), size_t{0});
   std::stable_sort(by_size.begin(), by_size.end(),
                    [&](size_t a, size_t b) { return matrices_[a].param.numel() > matrices_[b].param.numel(); });
+  // Greedy balance: each matrix, largest first, to the rank with the fewest elements so far (the lowest
+  // rank of equals), so the ranks' Newton-Schulz work and momenta are about even.
   owner_.resize(matrices_.size());
-  for (size_t k = 0; k < by_size.size(); ++k) owner_[by_size[k]] = static_cast<int>(k % comm_.world_size());
+  std::vector<int64_t> load(static_cast<size_t>(comm_.world_size()), 0);
+  for (const size_t i : by_size) {
+    const auto least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner_[i] = static_cast<int>(least);
+    load[least] += matrices_[i].param.numel();
+  }
   for (const MuonMatrix& m : matrices_) {
     const torch::Tensor& p = m.param;
     const int64_t sized_rows = std::accumulate(m.row_sizes.begin(), m.row_sizes.end(), int64_t{0});
@@ -87,6 +96,15 @@ Muon::Muon(std::vector<MuonMatrix> matrices, const MuonOptions& options, Communi
   }
 }
 
+void Muon::use_sharded_gradients(const ShardedAdamW& sharded) {
+  sharded_ = &sharded;
+  pieces_only_ = !sharded.parameters_whole();
+  // The momenta of other ranks' matrices are neither kept nor saved here.
+  for (size_t i = 0; i < momentum_.size(); ++i) {
+    if (owner_[i] != comm_.rank()) momentum_[i] = torch::Tensor();
+  }
+}
+
 void Muon::step(const std::optional<torch::Tensor>& found_inf) {
   torch::NoGradGuard no_grad;
   if (matrices_.empty()) return;
@@ -97,11 +115,21 @@ void Muon::step(const std::optional<torch::Tensor>& found_inf) {
       found_inf ? std::optional<torch::Tensor>(found_inf->to(first.device()).ne(0)) : std::nullopt;
   // Each rank writes the updates it computed into its slices of a zeroed buffer; an all-reduce (a sum
   // with zeros elsewhere, so exact) then hands every rank all of them. An all_gather of per-rank shares
-  // would move less data and can replace this once the communicator offers one.
-  torch::Tensor updates = torch::zeros({total_numel_}, first.options().dtype(torch::kFloat));
+  // would move less data and can replace this once the communicator offers one. --zero 3 holds no buffer
+  // of every matrix: each update is broadcast from its owner, one matrix at a time, below.
+  torch::Tensor updates;
+  if (!pieces_only_) updates = torch::zeros({total_numel_}, first.options().dtype(torch::kFloat));
+  std::vector<torch::Tensor> own_updates(pieces_only_ ? matrices_.size() : 0);
   for (size_t i = 0; i < matrices_.size(); ++i) {
     const torch::Tensor& p = matrices_[i].param;
-    const torch::Tensor grad = p.grad().defined() ? p.grad() : torch::zeros_like(p);
+    torch::Tensor grad;
+    if (sharded_) {
+      // A collective: the owner gets the whole averaged gradient from the ranks' pieces of it.
+      grad = gather_sharded_tensor(comm_, sharded_->gradient_piece(p), owner_[i]);
+      if (owner_[i] != rank) continue;
+    } else {
+      grad = p.grad().defined() ? p.grad() : torch::zeros_like(p);
+    }
     torch::Tensor new_momentum = momentum_[i].lerp(grad, 1.0 - options_.momentum);
     if (skip) new_momentum = torch::where(*skip, momentum_[i], new_momentum);
     momentum_[i].copy_(new_momentum);
@@ -130,7 +158,15 @@ void Muon::step(const std::optional<torch::Tensor>& found_inf) {
       }
       update = torch::cat(parts);
     }
-    updates.narrow(0, offset_[i], p.numel()).copy_(update);
+    if (pieces_only_) {
+      own_updates[i] = update;
+    } else {
+      updates.narrow(0, offset_[i], p.numel()).copy_(update);
+    }
+  }
+  if (pieces_only_) {
+    apply_to_pieces(own_updates, skip);
+    return;
   }
   if (comm_.world_size() > 1) comm_.all_reduce(updates, ReduceOp::Sum);
   for (size_t i = 0; i < matrices_.size(); ++i) {
@@ -142,6 +178,24 @@ void Muon::step(const std::optional<torch::Tensor>& found_inf) {
   }
 }
 
+void Muon::apply_to_pieces(const std::vector<torch::Tensor>& own_updates, const std::optional<torch::Tensor>& skip) {
+  // --zero 3: every rank gets each matrix's update from its owner and applies the same elementwise
+  // arithmetic as the whole-matrix path to its own piece of the parameter: the same numbers.
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const torch::Tensor& p = matrices_[i].param;
+    const ShardedTensor mine = sharded_->parameter_piece(p);
+    torch::Tensor update = owner_[i] == comm_.rank()
+                               ? own_updates[i]
+                               : torch::empty({p.numel()}, mine.piece.options().dtype(torch::kFloat));
+    if (comm_.world_size() > 1) comm_.broadcast(update, owner_[i]);
+    if (mine.piece.numel() == 0) continue;
+    const torch::Tensor piece_update = update.slice(0, mine.offset, mine.offset + mine.piece.numel());
+    torch::Tensor next = mine.piece * (1.0 - options_.lr * options_.weight_decay) - options_.lr * piece_update;
+    if (skip) next = torch::where(*skip, mine.piece, next);
+    mine.piece.copy_(next);
+  }
+}
+
 std::vector<torch::Tensor> Muon::parameters() const {
   std::vector<torch::Tensor> out;
   for (const MuonMatrix& m : matrices_) out.push_back(m.param);
@@ -150,13 +204,26 @@ std::vector<torch::Tensor> Muon::parameters() const {
 
 StateDict Muon::state_dict() const {
   StateDict state;
+  if (sharded_) return state;  // sharded_state()
   for (size_t i = 0; i < momentum_.size(); ++i) state["momentum." + std::to_string(i)] = momentum_[i];
+  return state;
+}
+
+std::vector<ShardedTensor> Muon::sharded_state() const {
+  std::vector<ShardedTensor> state;
+  if (!sharded_) return state;
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const torch::Tensor& p = matrices_[i].param;
+    const bool mine = owner_[i] == comm_.rank();
+    state.push_back({"momentum." + std::to_string(i), p.sizes().vec(), p.scalar_type(), 0,
+                     mine ? momentum_[i].reshape({-1}) : torch::empty({0}, p.options())});
+  }
   return state;
 }
 
 void Muon::load_state_dict(const StateDict& state) {
   torch::NoGradGuard no_grad;
-  if (state.size() != momentum_.size()) {
+  if (state.size() != matrices_.size()) {
     throw std::invalid_argument("Muon state holds " + std::to_string(state.size()) + " tensors; this model has " +
                                 std::to_string(momentum_.size()) + " matrices");
   }
@@ -164,10 +231,11 @@ void Muon::load_state_dict(const StateDict& state) {
     const std::string name = "momentum." + std::to_string(i);
     const auto it = state.find(name);
     if (it == state.end()) throw std::invalid_argument("Muon state lacks '" + name + "'");
-    if (!it->second.sizes().equals(momentum_[i].sizes()) || it->second.scalar_type() != momentum_[i].scalar_type()) {
+    const torch::Tensor& p = matrices_[i].param;
+    if (!it->second.sizes().equals(p.sizes()) || it->second.scalar_type() != p.scalar_type()) {
       throw std::invalid_argument("Muon state " + name + " does not match the model's shapes");
     }
-    momentum_[i].copy_(it->second);
+    if (momentum_[i].defined()) momentum_[i].copy_(it->second);  // sharded: this rank's matrices only
   }
 }
 

@@ -4,9 +4,15 @@
 // approximately orthogonal matrix (the same singular vectors, singular values near 1) from a few
 // Newton-Schulz iterations. Embeddings, the (tied) head, biases and gains stay with AdamW.
 //
-// Distributed without duplicated work: the momentum update is elementwise and runs on every rank (so
-// the state, and a checkpoint of it, is the same everywhere), but each rank orthogonalizes only its
-// share of the matrices, the expensive part; the updates are then exchanged and every rank applies all.
+// Distributed without duplicated work: each matrix has an owner rank (dealt by size, largest first, each
+// to the rank with the fewest elements so far), which alone orthogonalizes it, the expensive part; the
+// updates are then exchanged and every rank applies all. Without sharding the momentum update is
+// elementwise and runs on every rank (so the state is the same everywhere). With --zero 1, 2 or 3
+// (use_sharded_gradients) each rank holds only its chunk of the averaged gradients: the owner gathers
+// its matrix's whole gradient from the ranks' pieces (as DeepSpeed's and torchtitan's Muon gather a
+// parameter whole for Newton-Schulz) and alone keeps that matrix's momentum, which a checkpoint gathers
+// as sharded state; the scalar parameters stay with the sharded AdamW. At --zero 3, where no rank holds a
+// whole matrix, the owner broadcasts each matrix's update in turn and every rank applies it to its piece.
 #include <torch/torch.h>
 
 #include <optional>
@@ -14,6 +20,7 @@
 
 #include "distributed/communicator.h"
 #include "model/gpt.h"
+#include "trainer/sharded_adamw.h"
 #include "trainer/stateful.h"
 
 namespace mygpt {
@@ -58,11 +65,17 @@ class Muon final : public StatefulPart {
   // decided on the device as AdamW::step does.
   void step(const std::optional<torch::Tensor>& found_inf = std::nullopt);
   std::vector<torch::Tensor> parameters() const;
-  // The rank that orthogonalizes matrix i (largest matrices spread first, round robin).
+  // The rank that orthogonalizes matrix i (largest matrices first, each to the least loaded rank).
   int owner_of(size_t i) const { return owner_[i]; }
+  // --zero 1, 2, 3: the averaged gradients are sharded (gradients' pieces from `sharded`, which must
+  // outlive this; at --zero 3 the parameters' pieces too); each rank then keeps the momentum of its own
+  // matrices only.
+  void use_sharded_gradients(const ShardedAdamW& sharded);
 
-  // "momentum.<index>", one per matrix; the same on every rank, so it loads on any number of ranks.
+  // "momentum.<index>", one per matrix, whole whatever the sharding, so it loads on any number of ranks:
+  // state_dict() unsharded, sharded_state() with --zero 1, 2, 3 (the owner's piece is the whole matrix).
   StateDict state_dict() const override;
+  std::vector<ShardedTensor> sharded_state() const override;
   void load_state_dict(const StateDict& state) override;
   bool per_rank() const override { return false; }
   OnOtherWorldSize on_other_world_size() const override { return OnOtherWorldSize::load; }
@@ -75,6 +88,10 @@ class Muon final : public StatefulPart {
   int64_t total_numel_ = 0;
   MuonOptions options_;
   Communicator& comm_;
+  void apply_to_pieces(const std::vector<torch::Tensor>& own_updates, const std::optional<torch::Tensor>& skip);
+
+  const ShardedAdamW* sharded_ = nullptr;  // --zero 1, 2, 3: where the gradients' pieces are
+  bool pieces_only_ = false;               // --zero 3: the parameters are this rank's pieces alone
 };
 
 }  // namespace mygpt

@@ -6,6 +6,12 @@
 namespace mygpt {
 namespace {
 
+// AdamW's names of a parameter's state: "<group>.<index in group>".
+std::string state_key(int group, size_t index) { return std::to_string(group) + "." + std::to_string(index); }
+
+// The group of a parameter in neither of AdamW's: another optimizer updates it (Muon's matrices).
+constexpr int kOtherOptimizer = -1;
+
 std::vector<std::pair<int, size_t>> groups_of(const std::vector<torch::Tensor>& params,
                                               const std::vector<torch::Tensor>& decay,
                                               const std::vector<torch::Tensor>& no_decay) {
@@ -19,7 +25,7 @@ std::vector<std::pair<int, size_t>> groups_of(const std::vector<torch::Tensor>& 
     } else if (auto it2 = find(no_decay); it2 != no_decay.end()) {
       out.emplace_back(1, static_cast<size_t>(it2 - no_decay.begin()));
     } else {
-      throw std::logic_error("a parameter is in neither AdamW group");
+      out.emplace_back(kOtherOptimizer, 0);  // Muon's matrix: its gradient pieces only
     }
   }
   return out;
@@ -91,6 +97,11 @@ AdamW ShardedAdamW::make_adamw(const AdamWOptions& options) {
       if (begin >= end) continue;
       const auto [group, in_group] = group_of_param_[k];
       const int64_t param_offset = begin - bucket.offsets[i];
+      if (group == kOtherOptimizer) {
+        foreign_pieces_.push_back({k, group, 0, 0, b, begin, param_offset, end - begin,
+                                   runs_[b].grads.slice(0, begin - lo, end - lo)});
+        continue;
+      }
       pieces_.push_back({k, group, views[group].size(), in_group, b, begin, param_offset, end - begin,
                          runs_[b].grads.slice(0, begin - lo, end - lo)});
       torch::Tensor view = runs_[b].params.slice(0, begin - lo, end - lo);
@@ -104,7 +115,31 @@ AdamW ShardedAdamW::make_adamw(const AdamWOptions& options) {
 std::vector<torch::Tensor> ShardedAdamW::shard_gradients() const {
   std::vector<torch::Tensor> out;
   for (const Piece& piece : pieces_) out.push_back(piece.grad);
+  for (const Piece& piece : foreign_pieces_) out.push_back(piece.grad);
   return out;
+}
+
+ShardedTensor ShardedAdamW::gradient_piece(const torch::Tensor& param) const { return piece_of(param, true); }
+
+ShardedTensor ShardedAdamW::parameter_piece(const torch::Tensor& param) const { return piece_of(param, false); }
+
+ShardedTensor ShardedAdamW::piece_of(const torch::Tensor& param, bool gradient) const {
+  const auto k = static_cast<size_t>(
+      std::find_if(params_.begin(), params_.end(), [&](const torch::Tensor& p) { return p.is_same(param); }) -
+      params_.begin());
+  if (k == params_.size()) throw std::logic_error("a piece of a tensor that is not a parameter of this optimizer");
+  ShardedTensor t{gradient ? "grad" : "param", param.sizes().vec(), param.scalar_type(), 0,
+                  torch::empty({0}, runs_.front().params.options())};
+  for (const auto* pieces : {&pieces_, &foreign_pieces_}) {
+    for (const Piece& piece : *pieces) {
+      if (piece.param != k) continue;
+      const int64_t lo = runs_[piece.bucket].params.numel() * comm_.rank();  // the run's chunk on this rank
+      t.offset = piece.param_offset;
+      t.piece = gradient ? piece.grad
+                         : runs_[piece.bucket].params.slice(0, piece.bucket_offset - lo, piece.bucket_offset - lo + piece.numel);
+    }
+  }
+  return t;
 }
 
 void ShardedAdamW::gather_parameters() {
@@ -114,67 +149,53 @@ void ShardedAdamW::gather_parameters() {
   for (auto& p : pending) p->wait();
 }
 
-std::vector<ShardSlice> ShardedAdamW::shard_slices() const {
-  const StateDict mine = adamw_.state_dict();
-  std::vector<ShardSlice> slices;
-  for (const Piece& piece : pieces_) {
-    const torch::Tensor& p = params_[piece.param];
-    const std::string own = std::to_string(piece.group) + "." + std::to_string(piece.index);
-    const std::string full = std::to_string(piece.group) + "." + std::to_string(piece.in_group);
-    for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-      slices.push_back({std::string(name) + "." + full, p.sizes().vec(), piece.param_offset, piece.numel,
-                        mine.at(std::string(name) + "." + own)});
-    }
-  }
-  return slices;
-}
-
 StateDict ShardedAdamW::state_dict() const {
-  // A collective. The moments travel bucket by bucket (this rank's pieces in place, then an all-gather),
-  // so the device never holds more than one gathered bucket; only rank 0, which writes checkpoints,
-  // keeps the whole state, on the CPU.
+  // A collective (the step counts). The moments are sharded_state(): a checkpoint gathers them tensor by
+  // tensor, so no rank ever holds the whole state.
   torch::NoGradGuard no_grad;
-  const bool keep = comm_.rank() == 0;
   const StateDict mine = adamw_.state_dict();
-  auto key = [](int group, size_t index) { return std::to_string(group) + "." + std::to_string(index); };
-  StateDict full;
-  full["steps_taken"] = mine.at("steps_taken");
-  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-    for (size_t b = 0; b < runs_.size(); ++b) {
-      const BucketLayout& bucket = runs_[b].layout;
-      auto gathered = torch::zeros({bucket.numel}, runs_[b].params.options());
-      for (const Piece& piece : pieces_) {
-        if (piece.bucket != b) continue;
-        gathered.slice(0, piece.bucket_offset, piece.bucket_offset + piece.numel)
-            .copy_(mine.at(std::string(name) + "." + key(piece.group, piece.index)));
-      }
-      comm_.all_gather_async(gathered)->wait();
-      if (!keep) continue;
-      const torch::Tensor host = gathered.to(torch::kCPU);
-      for (size_t i = 0; i < bucket.params.size(); ++i) {
-        const torch::Tensor& p = params_[bucket.params[i]];
-        const auto [group, in_group] = group_of_param_[bucket.params[i]];
-        full[std::string(name) + "." + key(group, in_group)] =
-            host.slice(0, bucket.offsets[i], bucket.offsets[i] + p.numel()).view_as(p);
-      }
-    }
-  }
+  StateDict whole;
+  whole["steps_taken"] = mine.at("steps_taken");
   // Step counts: every parameter's from a rank holding a piece of it (all of its pieces agree).
   auto steps = torch::zeros({static_cast<int64_t>(params_.size())}, runs_[0].params.options());
   for (const Piece& piece : pieces_) {
-    steps[static_cast<int64_t>(piece.param)].copy_(mine.at("step." + key(piece.group, piece.index)));
+    steps[static_cast<int64_t>(piece.param)].copy_(mine.at("step." + state_key(piece.group, piece.index)));
   }
   comm_.all_reduce(steps, ReduceOp::Max);
-  if (!keep) return {};
   steps = steps.to(torch::kCPU);
   for (size_t k = 0; k < params_.size(); ++k) {
-    full["step." + key(group_of_param_[k].first, group_of_param_[k].second)] = steps[static_cast<int64_t>(k)].clone();
+    if (group_of_param_[k].first == kOtherOptimizer) continue;
+    whole["step." + state_key(group_of_param_[k].first, group_of_param_[k].second)] =
+        steps[static_cast<int64_t>(k)].clone();
   }
-  return full;
+  return whole;
+}
+
+std::vector<ShardedTensor> ShardedAdamW::sharded_state() const {
+  // Each parameter lies in one bucket, whose chunk on this rank is one range: at most one piece of it here.
+  const StateDict mine = adamw_.state_dict();
+  std::vector<const Piece*> piece_of(params_.size(), nullptr);
+  for (const Piece& piece : pieces_) piece_of[piece.param] = &piece;
+  std::vector<ShardedTensor> sharded;
+  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+    for (size_t k = 0; k < params_.size(); ++k) {
+      const torch::Tensor& p = params_[k];
+      const auto [group, in_group] = group_of_param_[k];
+      if (group == kOtherOptimizer) continue;
+      ShardedTensor t{std::string(name) + "." + state_key(group, in_group), p.sizes().vec(), p.scalar_type(), 0,
+                      torch::empty({0}, p.options())};
+      if (const Piece* piece = piece_of[k]) {
+        t.offset = piece->param_offset;
+        t.piece = mine.at(std::string(name) + "." + state_key(piece->group, piece->index)).reshape({-1});
+      }
+      sharded.push_back(std::move(t));
+    }
+  }
+  return sharded;
 }
 
 void ShardedAdamW::load_state_dict(const StateDict& state) {
-  auto key = [](int group, size_t index) { return std::to_string(group) + "." + std::to_string(index); };
+  const auto key = state_key;
   auto saved = [&](const std::string& name) -> const torch::Tensor& {
     const auto it = state.find(name);
     if (it == state.end()) throw std::invalid_argument("optimizer state lacks '" + name + "'");

@@ -11,8 +11,8 @@
 // multiple of kShardAlignment inside its parameter, so the kernel's vector lanes see the same elements
 // as for the whole parameter: the update is bit-identical to unsharded AdamW.
 //
-// Checkpoints hold the full, unsharded state under AdamW's own names (gathered from every rank), so a
-// run resumes with or without --zero, on any number of ranks.
+// Checkpoints hold the full, unsharded state under AdamW's own names (streamed tensor by tensor from every
+// rank's pieces to the writer), so a run resumes with or without --zero, on any number of ranks.
 #include <torch/torch.h>
 
 #include <vector>
@@ -32,19 +32,11 @@ struct ShardedRun {
   torch::Tensor grads;   // this rank's chunk of the averaged gradients, the same elements
 };
 
-// Where a named tensor of a checkpoint is on this rank: its whole shape, and the elements
-// [offset, offset + length) of it flattened that this rank holds, in `local` (a view of its shard).
-struct ShardSlice {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t offset, length;
-  torch::Tensor local;
-};
-
 class ShardedAdamW final : public StatefulPart {
  public:
   // params: the model's, in the order given to grads; decay_params and no_decay_params: the same tensors
-  // split into AdamW's two groups (their order names the state in checkpoints). grads must be sharded
+  // split into AdamW's two groups (their order names the state in checkpoints), but for those another
+  // optimizer updates (Muon's matrices), which are in neither. grads must be sharded
   // (GradientSharding::reduce_scatter or shard_only). The parameters move into flat buffers laid out as
   // the buckets, and gather_parameters() brings them whole again after each step.
   ShardedAdamW(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& decay_params,
@@ -57,17 +49,25 @@ class ShardedAdamW final : public StatefulPart {
 
   // The AdamW of this rank's pieces: set_lr, step, forget_skipped_step, steps_taken.
   AdamW& adamw() { return adamw_; }
-  // The gradients of this rank's pieces (averaged over ranks once the synchronizer finished): what to clip.
+  // The gradients of this rank's pieces (averaged over ranks once the synchronizer finished): what to clip,
+  // the other optimizer's parameters' pieces included.
   std::vector<torch::Tensor> shard_gradients() const;
+  // This rank's piece of a parameter's averaged gradient (empty where its chunks miss the parameter), so
+  // that another optimizer can gather a whole gradient where it needs one (trainer/sharded_gather.h).
+  ShardedTensor gradient_piece(const torch::Tensor& param) const;
+  // This rank's piece of a parameter itself (a view of its shard, updated in place), for another optimizer
+  // that updates a parameter only --zero 3 holds in pieces.
+  ShardedTensor parameter_piece(const torch::Tensor& param) const;
+  // Whether the parameters are whole on every rank after gather_parameters() (--zero 1, 2), or only
+  // their shards exist (--zero 3).
+  bool parameters_whole() const { return !flat_params_.empty(); }
   // After the step: every rank's updated chunk to every rank.
   void gather_parameters();
-  // The moments this rank holds, as slices of the checkpoint's whole tensors ("exp_avg.<group>.<index>",
-  // "exp_avg_sq.<group>.<index>"): what a checkpoint writer that streams needs instead of state_dict().
-  std::vector<ShardSlice> shard_slices() const;
 
-  // A collective: every rank must call it. Only rank 0 (which writes checkpoints) gets the whole state,
-  // on the CPU; the other ranks get an empty dict.
+  // A collective: every rank must call it. The step counts, as every rank holds them alike; the moments are
+  // sharded_state(), this rank's pieces of them under AdamW's names of the whole tensors.
   StateDict state_dict() const override;
+  std::vector<ShardedTensor> sharded_state() const override;
   void load_state_dict(const StateDict& state) override;
   bool per_rank() const override { return false; }
   OnOtherWorldSize on_other_world_size() const override { return OnOtherWorldSize::load; }
@@ -84,12 +84,14 @@ class ShardedAdamW final : public StatefulPart {
   };
 
   AdamW make_adamw(const AdamWOptions& options);
+  ShardedTensor piece_of(const torch::Tensor& param, bool gradient) const;
 
   std::vector<torch::Tensor> params_;
   std::vector<std::pair<int, size_t>> group_of_param_;  // (group, index in group) per parameter
   std::vector<torch::Tensor> flat_params_;  // --zero 1, 2: one per bucket; the parameters are views into them
   std::vector<ShardedRun> runs_;
   std::vector<Piece> pieces_;
+  std::vector<Piece> foreign_pieces_;  // of the parameters in neither group (their gradients only)
   Communicator& comm_;
   AdamW adamw_;
 };

@@ -140,7 +140,7 @@ class Trainer {
     bool fresh_if_absent = false;  // a checkpoint without it resumes with this part as built (else refused)
   };
   std::vector<NamedPart> stateful_parts();
-  StateDict checkpoint_tensors();
+  std::vector<CheckpointEntry> checkpoint_entries();
   void log_step(int64_t step, const StepResult& r, double dt, double& smoothed_dt);
   // Validation, HellaSwag and a sample, each when due at this step (all of them when final). Returns
   // false when a stop (SIGTERM, SIGINT) cut them short: what they had found is not recorded.

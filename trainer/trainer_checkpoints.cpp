@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "trainer/checkpoint_entries.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/trainer.h"
 
@@ -23,31 +24,26 @@ std::vector<Trainer::NamedPart> Trainer::stateful_parts() {
   return parts;
 }
 
-StateDict Trainer::checkpoint_tensors() {
-  // A collective: every rank walks the same parts in the same order; per-rank state is gathered so
-  // that rank 0 can store every rank's row.
-  StateDict tensors;
+std::vector<CheckpointEntry> Trainer::checkpoint_entries() {
+  // Every rank walks the same parts in the same order (a sharded part's state_dict() is a collective); the
+  // entries are then produced one at a time as the file is written (trainer/checkpoint_entries.h).
+  std::vector<CheckpointEntry> entries;
   for (const NamedPart& named : stateful_parts()) {
-    for (const auto& [key, tensor] : named.part.state_dict()) {
-      const std::string name = named.name + "." + key;
-      if (named.part.per_rank()) {
-        tensors[name] = comm_.gather_rows(tensor.to(p_.device)).to(torch::kCPU);
-      } else if (output_.writes()) {
-        tensors[name] = tensor.to(torch::kCPU);
-      }
+    for (CheckpointEntry& entry : part_checkpoint_entries(named.name, named.part, comm_, p_.device)) {
+      entries.push_back(std::move(entry));
     }
   }
-  tensors["world_size"] = torch::tensor({static_cast<int64_t>(comm_.world_size())}, torch::kLong);
-  return tensors;
+  const torch::Tensor world = torch::tensor({static_cast<int64_t>(comm_.world_size())}, torch::kLong);
+  entries.push_back({"world_size", torch::kLong, {1}, [world] { return world; }});
+  return entries;
 }
 
 void Trainer::save_checkpoint_at(int64_t steps_done) {
-  const StateDict tensors = checkpoint_tensors();
-  if (!output_.writes()) return;
   CheckpointMeta meta = p_.checkpoint_meta;
   meta.step = steps_done;
   const auto path = checkpoint_path(output_.out_dir(), steps_done);
-  save_checkpoint(path, meta, tensors);
+  save_checkpoint_streamed(path, meta, checkpoint_entries(), output_.writes());
+  if (!output_.writes()) return;
   output_.print("saved checkpoint " + path.string());
   prune_checkpoints();
 }

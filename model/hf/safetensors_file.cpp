@@ -341,10 +341,22 @@ torch::Tensor SafetensorsReader::view(const std::string& name) const {
       torch::TensorOptions().dtype(entry.dtype));
 }
 
-void write_safetensors(const fs::path& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  const std::string source = "safetensors file '" + path.string() + "'";
-  auto fail = [&](const std::string& problem) { refuse(source, problem); };
+std::vector<SafetensorsLayoutEntry> safetensors_data_order(std::vector<SafetensorsLayoutEntry> entries) {
+  // Largest element size first keeps every tensor aligned to its element size; then by name.
+  auto size_of = [](const SafetensorsLayoutEntry& e) {
+    const DtypeEntry* dtype = dtype_by_type(e.dtype);
+    return dtype ? dtype->size : size_t{0};
+  };
+  std::stable_sort(entries.begin(), entries.end(), [&](const SafetensorsLayoutEntry& a, const SafetensorsLayoutEntry& b) {
+    return size_of(a) != size_of(b) ? size_of(a) > size_of(b) : a.name < b.name;
+  });
+  return entries;
+}
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(const fs::path& path, std::vector<SafetensorsLayoutEntry> entries,
+                                                 const std::map<std::string, std::string>& metadata)
+    : source_("safetensors file '" + path.string() + "'"), entries_(safetensors_data_order(std::move(entries))) {
+  auto fail = [&](const std::string& problem) { refuse(source_, problem); };
   auto require_utf8 = [&](const std::string& text, const std::string& what) {
     try {
       (void)nlohmann::json(text).dump();
@@ -352,57 +364,86 @@ void write_safetensors(const fs::path& path, const std::vector<std::pair<std::st
       fail(what + " is not valid UTF-8");
     }
   };
-
-  struct Item {
-    const std::string* name;
-    torch::Tensor data;  // contiguous, on the CPU
-    const DtypeEntry* dtype;
-  };
-  std::vector<Item> items;
   std::set<std::string> seen;
-  for (const auto& [name, tensor] : tensors) {
-    const std::string label = tensor_label(name);
-    if (name == "__metadata__") fail("'__metadata__' cannot name a tensor");
-    if (!seen.insert(name).second) fail(label + " appears twice");
-    require_utf8(name, label + "'s name");
-    if (!tensor.defined()) fail(label + " is undefined");
-    if (tensor.layout() != torch::kStrided) fail(label + " is not a dense tensor");
-    const DtypeEntry* dtype = dtype_by_type(tensor.scalar_type());
-    if (dtype == nullptr)
-      fail(label + " has dtype " + std::string(c10::toString(tensor.scalar_type())) +
-           ", which safetensors cannot store");
-    items.push_back({&name, tensor.detach().to(torch::kCPU).contiguous(), dtype});
+  for (const SafetensorsLayoutEntry& entry : entries_) {
+    const std::string label = tensor_label(entry.name);
+    if (entry.name == "__metadata__") fail("'__metadata__' cannot name a tensor");
+    if (!seen.insert(entry.name).second) fail(label + " appears twice");
+    require_utf8(entry.name, label + "'s name");
+    if (dtype_by_type(entry.dtype) == nullptr)
+      fail(label + " has dtype " + std::string(c10::toString(entry.dtype)) + ", which safetensors cannot store");
   }
   for (const auto& [key, value] : metadata) {
     require_utf8(key, "metadata key '" + printable_name(key) + "'");
     require_utf8(value, "metadata value of '" + printable_name(key) + "'");
   }
-  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    return a.dtype->size != b.dtype->size ? a.dtype->size > b.dtype->size : *a.name < *b.name;
-  });
+  std::string header_text = header(metadata);
+  // Padding to 8 bytes keeps the data region (and so every tensor) aligned for zero-copy readers.
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  header_bytes_ = header_text.size();
+  std::string prefix;
+  append_le64(prefix, header_text.size());
+  writer_ = std::make_unique<AtomicFileWriter>(path);
+  writer_->write(prefix);
+  writer_->write(header_text);
+}
 
+SafetensorsStreamWriter::~SafetensorsStreamWriter() = default;
+
+std::string SafetensorsStreamWriter::header(const std::map<std::string, std::string>& metadata) const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& item : items) {
-    const uint64_t bytes = static_cast<uint64_t>(item.data.numel()) * item.dtype->size;
-    header[*item.name] = {
-        {"dtype", item.dtype->name}, {"shape", item.data.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+  for (const SafetensorsLayoutEntry& entry : entries_) {
+    const DtypeEntry* dtype = dtype_by_type(entry.dtype);
+    uint64_t bytes = dtype->size;
+    for (const int64_t d : entry.shape) bytes *= static_cast<uint64_t>(d);
+    header[entry.name] = {{"dtype", dtype->name}, {"shape", entry.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  std::string header_text = header.dump();
-  // Padding to 8 bytes keeps the data region (and so every tensor) aligned for zero-copy readers.
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  return header.dump();
+}
 
-  std::string prefix;
-  append_le64(prefix, header_text.size());
-  AtomicFileWriter writer(path);
-  writer.write(prefix);
-  writer.write(header_text);
-  for (const auto& item : items) {
-    writer.write(item.data.data_ptr(), static_cast<std::size_t>(item.data.numel()) * item.dtype->size);
+void SafetensorsStreamWriter::write_next(const torch::Tensor& tensor) {
+  if (next_ >= entries_.size()) throw std::logic_error(source_ + ": more tensors written than laid out");
+  const SafetensorsLayoutEntry& entry = entries_[next_];
+  const std::string label = tensor_label(entry.name);
+  if (!tensor.defined()) refuse(source_, label + " is undefined");
+  if (tensor.layout() != torch::kStrided) refuse(source_, label + " is not a dense tensor");
+  if (tensor.scalar_type() != entry.dtype || tensor.sizes().vec() != entry.shape) {
+    throw std::logic_error(source_ + ": " + label + " differs from its place in the header");
   }
-  writer.commit();
+  const torch::Tensor data = tensor.detach().to(torch::kCPU).contiguous();
+  writer_->write(data.data_ptr(), static_cast<std::size_t>(data.numel()) * dtype_by_type(entry.dtype)->size);
+  ++next_;
+}
+
+void SafetensorsStreamWriter::finish(const std::map<std::string, std::string>& metadata) {
+  if (next_ != entries_.size()) throw std::logic_error(source_ + ": finished before every tensor was written");
+  std::string header_text = header(metadata);
+  if (header_text.size() > header_bytes_) {
+    throw std::logic_error(source_ + ": the final metadata is longer than the header laid out for it");
+  }
+  header_text.append(header_bytes_ - header_text.size(), ' ');
+  writer_->write_at(8, header_text.data(), header_text.size());
+  writer_->commit();
+}
+
+void write_safetensors(const fs::path& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string source = "safetensors file '" + path.string() + "'";
+  std::vector<SafetensorsLayoutEntry> layout;
+  std::map<std::string, torch::Tensor> by_name;
+  for (const auto& [name, tensor] : tensors) {
+    const std::string label = tensor_label(name);
+    if (!tensor.defined()) refuse(source, label + " is undefined");
+    if (tensor.layout() != torch::kStrided) refuse(source, label + " is not a dense tensor");
+    layout.push_back({name, tensor.scalar_type(), tensor.sizes().vec()});
+    by_name.emplace(name, tensor);  // a duplicate name is refused by the writer
+  }
+  SafetensorsStreamWriter writer(path, std::move(layout), metadata);
+  for (const SafetensorsLayoutEntry& entry : writer.order()) writer.write_next(by_name.at(entry.name));
+  writer.finish(metadata);
 }
 
 }  // namespace mygpt

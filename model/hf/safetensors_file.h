@@ -67,6 +67,44 @@ class SafetensorsReader {
   std::map<std::string, std::string> metadata_;
 };
 
+class AtomicFileWriter;
+
+// A tensor of a file written as a stream: its name, type and shape; its bytes come later.
+struct SafetensorsLayoutEntry {
+  std::string name;
+  torch::ScalarType dtype;
+  std::vector<int64_t> shape;
+};
+
+// The order in which the data of such entries lies in a file (write_safetensors' order: element size,
+// largest first, then by name), which a stream writes them in: every rank of a streamed checkpoint
+// computes it alike, to hand the writer its tensors in turn.
+std::vector<SafetensorsLayoutEntry> safetensors_data_order(std::vector<SafetensorsLayoutEntry> entries);
+
+// Writes a safetensors file one tensor at a time, so that its writer never holds more than one of them:
+// the header first, laid out from the entries, then each tensor's bytes in order(), then the header once
+// more with the final metadata, which must fit the first's length (a checksum known only at the end
+// replaces a placeholder as long). Refuses what write_safetensors refuses; destroyed before finish(),
+// it leaves no file (AtomicFileWriter).
+class SafetensorsStreamWriter {
+ public:
+  SafetensorsStreamWriter(const std::filesystem::path& path, std::vector<SafetensorsLayoutEntry> entries,
+                          const std::map<std::string, std::string>& metadata);
+  ~SafetensorsStreamWriter();
+  const std::vector<SafetensorsLayoutEntry>& order() const { return entries_; }
+  // The next entry of order(): its dtype and shape must be the entry's (any device, any layout).
+  void write_next(const torch::Tensor& tensor);
+  void finish(const std::map<std::string, std::string>& metadata);
+
+ private:
+  std::string header(const std::map<std::string, std::string>& metadata) const;
+
+  std::string source_;
+  std::vector<SafetensorsLayoutEntry> entries_;
+  std::unique_ptr<AtomicFileWriter> writer_;
+  std::size_t header_bytes_ = 0, next_ = 0;
+};
+
 // Writes tensors (any device, any layout; stored contiguous from the CPU) and string metadata to
 // `path` through AtomicFileWriter, so a failure leaves no partial file. Data is ordered by element
 // size, largest first, then by name, which keeps every tensor aligned to its element size; the

@@ -202,6 +202,35 @@ TEST(MpiCommunicator, GatherRowsGivesEveryRankEveryRow) {
   }
 }
 
+// Checkpoints stream sharded state through gather_to_root: pieces of different lengths (rank 1's empty),
+// floats and bytes, to the first and to the last rank; only the root gets the result. Through the base
+// class as well (its broadcasts in turn), which Gloo and NCCL use.
+TEST(MpiCommunicator, GatherToRootConcatenatesThePiecesInRankOrder) {
+  for (const bool base : {false, true}) {
+    for (const int root : {0, world() - 1}) {
+      const int64_t length = rank() == 1 ? 0 : rank() + 2;
+      const auto floats = torch::arange(length, torch::kFloat) + 100 * rank();
+      const auto bytes = (torch::arange(length, torch::kLong) + 7 * rank()).to(torch::kByte).view({-1, 1});
+      const torch::Tensor got = base ? comm().Communicator::gather_to_root(floats, root)
+                                     : comm().gather_to_root(floats, root);
+      const torch::Tensor got_bytes = base ? comm().Communicator::gather_to_root(bytes, root)
+                                           : comm().gather_to_root(bytes, root);
+      if (rank() != root) {
+        EXPECT_FALSE(got.defined());
+        continue;
+      }
+      std::vector<torch::Tensor> expected, expected_bytes;
+      for (int r = 0; r < world(); ++r) {
+        const int64_t n = r == 1 ? 0 : r + 2;
+        expected.push_back(torch::arange(n, torch::kFloat) + 100 * r);
+        expected_bytes.push_back((torch::arange(n, torch::kLong) + 7 * r).to(torch::kByte));
+      }
+      EXPECT_TRUE(torch::equal(got, torch::cat(expected))) << "root " << root << (base ? " (base)" : "") << got;
+      EXPECT_TRUE(torch::equal(got_bytes, torch::cat(expected_bytes))) << got_bytes;
+    }
+  }
+}
+
 TEST(MpiCommunicator, ReduceScatterLeavesEachRankItsReducedChunk) {
   const int64_t n = world() * 5;
   auto floats = (torch::arange(n, torch::kFloat) + 1) * (rank() + 1);

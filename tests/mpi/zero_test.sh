@@ -4,7 +4,12 @@
 #      state of the checkpoints), for N = 2 and 3, with clipping at every step, one bucket or many, and a
 #      parameter count that neither 2 nor 3 divides;
 #  (b) N ranks x accumulation A with --zero 1 == 1 rank x accumulation N*A within 1e-5 (the DDP contract);
-#  (c) the checkpoint is whole: a 2-rank --zero 1 run resumes with --zero 0, bit for bit, and on 3 ranks.
+#  (c) the checkpoint is whole: a 2-rank --zero 1 run resumes with --zero 0, bit for bit, and on 3 ranks;
+#      a 3-rank --zero 1 checkpoint (streamed tensor by tensor to rank 0) resumes on 1 rank, whose
+#      checkpoint resumes on 3 ranks with --zero 1 again, and `export` reads it;
+#  (d) Muon with --zero 1 (each matrix's gradient gathered to its owner, its momentum kept there alone)
+#      == Muon with --zero 0 on 2 and 3 ranks, with --zero 2 and 3 on 2 ranks too, and its checkpoint
+#      resumes with --zero 0.
 #
 # usage: zero_test.sh PATH/TO/mygpt-ddp PATH/TO/python-with-torch
 set -uo pipefail
@@ -101,6 +106,64 @@ if [[ -f $WORK/stop6/ckpt_00000006.safetensors ]]; then
       test -f "$WORK/resumed_3ranks/ckpt_00000012.safetensors"
 else
   fail "(c) no checkpoint at step 6"
+fi
+
+# (c) across world sizes both ways: 3 ranks --zero 1 to step 6, on 1 rank --zero 0 from there (its checkpoint
+# at step 9), on 3 ranks --zero 1 from that to step 12. The data position carries over; the random streams
+# restart (dropout is 0 here, so the losses are the straight run's within float summation's reordering).
+train_run ws3 3 2 --zero 1 --checkpoint-every 6
+if train_run ws1 1 6 --zero 0 --resume "$WORK/ws3/ckpt_00000006.safetensors" --checkpoint-every 3 &&
+  train_run ws3b 3 2 --zero 1 --resume "$WORK/ws1/ckpt_00000009.safetensors"; then
+  check "(c) 3 ranks -> 1 rank: resumed at step 6" grep -q "resumed from .*ckpt_00000006.safetensors at step 6" "$WORK/ws1.out"
+  check "(c) 1 rank -> 3 ranks: resumed at step 9" grep -q "resumed from .*ckpt_00000009.safetensors at step 9" "$WORK/ws3b.out"
+  comparison=$("$python" - "$WORK" <<'PY' 2>&1
+import json, sys
+def losses(path):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if "loss" in r}
+work = sys.argv[1]
+straight = losses(f"{work}/ranks3_zero1/metrics.jsonl")
+resumed = {**losses(f"{work}/ws1/metrics.jsonl"), **losses(f"{work}/ws3b/metrics.jsonl")}
+worst = max(abs(resumed[s] - straight[s]) for s in range(6, 12) if s in resumed and s in straight)
+print(("PASS" if worst < 1e-4 else "FAIL") + f": (c) 3 ranks -> 1 rank -> 3 ranks follows the straight run (worst loss difference {worst:.2e})")
+PY
+)
+  echo "$comparison"
+  passed=$((passed + $(grep -c '^PASS:' <<<"$comparison")))
+  failed=$((failed + $(grep -c '^FAIL:' <<<"$comparison")))
+  if "$BIN" export --checkpoint "$WORK/ws3b/ckpt_00000012.safetensors" --out "$WORK/exported" >"$WORK/export.out" 2>&1; then
+    check "(c) export reads the 3-rank --zero 1 checkpoint" test -f "$WORK/exported/model.safetensors"
+  else
+    fail "(c) export of the 3-rank --zero 1 checkpoint" "$(tail -c 300 "$WORK/export.out")"
+  fi
+fi
+
+# (d) Muon with --zero 1 against Muon with --zero 0 (the AdamW part sharded as ever; Muon's matrices'
+# gradients gathered whole to their owners): the same sums, so bit for bit.
+train_run muon2_zero0 2 1 --optimizer muon --zero 0
+train_run muon2_zero1 2 1 --optimizer muon --zero 1
+train_run muon2_zero2 2 1 --optimizer muon --zero 2
+train_run muon2_zero3 2 1 --optimizer muon --zero 3
+train_run muon3_zero0 3 2 --optimizer muon --zero 0
+train_run muon3_zero1 3 2 --optimizer muon --zero 1 --checkpoint-every 6
+comparison=$("$python" "$TESTS_DIR/mpi/compare_runs.py" 0 \
+  "$(pair muon2_zero1 muon2_zero0 "(d) 2 ranks: Muon --zero 1 == Muon --zero 0")" \
+  "$(pair muon2_zero2 muon2_zero0 "(d) 2 ranks: Muon --zero 2 == Muon --zero 0")" \
+  "$(pair muon2_zero3 muon2_zero0 "(d) 2 ranks: Muon --zero 3 == Muon --zero 0")" \
+  "$(pair muon3_zero1 muon3_zero0 "(d) 3 ranks x accum 2: Muon --zero 1 == Muon --zero 0")" 2>&1)
+echo "$comparison"
+passed=$((passed + $(grep -c '^PASS:' <<<"$comparison")))
+failed=$((failed + $(grep -c '^FAIL:' <<<"$comparison")))
+for n in 2 3; do
+  if count=$(same_state muon${n}_zero1 muon${n}_zero0 muon. 2>&1); then
+    pass "(d) $n ranks: Muon's momenta in the checkpoints are identical ($count tensors)"
+  else
+    fail "(d) $n ranks: Muon's momenta in the checkpoints" "$count"
+  fi
+done
+rm -f "$WORK/muon3_zero1/ckpt_00000012.safetensors"
+if train_run muon_resumed 2 1 --optimizer muon --zero 0 --resume "$WORK/muon3_zero1/ckpt_00000006.safetensors"; then
+  check "(d) a 3-rank Muon --zero 1 checkpoint resumes on 2 ranks with --zero 0" \
+    test -f "$WORK/muon_resumed/ckpt_00000012.safetensors"
 fi
 
 finish
