@@ -159,7 +159,7 @@ TEST(TimeBudgetClock, CountsFromItsStartAndKeepsWhatWasSpentBefore) {
   EXPECT_EQ(resumed.agreed_spent(), 13);  // 6 before, 7 since
 
   EXPECT_NE(invalid_argument_message([&] { resumed.load_state_dict({}); }).find("spent_us"), std::string::npos);
-  EXPECT_NE(invalid_argument_message([&] { resumed.load_state_dict({{"spent_us", torch::tensor(-1L)}}); })
+  EXPECT_NE(invalid_argument_message([&] { resumed.load_state_dict({{"spent_us", torch::tensor(int64_t{-1})}}); })
                 .find("negative"),
             std::string::npos);
 }
