@@ -17,6 +17,7 @@
 
 #include "distributed/job_session.h"
 #include "distributed/mpi_communicator.h"
+#include "tests/mpi/rank_failure_printer.h"
 #include "tests/scratch_dir.h"
 #include "tests/training_fixture.h"
 
@@ -105,17 +106,6 @@ TEST(StreamedCheckpoint, ZeroOneRankZeroHoldsAFewTensorsNotTheWholeState) { expe
 TEST(StreamedCheckpoint, ZeroTwoRankZeroHoldsAFewTensorsNotTheWholeState) { expect_save_holds_a_few_tensors("2"); }
 TEST(StreamedCheckpoint, ZeroThreeRankZeroHoldsAFewTensorsNotTheWholeState) { expect_save_holds_a_few_tensors("3"); }
 
-// Ranks other than 0 print only their failures, each line naming the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) std::cerr << ("rank " + std::to_string(rank_) + ": " + result.summary() + "\n") << std::flush;
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace mygpt
@@ -129,11 +119,7 @@ int main(int argc, char** argv) {
   }
   torch::set_num_threads(1);
   const int rank = job.world().rank;
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new mygpt::RankFailurePrinter(rank));
-  }
+  mygpt::print_only_failures_off_rank_zero(rank);
   int any_failed = 0;
   {
     // Destroyed (thread joined, communicator freed) before JobSession finalizes MPI.

@@ -32,6 +32,7 @@
 #include "distributed/mpi_communicator.h"
 #include "distributed/job_session.h"
 #include "model/gpt.h"
+#include "tests/mpi/rank_failure_printer.h"
 #include "tests/test_support.h"
 
 namespace mygpt {
@@ -553,27 +554,6 @@ TEST(RequireSameConfig, EveryRankThrowsWhenOneDiffers) {
 
 // ---------------------------------------------------------------------------------------------------
 
-// Ranks other than 0 print only their failures, each line naming the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (!result.failed()) return;
-    print(std::string(result.file_name() ? result.file_name() : "?") + ":" + std::to_string(result.line_number()) +
-          ": failure\n" + result.summary());
-  }
-  void OnTestEnd(const ::testing::TestInfo& info) override {
-    if (info.result()->Failed()) print(std::string("FAILED ") + info.test_suite_name() + "." + info.name());
-  }
-
- private:
-  // One write per report: std::cerr flushes after every <<, and other ranks' output would cut in.
-  void print(const std::string& text) const {
-    std::cerr << ("rank " + std::to_string(rank_) + ": " + text + "\n") << std::flush;
-  }
-
-  int rank_;
-};
 
 }  // namespace
 }  // namespace mygpt
@@ -588,11 +568,7 @@ int main(int argc, char** argv) {
   }
   torch::set_num_threads(1);
   const int rank = job.world().rank;
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new mygpt::RankFailurePrinter(rank));
-  }
+  mygpt::print_only_failures_off_rank_zero(rank);
   int any_failed = 0;
   {
     // Destroyed (threads joined, communicators freed) before JobSession finalizes MPI.

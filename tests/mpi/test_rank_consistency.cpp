@@ -24,6 +24,7 @@
 #include "distributed/mpi_communicator.h"
 #include "distributed/rank_zero_reports.h"
 #include "common/strprintf.h"
+#include "tests/mpi/rank_failure_printer.h"
 #include "tests/scratch_dir.h"
 #include "tests/training_fixture.h"
 #include "trainer/rank_consistency.h"
@@ -166,20 +167,6 @@ TEST(RankChecksumsText, GroupsTheRanksLargestGroupFirst) {
   EXPECT_EQ(rank_checksums_text({5, 5}), "ranks 0, 1 hold parameters of checksum 0000000000000005");
 }
 
-// Prints a failing check of a rank other than 0 with the rank named (rank 0's printer prints the rest).
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      std::cerr << "rank " << rank_ << ": " << (result.file_name() ? result.file_name() : "?") << ":"
-                << result.line_number() << ": " << result.summary() << std::endl;
-    }
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace mygpt
@@ -192,11 +179,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   torch::set_num_threads(1);
-  if (job.world().rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new mygpt::RankFailurePrinter(job.world().rank));
-  }
+  mygpt::print_only_failures_off_rank_zero(job.world().rank);
   int any_failed = 0;
   {
     mygpt::MpiCommunicator mpi(MPI_COMM_WORLD, job.thread_serialized());
