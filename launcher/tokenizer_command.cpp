@@ -235,7 +235,7 @@ struct TokenizerEvalFlags {
   std::optional<std::string> gpt2_vocab;
 };
 
-const OptionTable<TokenizerEvalFlags>& eval_flag_table() {
+const OptionTable<TokenizerEvalFlags>& tokenizer_eval_flag_table() {
   static const OptionTable<TokenizerEvalFlags> table = [] {
     using F = TokenizerEvalFlags;
     OptionTable<F> t;
@@ -315,7 +315,7 @@ Command tokenizer_train_command() {
 Command tokenizer_eval_command() {
   return make_command<TokenizerEvalFlags>("tokenizer eval", "tokenizer eval --vocab DIR --input FILE... [options]",
                                           "bytes per token of a tokenizer on a text, beside GPT-2's",
-                                          /*multi_rank=*/false, &eval_flag_table, &run_tokenizer_eval);
+                                          /*multi_rank=*/false, &tokenizer_eval_flag_table, &run_tokenizer_eval);
 }
 
 }  // namespace mygpt

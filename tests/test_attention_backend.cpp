@@ -6,7 +6,7 @@
 #include "model/attention_backend.h"
 #include "model/gpt.h"
 
-namespace mygpt {
+namespace mygpt::attention_backend_test {
 namespace {
 
 // Restores PyTorch's defaults after each test: the setting is process-wide.
@@ -45,4 +45,4 @@ TEST_F(AttentionBackendTest, MathAllowsOnlyTheReferenceKernelAndAgreesWithTheDef
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::attention_backend_test

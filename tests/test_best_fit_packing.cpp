@@ -10,7 +10,7 @@
 #include "dataloader/batch_loader.h"
 #include "dataloader/best_fit_packer.h"
 
-namespace mygpt {
+namespace mygpt::best_fit_packing_test {
 namespace {
 
 constexpr int64_t kBos = 0;
@@ -234,4 +234,4 @@ TEST(BestFitBatchLoader, RanksTakeTheBatchesOneProcessTakesAndResume) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::best_fit_packing_test

@@ -17,7 +17,7 @@
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/hf_bpe_tokenizer.h"
 
-namespace mygpt {
+namespace mygpt::bpe_trainer_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -202,4 +202,4 @@ TEST_F(BpeTrainerVersusRustbpe, TokenizersAndTiktokenGiveOurIds) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::bpe_trainer_test

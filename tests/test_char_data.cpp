@@ -20,7 +20,7 @@
 #include "dataloader/token_source.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::char_data_test {
 namespace {
 
 using testing::invalid_argument_message;
@@ -397,4 +397,4 @@ TEST(BuiltinSort, HeldOutPromptsNeverOccurInTheTrainingText) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::char_data_test

@@ -8,7 +8,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::chat_data_test {
 namespace {
 
 using testing::invalid_argument_message;
@@ -263,4 +263,4 @@ TEST(MaskedLoss, IsTheSumOverTrainedTargetsOfTheFullCrossEntropy) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::chat_data_test

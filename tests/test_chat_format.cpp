@@ -11,7 +11,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::chat_format_test {
 namespace {
 
 using testing::invalid_argument_message;
@@ -202,4 +202,4 @@ TEST(ChatFormat, TransformersTurnsAChatTokenSpelledInAMessageIntoTheToken) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::chat_format_test

@@ -14,7 +14,7 @@
 #include "launcher/chat_session.h"
 #include "model/gpt.h"
 
-namespace mygpt {
+namespace mygpt::chat_session_test {
 namespace {
 
 constexpr int64_t kSpecialTokens = 5;
@@ -157,4 +157,4 @@ TEST(ChatSession, SampledRepliesFollowTheSeed) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::chat_session_test

@@ -33,7 +33,7 @@
 #include "launcher/run_course.h"
 #include "launcher/run_plan.h"
 
-namespace mygpt {
+namespace mygpt::checkpoint_test {
 namespace {
 
 using testing::invalid_argument_message;
@@ -605,4 +605,4 @@ TEST(Checkpoint, MetadataClaimsAreCheckedAgainstTheTensorsBeforeAnyModelIsBuilt)
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::checkpoint_test

@@ -5,7 +5,7 @@
 #include "model/gpt_config.h"
 #include "trainer/checkpoint_space.h"
 
-namespace mygpt {
+namespace mygpt::checkpoint_space_test {
 namespace {
 
 TrainOptions saving(int64_t steps, int64_t every, int64_t keep, bool final_checkpoint = true) {
@@ -46,4 +46,4 @@ TEST(CheckpointSpace, KeptCheckpointsPlusTheOneBeingWritten) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::checkpoint_space_test

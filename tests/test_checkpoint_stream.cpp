@@ -20,7 +20,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/sharded_gather.h"
 
-namespace mygpt {
+namespace mygpt::checkpoint_stream_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -129,4 +129,4 @@ TEST(StreamedCheckpoint, GathersAShardedTensorOnlyWhenItsPiecesCoverIt) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::checkpoint_stream_test

@@ -14,7 +14,7 @@
 #include "trainer/hellaswag_eval.h"
 #include "trainer/mixed_precision.h"
 
-namespace mygpt {
+namespace mygpt::chunked_loss_test {
 namespace {
 
 namespace F = torch::nn::functional;
@@ -336,4 +336,4 @@ TEST(FusedLoss, HellaSwagPickFromLossesIgnoresTokensOutsideTheEnding) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::chunked_loss_test

@@ -17,7 +17,7 @@
 #include "distributed/deadline_poll.h"
 #include "distributed/job_session.h"
 
-namespace mygpt {
+namespace mygpt::collective_watchdog_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -313,4 +313,4 @@ TEST(CollectiveWatchdog, OnlyTheInitializingThreadOrThreadMultipleMayCallMpi) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::collective_watchdog_test

@@ -11,7 +11,7 @@
 #include "launcher/command_line_check.h"
 #include "launcher/commands.h"
 
-namespace mygpt {
+namespace mygpt::command_line_check_test {
 namespace {
 
 // The message check_command_line throws for `words`, or "" when it passes.
@@ -87,4 +87,4 @@ TEST(ParseOnly, ChecksOneCommandLinePerInputLine) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::command_line_check_test

@@ -24,7 +24,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::common_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -157,9 +157,9 @@ TEST(FileIo, OutputFoldersAreCreatedOrRefusedByName) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::common_test
 
-namespace mygpt {
+namespace mygpt::common_test {
 namespace {
 
 TEST(Progress, ALogGetsWholeLinesWithRateAndTimeLeftAndQuietGetsNone) {
@@ -196,9 +196,9 @@ TEST(Progress, ALogGetsWholeLinesWithRateAndTimeLeftAndQuietGetsNone) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::common_test
 
-namespace mygpt {
+namespace mygpt::common_test {
 namespace {
 
 std::string this_host() {
@@ -349,4 +349,4 @@ TEST(FolderClaim, AClaimOfAnEarlierStartOfTheSameBatchJobIsTakenOver) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::common_test

@@ -15,7 +15,7 @@
 #include "trainer/bits_per_byte.h"
 #include "trainer/choice_scoring.h"
 
-namespace mygpt {
+namespace mygpt::core_eval_test {
 namespace {
 
 CoreTask task_of(CoreTaskType type, const std::string& delimiter = " ") {
@@ -203,4 +203,4 @@ TEST(CoreBundle, ReadsTasksAndNamesTheFaultyLine) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::core_eval_test

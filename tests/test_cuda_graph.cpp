@@ -12,7 +12,7 @@
 #include "tests/training_fixture.h"
 #include "trainer/cuda_graph_step.h"
 
-namespace mygpt {
+namespace mygpt::cuda_graph_test {
 namespace {
 
 const torch::Device kCuda(torch::kCUDA, 0);  // a device object only: nothing runs on it here
@@ -77,4 +77,4 @@ TEST(CudaGraphRefusal, ACpuRunIsRefusedBeforeItTrains) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::cuda_graph_test

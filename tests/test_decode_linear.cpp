@@ -10,7 +10,7 @@
 
 #include "model/decode_linear.h"
 
-namespace mygpt {
+namespace mygpt::decode_linear_test {
 namespace {
 
 const std::vector<DecodeLinearIsa> kIsas = {DecodeLinearIsa::avx512, DecodeLinearIsa::avx2, DecodeLinearIsa::baseline};
@@ -120,4 +120,4 @@ TEST(DecodeLinear, DeclinesWhatItDoesNotCompute) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::decode_linear_test

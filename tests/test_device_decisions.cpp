@@ -15,7 +15,7 @@
 #include "trainer/mixed_precision.h"
 #include "trainer/stateful_parts.h"
 
-namespace mygpt {
+namespace mygpt::device_decisions_test {
 namespace {
 
 using testing::invalid_argument_message;
@@ -129,4 +129,4 @@ TEST(HostMemory, TheSystemsOwnFigures) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::device_decisions_test

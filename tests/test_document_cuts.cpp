@@ -23,7 +23,7 @@
 #include "tests/test_data.h"
 #include "tokenizer/text_codec.h"
 
-namespace mygpt {
+namespace mygpt::document_cuts_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -164,4 +164,4 @@ TEST(DocumentCutsVersusTiktoken, Gpt2PiecesAndTrainingTextGiveEncodeOrdinaryIds)
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::document_cuts_test

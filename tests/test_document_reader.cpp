@@ -14,7 +14,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_data.h"
 
-namespace mygpt {
+namespace mygpt::document_reader_test {
 namespace {
 
 const std::string kGpt2Dir = (testing::test_data_dir() / "gpt2").string();
@@ -240,4 +240,4 @@ TEST(ParallelEncoder, SameTokensInTheSameOrderOnAnyNumberOfThreads) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::document_reader_test

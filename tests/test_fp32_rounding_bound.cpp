@@ -13,7 +13,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/training_fixture.h"
 
-namespace mygpt {
+namespace mygpt::fp32_rounding_bound_test {
 namespace {
 
 constexpr int64_t kVocab = 37;
@@ -65,4 +65,4 @@ TEST(Fp32RoundingBound, FollowsTheModelsReductionsAndTheRunsTravel) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::fp32_rounding_bound_test

@@ -41,7 +41,7 @@
 #include "model/gpt.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::gelu_tanh_cpu_test {
 namespace {
 
 using gelu_tanh_kernels::kExpErrorUnits;
@@ -399,4 +399,4 @@ TEST(GeluTanhCpu, Bf16AutocastMlpIsTheAtenMlp) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::gelu_tanh_cpu_test

@@ -21,7 +21,7 @@
 #define MYGPT_HF_REFERENCE_SCRIPT ""
 #endif
 
-namespace mygpt {
+namespace mygpt::generation_test {
 namespace {
 
 GptConfig small_config(int64_t block_size, int64_t vocab_size = 101) {
@@ -212,4 +212,4 @@ TEST(KvCacheTransformers, GreedyTokensEqualTransformersGenerateOnAnExport) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::generation_test

@@ -18,7 +18,7 @@
 #include "tests/test_data.h"
 
 
-namespace mygpt {
+namespace mygpt::gpt2_bpe_tokenizer_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -323,4 +323,4 @@ TEST_F(Gpt2BpeTokenizerErrors, BadVocabBpe) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::gpt2_bpe_tokenizer_test

@@ -15,7 +15,7 @@
 #include "trainer/mixed_precision.h"
 #include "trainer/trainer.h"
 
-namespace mygpt {
+namespace mygpt::graph_ready_step_test {
 namespace {
 
 constexpr int64_t kVocab = 23;
@@ -102,4 +102,4 @@ TEST(GraphReadyStep, LossesBitForBitAsTheHostScalarStep) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::graph_ready_step_test

@@ -12,7 +12,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::hellaswag_reader_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -123,4 +123,4 @@ TEST(HellaSwagReader, ReadsTheSharedValidationFile) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::hellaswag_reader_test

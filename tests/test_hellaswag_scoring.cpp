@@ -17,7 +17,7 @@
 #include "tests/test_support.h"
 #include "trainer/hellaswag_eval.h"
 
-namespace mygpt {
+namespace mygpt::hellaswag_scoring_test {
 namespace {
 
 // ------------------------------------------------------------------------------------------------
@@ -273,4 +273,4 @@ TEST(EvaluateHellaSwag, ScoresInEvalModeAndRestoresTrainingMode) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::hellaswag_scoring_test

@@ -24,7 +24,7 @@
 #include "tests/test_data.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::hf_bpe_tokenizer_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -550,4 +550,4 @@ TEST(HfBpeTokenizer, RefusesWhatItDoesNotReadInOneLineNamingTheFile) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::hf_bpe_tokenizer_test

@@ -17,7 +17,7 @@
 #include "model/hf/safetensors_file.h"
 #include "scratch_dir.h"
 
-namespace mygpt {
+namespace mygpt::hf_folder_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -155,4 +155,4 @@ TEST(HfFolder, BadFoldersAreOneLineNamingTheFile) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::hf_folder_test

@@ -26,7 +26,7 @@
 #define MYGPT_HF_REFERENCE_SCRIPT ""
 #endif
 
-namespace mygpt {
+namespace mygpt::hf_gpt2_test {
 namespace {
 namespace fs = std::filesystem;
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -629,4 +629,4 @@ TEST(HfGpt2Transformers, SafetensorsFilesInteroperateWithTheReference) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::hf_gpt2_test

@@ -11,7 +11,7 @@
 #include "model/gpt.h"
 #include "model/huge_page_weights.h"
 
-namespace mygpt {
+namespace mygpt::huge_page_weights_test {
 namespace {
 
 Gpt small_model() {
@@ -87,4 +87,4 @@ TEST(HugePageWeights, TheCopiesAreAdvisedForHugePages) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::huge_page_weights_test

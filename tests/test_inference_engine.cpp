@@ -14,7 +14,7 @@
 #include "model/gpt.h"
 #include "model/sampling.h"
 
-namespace mygpt {
+namespace mygpt::inference_engine_test {
 namespace {
 
 Gpt small_model(Positions positions = Positions::learned) {
@@ -213,4 +213,4 @@ TEST(ReplyText, HoldsBackHalfACharacter) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::inference_engine_test

@@ -9,7 +9,7 @@
 #include "distributed/job_session.h"
 #include "distributed/launch_environment.h"
 
-namespace mygpt {
+namespace mygpt::launch_environment_test {
 namespace {
 
 using Vars = std::map<std::string, std::string>;
@@ -363,4 +363,4 @@ TEST(LaunchEnvironment, SlurmHostlistsAndTasksPerNode) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::launch_environment_test

@@ -31,7 +31,7 @@
 #include "model/lm_loss_cpu.h"
 #include "model/lm_loss_cpu_kernels.h"
 
-namespace mygpt {
+namespace mygpt::lm_loss_cpu_test {
 namespace {
 
 using lm_loss_kernels::Loops;
@@ -235,4 +235,4 @@ TEST(LmLossCpu, TheChunkedLossWithASoftCapEqualsTransformersFormula) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::lm_loss_cpu_test

@@ -15,7 +15,7 @@
 
 #include "model/cuda/lm_loss_row_math.h"
 
-namespace mygpt::cuda_kernels::row_math {
+namespace mygpt::cuda_kernels::row_math::lm_loss_row_math_test {
 namespace {
 
 constexpr int kMaxThreads = 512;  // as the kernel
@@ -227,4 +227,4 @@ TEST(RowMath, LaunchShapes) {
 }
 
 }  // namespace
-}  // namespace mygpt::cuda_kernels::row_math
+}  // namespace mygpt::cuda_kernels::row_math::lm_loss_row_math_test

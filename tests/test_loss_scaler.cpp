@@ -19,7 +19,7 @@
 #include "trainer/loss_scaler.h"
 #include "trainer/trainer.h"
 
-namespace mygpt {
+namespace mygpt::loss_scaler_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -260,4 +260,4 @@ TEST(Fp16Training, ACheckpointMovesBetweenPrecisions) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::loss_scaler_test

@@ -9,7 +9,7 @@
 #include "model/gpt_config.h"
 #include "trainer/memory_estimate.h"
 
-namespace mygpt {
+namespace mygpt::memory_estimate_test {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -158,4 +158,4 @@ TEST(MemoryEstimate, SevenBillionOnTwentyFourGigabytesNeedsMoreThanShards) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::memory_estimate_test

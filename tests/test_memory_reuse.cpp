@@ -14,7 +14,7 @@
 #include <malloc.h>
 #endif
 
-namespace mygpt {
+namespace mygpt::memory_reuse_test {
 namespace {
 
 extern "C" char** environ;
@@ -94,4 +94,4 @@ TEST(MemoryReuse, TheUsersMallocSettingsStand) {
 #endif
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::memory_reuse_test

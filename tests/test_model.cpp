@@ -16,7 +16,7 @@
 #include "model/sampling.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::model_test {
 namespace {
 
 using testing::invalid_argument_message;
@@ -352,4 +352,4 @@ TEST(Sampling, RejectsBadOptions) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::model_test

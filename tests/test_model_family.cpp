@@ -28,7 +28,7 @@
 #define MYGPT_FAMILY_REFERENCE_SCRIPT ""
 #endif
 
-namespace mygpt {
+namespace mygpt::model_family_test {
 namespace {
 
 constexpr int64_t kVocab = 101;
@@ -636,4 +636,4 @@ TEST(ModelFamily, ExportCarriesTheSourceFoldersSpecialTokenIds) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::model_family_test

@@ -24,7 +24,7 @@
 #define MYGPT_MUON_REFERENCE_SCRIPT "tests/muon_reference.py"
 #endif
 
-namespace mygpt {
+namespace mygpt::muon_test {
 namespace {
 
 constexpr int64_t kVocab = 19, kBlock = 16;
@@ -256,4 +256,4 @@ TEST(MuonReference, SeveralPlainMomentumStepsWithThreeIterationsEqualPyTorch) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::muon_test

@@ -22,7 +22,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::new_user_test {
 namespace {
 
 using testing::invalid_argument_message;
@@ -272,4 +272,4 @@ TEST(Gpt2Tokenizer, ReadsAHuggingFaceTokenizerJsonAlone) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::new_user_test

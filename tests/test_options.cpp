@@ -19,7 +19,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::options_test {
 namespace {
 
 // ------------------------------------------------------------------------------------------------
@@ -471,4 +471,4 @@ TEST(DeviceChoice, ThreadCountsFarAboveTheCoresAreRefused) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::options_test

@@ -10,7 +10,7 @@
 
 #include "common/python_random.h"
 
-namespace mygpt {
+namespace mygpt::python_random_test {
 namespace {
 
 TEST(PythonRandom, SeedsAsCPythonDoes) {
@@ -77,4 +77,4 @@ TEST(PythonRandom, SampleTakesBothBranches) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::python_random_test

@@ -13,7 +13,7 @@
 #include "trainer/mixed_precision.h"
 #include "trainer/trainer.h"
 
-namespace mygpt {
+namespace mygpt::recompute_test {
 namespace {
 
 constexpr int64_t kVocab = 29;
@@ -95,4 +95,4 @@ TEST(Recompute, TrainingRunsEqualThePlainRun) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::recompute_test

@@ -10,7 +10,7 @@
 #include "tests/scratch_dir.h"
 #include "trainer/run_output.h"
 
-namespace mygpt {
+namespace mygpt::run_output_test {
 namespace {
 
 std::vector<nlohmann::json> rows_of(const std::filesystem::path& path) {
@@ -70,4 +70,4 @@ TEST(RunOutput, OnlyRankZeroWrites) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::run_output_test

@@ -14,7 +14,7 @@
 #include "tests/test_support.h"
 #include "tests/training_fixture.h"
 
-namespace mygpt {
+namespace mygpt::run_plan_test {
 namespace {
 
 constexpr int64_t kVocab = 23;
@@ -170,4 +170,4 @@ TEST(OptionNames, DeclarationsNamingNoRowAreCaughtWhenTheTableIsBuilt) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::run_plan_test

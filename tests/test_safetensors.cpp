@@ -12,7 +12,7 @@
 #include "model/hf/safetensors_file.h"
 #include "scratch_dir.h"
 
-namespace mygpt {
+namespace mygpt::safetensors_test {
 namespace {
 
 std::string le64(uint64_t value) {
@@ -309,4 +309,4 @@ TEST(Safetensors, SurvivesRandomDamage) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::safetensors_test

@@ -25,7 +25,7 @@
 #include "trainer/time_budget.h"
 #include "trainer/trainer.h"
 
-namespace mygpt {
+namespace mygpt::time_budget_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -291,4 +291,4 @@ TEST(TimeBudgetRun, RefusedWhereNoBitsPerByteCanEndIt) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::time_budget_test

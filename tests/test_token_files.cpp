@@ -21,7 +21,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 
-namespace mygpt {
+namespace mygpt::token_files_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -465,4 +465,4 @@ TEST_F(TokenFilesTest, ShardWriterLargeShardsSpanSeveralBufferFlushes) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::token_files_test

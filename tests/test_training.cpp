@@ -29,7 +29,7 @@
 #include "trainer/trainer.h"
 #include "trainer/validation_batches.h"
 
-namespace mygpt {
+namespace mygpt::training_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -486,4 +486,4 @@ TEST(Trainer, TheLastEvaluationSeesTheSavedWeights) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::training_test

@@ -8,7 +8,7 @@
 #include "common/file_io.h"
 #include "common/utf8_stream.h"
 
-namespace mygpt {
+namespace mygpt::utf8_stream_test {
 namespace {
 
 const std::string kFffd = "\xEF\xBF\xBD";
@@ -47,4 +47,4 @@ TEST(Utf8Stream, WhatNeverBecomesWholeIsReplacementCharacters) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::utf8_stream_test

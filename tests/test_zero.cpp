@@ -17,7 +17,7 @@
 #include "trainer/gradient_norm.h"
 #include "trainer/trainer.h"
 
-namespace mygpt {
+namespace mygpt::zero_test {
 namespace {
 
 constexpr int64_t kVocab = 23;
@@ -285,4 +285,4 @@ TEST(GradientNorm, BitIdenticalWhateverTheBucketsAndSharding) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::zero_test

@@ -75,10 +75,6 @@ nlohmann::json read_hf_json_object(const fs::path& path, const std::string& role
 
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string shape_text(c10::IntArrayRef shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
@@ -124,7 +120,7 @@ class HfWeights {
     const bool prefixed = !prefix_.empty() && stored_name.rfind(prefix_, 0) == 0;
     const std::string name = prefixed ? stored_name.substr(prefix_.size()) : stored_name;
     for (const auto& suffix : skipped_suffixes_) {
-      if (ends_with(name, suffix)) return;
+      if (name.ends_with(suffix)) return;
     }
     const auto [it, inserted] = tensors_.emplace(name, StoredTensor{&reader, stored_name});
     if (!inserted) {

@@ -56,10 +56,6 @@ std::vector<HfTensorMap> hf_gpt2_tensors(const GptConfig& config) {
 const std::vector<std::string> kGpt2CarriedFields = {"vocab_size", "n_layer", "n_head", "n_embd", "block_size",
                                                      "bias",       "dropout", "init"};
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 HfMapping gpt2_mapping(const HfConfigFields& fields, int64_t vocab_multiple) {
@@ -160,7 +156,7 @@ void export_hf_gpt2(const Gpt& model, int64_t vocab_size, const fs::path& folder
     torch::Tensor value;
     if (const auto* parameter = parameters.find(m.ours)) {
       value = hf_tensor_of(m, *parameter, vocab_size, config.head_size());
-    } else if (!config.bias && ends_with(m.ours, ".bias")) {
+    } else if (!config.bias && m.ours.ends_with(".bias")) {
       // HF GPT-2 always has biases; zero ones change nothing. Their shape is the weight's rows.
       const auto& weight_shape = shapes.at(m.ours.substr(0, m.ours.size() - 5) + ".weight");
       value = torch::zeros({weight_shape[0]});
