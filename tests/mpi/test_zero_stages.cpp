@@ -289,7 +289,7 @@ TEST(ZeroThree, StartsFromStoredWeightsAsZeroZeroDoes) {
     comm().barrier();
   }
   std::vector<std::string> from = extra;
-  from.insert(from.end(), {"--init-from", checkpoint_path(stored, 3).string(), "--steps", "4"});
+  from.insert(from.end(), {"--init-from", checkpoint_path(stored, 3).string()});
   std::map<int64_t, Trajectory> runs;
   for (const int64_t zero : {int64_t{0}, int64_t{3}}) {
     auto trainer = testing::trainer_of(testing::train_flags(args(out + "/init" + std::to_string(zero), zero, 1, from)),
