@@ -86,7 +86,9 @@ TEST(WeightInit, UnallocatedModelDrawsTheRandomModelsValuesOneAtATime) {
       Gpt unallocated(config, WeightInit::unallocated);
       EXPECT_EQ(unallocated->weight_init(), WeightInit::unallocated);
       for (const auto& p : unallocated->parameters()) {
-        if (p.dim() >= 2) EXPECT_EQ(p.storage().nbytes(), 0u) << what << ": a matrix was given memory";
+        if (p.dim() >= 2) {
+          EXPECT_EQ(p.storage().nbytes(), 0u) << what << ": a matrix was given memory";
+        }
       }
       const auto expected = random->named_parameters();
       size_t seen = 0;
