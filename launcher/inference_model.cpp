@@ -103,6 +103,27 @@ void copy_stored_weights(const StoredModel& stored, Gpt& model) {
   }
 }
 
+void for_each_stored_weight(const StoredModel& stored, const Gpt& model,
+                            const std::function<void(const std::string&, const torch::Tensor&)>& take) {
+  if (!stored.checkpoint) {
+    for_each_hf_weight(*stored.hf_folder, model, take);
+    return;
+  }
+  const StateDict state = part_state(stored.checkpoint->tensors, "model");
+  const auto parameters = model->named_parameters();
+  if (state.size() != parameters.size() + model->named_buffers().size()) {
+    throw std::invalid_argument("model state holds tensors this model does not have");
+  }
+  for (const auto& item : parameters) {
+    const auto it = state.find(item.key());
+    if (it == state.end()) throw std::invalid_argument("model state lacks '" + item.key() + "'");
+    if (!it->second.sizes().equals(item.value().sizes()) || it->second.scalar_type() != item.value().scalar_type()) {
+      throw std::invalid_argument("model tensor '" + item.key() + "' has the wrong shape or type");
+    }
+    take(item.key(), it->second);
+  }
+}
+
 std::unique_ptr<TextCodec> stored_model_codec(const StoredModel& stored, const std::string& vocab_dir) {
   std::unique_ptr<TextCodec> codec;
   if (!vocab_dir.empty() && stored.tokenizer_kind == TokenizerKind::character) {

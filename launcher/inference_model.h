@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +53,12 @@ Gpt load_stored_weights(const StoredModel& stored, bool huge_pages = false);
 // Copies the stored weights into `model` (of the stored shape but for padded vocabulary rows, which are
 // zeroed; on any device), leaving the random generators where they were.
 void copy_stored_weights(const StoredModel& stored, Gpt& model);
+// The same values one parameter at a time (--zero 3, where a rank keeps a part of each): take(name, value)
+// in the model's parameter order, value a CPU tensor (from a checkpoint: a view of its mapped file) that
+// lives until take returns. `model` gives the names and shapes only; a shape the file does not have is
+// std::invalid_argument, as copy_stored_weights'.
+void for_each_stored_weight(const StoredModel& stored, const Gpt& model,
+                            const std::function<void(const std::string&, const torch::Tensor&)>& take);
 
 // stored's tokenizer, or GPT-2's from vocab_dir when that is not empty (for models trained on token
 // data without --vocab, or whose files moved). Throws std::invalid_argument when there is none, or

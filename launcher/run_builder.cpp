@@ -192,15 +192,37 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
                            .recompute = options.recompute,
                            .cuda_norm_kernel = plan.cuda_norm_kernel};
   seed_everything(options.seed);
-  parts.model = Gpt(model_config, runtime);
-  if (start.model && !start.resume) {
-    if (comm.rank() == 0) copy_stored_weights(*start.model, parts.model);
-    output.print("weights: " + start.model->description + " (optimizer, step and data position start fresh)");
+  // --zero 3: the model is never whole on a rank. Built without memory, sharded across the ranks at once,
+  // and each rank writes only its piece of each parameter: the values a --zero 0 run starts with, drawn
+  // one parameter at a time from the same seed in the same order (which also leaves the generator where a
+  // --zero 0 run's is), or the stored model's, read tensor by tensor.
+  const bool sharded = options.zero == 3;
+  const bool from_stored = start.model && !start.resume;
+  parts.model = Gpt(model_config, sharded ? WeightInit::unallocated : WeightInit::random, runtime);
+  if (sharded) {
+    parts.fully_sharded = std::make_unique<FullyShardedModel>(parts.model, comm, device);
+    parts.model->for_each_initial_value([&](const std::string& name, const torch::Tensor& value) {
+      if (!from_stored) parts.fully_sharded->set_parameter(name, value);
+    });
+  }
+  if (from_stored) {
     // A model whose file has no rows for the chat tokens (Hugging Face's GPT-2 of 50257) was built padded
     // (above) and loaded with those rows zero; they start as the mean of the known ones instead.
     const int64_t known_rows = start.model->config.vocab_size;
-    if (data.chat && data.chat->ids_end > known_rows) {
-      if (comm.rank() == 0) set_new_token_rows_to_mean(parts.model, known_rows, data.chat->ids_end);
+    const bool grow = data.chat && data.chat->ids_end > known_rows;
+    if (sharded) {
+      for_each_stored_weight(*start.model, parts.model, [&](const std::string& name, const torch::Tensor& value) {
+        if (!grow || (name != "wte.weight" && name != "lm_head.weight")) return parts.fully_sharded->set_parameter(name, value);
+        torch::Tensor grown = value.clone();
+        set_new_token_rows_to_mean(grown, known_rows, data.chat->ids_end);
+        parts.fully_sharded->set_parameter(name, grown);
+      });
+    } else if (comm.rank() == 0) {
+      copy_stored_weights(*start.model, parts.model);
+      if (grow) set_new_token_rows_to_mean(parts.model, known_rows, data.chat->ids_end);
+    }
+    output.print("weights: " + start.model->description + " (optimizer, step and data position start fresh)");
+    if (grow) {
       output.print(strprintf("vocabulary: grew the model's %lld token rows to %lld (a multiple of 64); the chat tokens "
                              "%lld..%lld start as the mean of its token embeddings",
                              static_cast<long long>(known_rows), static_cast<long long>(model_config.vocab_size),
@@ -209,8 +231,8 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   }
   if (!plan.notes.loss_kernel.empty()) output.print(plan.notes.loss_kernel);
   prefer_attention_backend(options.attention, device);
-  parts.model->to(device);
-  broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
+  parts.model->to(device);  // --zero 3's parameters are there already, as views of its units
+  if (!sharded) broadcast_model_state(*parts.model, comm);  // every rank starts from rank 0's weights
   // Each rank's dropout masks from its own stream (as nanoGPT seeds 1337 + rank): with one stream for all,
   // every rank drew the masks rank 0 drew, for other rows. Rank 0 keeps the seed's stream, so one rank
   // trains as before; a resume restores each rank's saved stream over this.
@@ -256,9 +278,7 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
   // The gradient buckets (and with --zero 1 or 2 the AdamW of this rank's shard of them; with --zero 3 the
   // model's units sharded instead, and the AdamW of this rank's shard of them) last: over the model
   // as it is on the device.
-  if (options.zero == 3) {
-    // Built whole above (rank 0's weights on every rank), sharded now: from here on each rank keeps 1/N.
-    parts.fully_sharded = std::make_unique<FullyShardedModel>(parts.model, comm);
+  if (sharded) {
     parts.zero = std::make_unique<ShardedAdamW>(parts.model->parameters(), adamw_decay, adamw_no_decay,
                                                 parts.fully_sharded->runs(), adamw, comm);
     if (parts.muon) parts.muon->use_sharded_gradients(*parts.zero);

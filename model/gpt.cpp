@@ -14,6 +14,7 @@ namespace {
 torch::nn::Embedding make_embedding(int64_t rows, int64_t width, WeightInit init) {
   torch::nn::EmbeddingOptions options(rows, width);
   if (init == WeightInit::for_loading) options._weight(torch::empty({rows, width}));
+  if (init == WeightInit::unallocated) options._weight(unallocated_tensor({rows, width}));
   return torch::nn::Embedding(options);
 }
 
@@ -52,15 +53,22 @@ GptImpl::GptImpl(const GptConfig& config, WeightInit init, const GptRuntime& run
   if (init == WeightInit::random) reset_parameters();
 }
 
-void GptImpl::reset_parameters() {
-  torch::NoGradGuard no_grad;
+std::vector<GptImpl::InitStep> GptImpl::init_steps() const {
+  std::vector<InitStep> steps;
   auto is_residual_writer = [](const std::string& name) {
     return name.size() >= 6 && name.compare(name.size() - 6, 6, "c_proj") == 0;
   };
-  for (auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
-    if (auto* norm = item.value()->as<NormImpl>()) {
-      if (norm->weight.defined()) norm->weight.fill_(1.0);
-      if (norm->bias.defined()) norm->bias.zero_();
+  using Draw = std::function<void(torch::Tensor&)>;
+  auto fill = [](double value) -> Draw { return [value](torch::Tensor& t) { t.fill_(value); }; };
+  auto normal = [](double std) -> Draw { return [std](torch::Tensor& t) { t.normal_(0.0, std); }; };
+  auto uniform = [](double bound) -> Draw { return [bound](torch::Tensor& t) { t.uniform_(-bound, bound); }; };
+  auto prefixed = [](const std::string& prefix, const std::string& name) {
+    return prefix.empty() ? name : prefix + "." + name;
+  };
+  for (const auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    if (const auto* norm = item.value()->as<NormImpl>()) {
+      if (norm->weight.defined()) steps.push_back({prefixed(item.key(), "weight"), fill(1.0)});
+      if (norm->bias.defined()) steps.push_back({prefixed(item.key(), "bias"), fill(0.0)});
     }
   }
   if (config_.init == InitKind::nanochat) {
@@ -68,32 +76,61 @@ void GptImpl::reset_parameters() {
     // outliers) for what reads the residual stream, zero for what writes into it, so that every block
     // starts as the identity; a near-zero head.
     const double bound = std::sqrt(3.0 / static_cast<double>(config_.n_embd));
-    wte->weight.normal_(0.0, 1.0);
-    if (wpe) wpe->weight.normal_(0.0, 0.02);
-    for (auto& item : h->named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
-      if (auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
-        if (is_residual_writer(item.key())) {
-          linear->weight.zero_();
-        } else {
-          linear->weight.uniform_(-bound, bound);
-        }
-        if (linear->bias.defined()) linear->bias.zero_();
+    steps.push_back({"wte.weight", normal(1.0)});
+    if (wpe) steps.push_back({"wpe.weight", normal(0.02)});
+    for (const auto& item : h->named_modules(/*name_prefix=*/"h", /*include_self=*/false)) {
+      if (const auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
+        steps.push_back({item.key() + ".weight", is_residual_writer(item.key()) ? fill(0.0) : uniform(bound)});
+        if (linear->bias.defined()) steps.push_back({item.key() + ".bias", fill(0.0)});
       }
     }
-    if (lm_head) lm_head->weight.normal_(0.0, 0.001);
-    return;
+    if (lm_head) steps.push_back({"lm_head.weight", normal(0.001)});
+    return steps;
   }
   const double std = 0.02;
   // Each block adds two residual writes; scaling them keeps the residual stream's variance from
   // growing with depth (GPT-2 paper, section 2.3).
   const double residual_std = std / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
-  wte->weight.normal_(0.0, std);
-  if (wpe) wpe->weight.normal_(0.0, std);
-  for (auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
-    if (auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
-      linear->weight.normal_(0.0, is_residual_writer(item.key()) ? residual_std : std);
-      if (linear->bias.defined()) linear->bias.zero_();
+  steps.push_back({"wte.weight", normal(std)});
+  if (wpe) steps.push_back({"wpe.weight", normal(std)});
+  for (const auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    if (const auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
+      steps.push_back({item.key() + ".weight", normal(is_residual_writer(item.key()) ? residual_std : std)});
+      if (linear->bias.defined()) steps.push_back({item.key() + ".bias", fill(0.0)});
     }
+  }
+  return steps;
+}
+
+void GptImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  auto parameters = named_parameters();
+  for (const InitStep& step : init_steps()) step.draw(parameters[step.name]);
+}
+
+void GptImpl::for_each_initial_value(const std::function<void(const std::string&, const torch::Tensor&)>& take) const {
+  torch::NoGradGuard no_grad;
+  // The draws a random model's constructor takes first: LibTorch's Embedding and Linear initialize
+  // themselves as they are built (N(0, 1); kaiming-uniform weight, uniform bias), in the order the modules
+  // are built, which is named_modules' order. A module of the same options built again here takes the
+  // same draws; its values are dropped, as reset_parameters overwrites them.
+  for (const auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    if (const auto* embedding = item.value()->as<torch::nn::EmbeddingImpl>()) {
+      torch::nn::Embedding(embedding->options.num_embeddings(), embedding->options.embedding_dim());
+    } else if (const auto* linear = item.value()->as<torch::nn::LinearImpl>()) {
+      torch::nn::Linear(torch::nn::LinearOptions(linear->weight.size(1), linear->weight.size(0))
+                            .bias(linear->bias.defined()));
+    }
+  }
+  // Then reset_parameters' draws, each into a tensor of its own that lives until `take` returns.
+  const auto parameters = named_parameters();
+  std::vector<InitStep> steps = init_steps();
+  if (steps.size() != parameters.size()) throw std::logic_error("init_steps does not cover every parameter once");
+  for (InitStep& step : steps) {
+    const torch::Tensor& parameter = parameters[step.name];
+    torch::Tensor value = torch::empty(parameter.sizes(), torch::TensorOptions().dtype(parameter.scalar_type()));
+    step.draw(value);
+    take(step.name, value);
   }
 }
 

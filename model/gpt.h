@@ -121,6 +121,12 @@ class GptImpl : public torch::nn::Module {
   // embedding N(0, 1), head N(0, 0.001), the blocks' input projections uniform with std 1/sqrt(n_embd),
   // the residual writers (attention and MLP output projections) zero. Uses the default generator.
   void reset_parameters();
+  // The values a random model (WeightInit::random) of this config starts with, one parameter at a time:
+  // take(name, value) for each, value a CPU tensor of its own that lives until take returns, drawn from the
+  // default generator in the very order a random model's constructor draws them, which leaves that
+  // generator where building a random model leaves it. For a model built WeightInit::unallocated whose
+  // caller keeps only a part of each (--zero 3's shards): never more than one whole parameter at a time.
+  void for_each_initial_value(const std::function<void(const std::string&, const torch::Tensor&)>& take) const;
 
   torch::nn::Embedding wte{nullptr};  // also the output head when tied
   torch::nn::Embedding wpe{nullptr};  // learned positions only
@@ -135,6 +141,12 @@ class GptImpl : public torch::nn::Module {
   GptRuntime runtime_;
   torch::nn::Dropout drop_{nullptr};
   UnitHooks unit_hooks_;
+  // One parameter's share of reset_parameters: its name and the draw that fills it.
+  struct InitStep {
+    std::string name;
+    std::function<void(torch::Tensor&)> draw;
+  };
+  std::vector<InitStep> init_steps() const;
   void unit_begins(int64_t unit) const {
     if (unit_hooks_.before) unit_hooks_.before(unit);
   }

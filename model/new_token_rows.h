@@ -15,5 +15,7 @@ namespace mygpt {
 // one, so that it neither dominates nor vanishes from the first softmax (transformers' resize_token_embeddings
 // starts new rows around the same mean). Throws std::invalid_argument when the rows are not in the model.
 void set_new_token_rows_to_mean(Gpt& model, int64_t first, int64_t end);
+// The same for one weight of (rows, width) (the token embedding or the untied head).
+void set_new_token_rows_to_mean(torch::Tensor weight, int64_t first, int64_t end);
 
 }  // namespace mygpt

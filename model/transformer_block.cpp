@@ -18,9 +18,19 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, WeightInit ini
   torch::nn::Linear linear(torch::nn::LinearOptions(in, 0).bias(bias));
   linear->options.out_features(out);
   torch::NoGradGuard no_grad;
-  linear->weight.set_data(torch::empty({out, in}));
-  if (bias) linear->bias.set_data(torch::empty({out}));
+  auto make = [init](at::IntArrayRef shape) {
+    return init == WeightInit::unallocated ? unallocated_tensor(shape) : torch::empty(shape);
+  };
+  linear->weight.set_data(make({out, in}));
+  if (bias) linear->bias.set_data(make({out}));
   return linear;
+}
+
+torch::Tensor unallocated_tensor(at::IntArrayRef shape) {
+  torch::Tensor tensor = torch::empty({0});
+  // Sizes set on the tensor, not through resize_: the storage stays empty.
+  tensor.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
+  return tensor;
 }
 
 namespace {

@@ -21,7 +21,16 @@ namespace mygpt {
 // default generator exactly as a fresh training run always has. for_loading: uninitialized storage of the
 // right shapes, no draw taken from any generator, for a model whose every weight is about to be overwritten
 // from a file (a GPT-2 124M random init is ~200M draws and a page-zeroing pass, seconds at one thread).
-enum class WeightInit { random, for_loading };
+// unallocated: parameters of the right shapes (CPU, fp32) with no memory at all and no draw, for a caller
+// that gives each one memory of its own choosing before anything reads it (trainer/fully_sharded_model.h:
+// --zero 3 keeps 1/N of each per rank). It is what Python builds on the meta device; here a meta tensor
+// cannot become a CPU or CUDA one in place (set_data refuses another backend), and the modules hold their
+// parameters by handle, so a parameter is a CPU tensor whose storage holds no bytes instead.
+enum class WeightInit { random, for_loading, unallocated };
+
+// A CPU fp32 tensor of `shape` whose storage holds no bytes (WeightInit::unallocated): only its shape may
+// be read until a caller gives it memory (set_data).
+torch::Tensor unallocated_tensor(at::IntArrayRef shape);
 
 // A Linear layer whose weights hold what `init` says (for_loading: no draw from any generator).
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, WeightInit init = WeightInit::random);

@@ -107,8 +107,8 @@ def check_zero(binary, mpirun, work, text, common):
 def check_gpu_fits(binary):
     """plan's verdict for issue 65's shapes on named GPUs (nothing is run): Llama-3-8B on 8 x 80 GiB fits
     with --zero 3 and not with --zero 1; a Llama-2-7B shape on 8 x 24 GB (22.35 GiB) does not fit even with
-    --zero 3 and --recompute block (autocast's 16-bit copies of the whole model and the whole fp32 model built
-    before sharding, docs/memory-and-precision.md). Returns the number of failed checks."""
+    --zero 3 and --recompute block (autocast's 16-bit copies of the whole model beside the shards,
+    docs/memory-and-precision.md). Returns the number of failed checks."""
     llama = ["--preset", "llama-small", "--n-layer", "32", "--n-embd", "4096", "--n-head", "32", "--block-size", "4096",
              "--batch-size", "1", "--device", "cuda", "--precision", "bf16", "--ranks", "8"]
     cases = [

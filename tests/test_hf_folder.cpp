@@ -67,6 +67,42 @@ TEST(WeightInit, BuildingForLoadingDrawsNothingAndRandomInitIsUnchanged) {
   }
 }
 
+// --zero 3's start (trainer/fully_sharded_model.h): a model built unallocated holds no parameter memory and
+// draws nothing; its initial values, drawn one parameter at a time, are a random model's bit for bit, and
+// leave the generator where building the random model leaves it. For both inits (gpt2 and nanochat), with a
+// tied and an untied head and biases.
+TEST(WeightInit, UnallocatedModelDrawsTheRandomModelsValuesOneAtATime) {
+  for (const InitKind init : {InitKind::gpt2, InitKind::nanochat}) {
+    for (const bool tie : {true, false}) {
+      GptConfig config = small_gpt2(128);
+      config.init = init;
+      config.tie_head = tie;
+      config.bias = true;
+      const std::string what = std::string(init == InitKind::gpt2 ? "gpt2" : "nanochat") + (tie ? ", tied" : ", untied");
+      torch::manual_seed(5);
+      Gpt random(config);
+      const torch::Tensor after_random = generator_state();
+      torch::manual_seed(5);
+      Gpt unallocated(config, WeightInit::unallocated);
+      EXPECT_EQ(unallocated->weight_init(), WeightInit::unallocated);
+      for (const auto& p : unallocated->parameters()) {
+        if (p.dim() >= 2) {
+          EXPECT_EQ(p.storage().nbytes(), 0u) << what << ": a matrix was given memory";
+        }
+      }
+      const auto expected = random->named_parameters();
+      size_t seen = 0;
+      unallocated->for_each_initial_value([&](const std::string& name, const torch::Tensor& value) {
+        ASSERT_NE(expected.find(name), nullptr) << what << ": " << name;
+        EXPECT_TRUE(torch::equal(value, expected[name])) << what << ": " << name;
+        ++seen;
+      });
+      EXPECT_EQ(seen, expected.size()) << what;
+      EXPECT_TRUE(torch::equal(after_random, generator_state())) << what << ": the generator ends elsewhere";
+    }
+  }
+}
+
 TEST(HfFolder, LoadGivesTheFileTensorsBitForBitWithoutDrawing) {
   ScratchDir dir;
   const fs::path folder = exported_folder(dir);

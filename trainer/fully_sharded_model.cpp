@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mygpt {
@@ -33,8 +34,11 @@ void set_storage_bytes(const torch::Tensor& tensor, size_t bytes) {
 
 }  // namespace
 
-FullyShardedModel::FullyShardedModel(Gpt model, Communicator& comm) : model_(std::move(model)), comm_(comm) {
+FullyShardedModel::FullyShardedModel(Gpt model, Communicator& comm, std::optional<torch::Device> on)
+    : model_(std::move(model)), comm_(comm) {
   torch::NoGradGuard no_grad;
+  const torch::Device device = on.value_or(model_->parameters().front().device());
+  std::vector<std::pair<size_t, torch::Tensor>> whole_params;  // those built with memory: copied in below
   const int64_t n_layer = model_->config().n_layer;
   model_units_ = n_layer + 3;
   std::vector<std::vector<size_t>> members(static_cast<size_t>(model_units_));
@@ -65,19 +69,22 @@ FullyShardedModel::FullyShardedModel(Gpt model, Communicator& comm) : model_(std
     }
     unit.layout.used = unit.layout.numel;
     unit.layout.numel = round_up(unit.layout.numel, kShardAlignment * world);
-    unit.full = torch::zeros({unit.layout.numel}, params_[in.front()].options().requires_grad(false));
+    // Memory that nothing writes (on a CPU not even paged in) and that release() lets go of below: views
+    // are made over a storage of the unit's size, and keep that storage object.
+    unit.full = torch::empty({unit.layout.numel}, torch::TensorOptions().dtype(torch::kFloat).device(device));
     for (size_t i = 0; i < in.size(); ++i) {
       torch::Tensor& p = params_[in[i]];
-      auto view = unit.full.slice(0, unit.layout.offsets[i], unit.layout.offsets[i] + p.numel()).view_as(p);
-      view.copy_(p);
-      p.set_data(view);
+      if (p.storage().nbytes() >= p.nbytes()) whole_params.emplace_back(in[i], p.detach());
+      p.set_data(unit.full.slice(0, unit.layout.offsets[i], unit.layout.offsets[i] + p.numel()).view_as(p));
     }
-    unit.shard = comm_.chunk_of(unit.full).clone();
+    unit.shard = torch::zeros({unit.layout.numel / world}, unit.full.options());
     unit.grad_shard = torch::zeros_like(unit.shard);
     unit_of_model_unit_.push_back(static_cast<int64_t>(units_.size()));
     units_.push_back(std::move(unit));
   }
   for (size_t u = 0; u < units_.size(); ++u) release(u);
+  pieces_of_params_ = shard_pieces();
+  for (const auto& [k, whole] : whole_params) set_parameter(names_[k], whole);
 
   // The gradient norm's pieces (GradientNorm's order: parameters from the last, each in rows of
   // kShardAlignment elements).
@@ -311,6 +318,15 @@ void FullyShardedModel::for_each_whole_parameter(
     for (size_t k : units_[u].layout.params) fn(names_[k], params_[k]);
     release(u);
   }
+}
+
+void FullyShardedModel::set_parameter(const std::string& name, const torch::Tensor& whole) {
+  torch::NoGradGuard no_grad;
+  const auto it = std::find(names_.begin(), names_.end(), name);
+  if (it == names_.end()) throw std::logic_error("--zero 3: the model has no parameter " + name);
+  const ShardedTensor& slice = pieces_of_params_[static_cast<size_t>(it - names_.begin())];
+  if (!whole.sizes().equals(slice.shape)) throw std::logic_error("--zero 3: " + name + " given in another shape");
+  slice.piece.copy_(whole.reshape({-1}).slice(0, slice.offset, slice.offset + slice.piece.numel()));
 }
 
 void FullyShardedModel::load_whole_parameters(const std::function<const torch::Tensor&(const std::string&)>& whole) {

@@ -16,11 +16,15 @@
 // parameter of one unit: it is gathered from the head's backward to the embeddings' (both read it) and
 // its gradient, the sum of both uses, is reduced once.
 //
-// The model is built whole, as for --zero 0 (the same initialization on rank 0, broadcast), and then
-// sharded: the whole model exists once per rank at start-up, before the optimizer's state.
+// The model is never whole on a rank: it comes built WeightInit::unallocated (parameters of their shapes
+// with no memory, model/transformer_block.h), and each rank writes only its shard of each parameter
+// (set_parameter), from the initial values drawn one parameter at a time (Gpt::for_each_initial_value:
+// those a --zero 0 run starts with) or from a stored model read tensor by tensor. A model given with its
+// memory (a test's, whole and identical on every rank) is sharded from it.
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,9 +38,10 @@ namespace mygpt {
 
 class FullyShardedModel {
  public:
-  // model: built whole, identical on every rank, on its device. It is sharded here and stays so: only
-  // forward/loss (through the hooks) and this class read its parameters from now on.
-  FullyShardedModel(Gpt model, Communicator& comm);
+  // model: built WeightInit::unallocated (its shards start zero: set_parameter fills them), or whole and
+  // identical on every rank. Its units live on `device` (by default its parameters' device). It is sharded
+  // here and stays so: only forward/loss (through the hooks) and this class read its parameters from now on.
+  FullyShardedModel(Gpt model, Communicator& comm, std::optional<torch::Device> device = std::nullopt);
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
@@ -64,6 +69,8 @@ class FullyShardedModel {
   // The whole parameters, unit by unit: fn(name, tensor) for each, while its unit is gathered (a
   // collective: every rank calls it, and every rank gets the tensors).
   void for_each_whole_parameter(const std::function<void(const std::string&, const torch::Tensor&)>& fn);
+  // Sets this rank's piece of one parameter from its whole value (any device; not a collective).
+  void set_parameter(const std::string& name, const torch::Tensor& whole);
   // Sets this rank's shard from whole tensors (by the model's parameter names).
   void load_whole_parameters(const std::function<const torch::Tensor&(const std::string&)>& whole);
   // The parameters this rank holds, as pieces of the checkpoint's whole tensors ("wte.weight", ...): one
@@ -99,6 +106,7 @@ class FullyShardedModel {
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
   std::vector<Unit> units_;
+  std::vector<ShardedTensor> pieces_of_params_;  // shard_pieces(), for set_parameter
   std::vector<int64_t> unit_of_model_unit_;  // -1: no parameters
   std::vector<size_t> unit_of_param_, index_in_unit_;
   std::vector<size_t> reducing_order_;  // units whose reduce-scatter is in flight, oldest first

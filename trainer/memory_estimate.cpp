@@ -213,15 +213,9 @@ MemoryPlan estimate_memory(const MemoryPlanInput& in) {
           "malloc keeps freed memory (--keep-freed-memory): about one of the step's largest blocks more");
     }
   }
-  // --zero 3 builds the model whole on every rank (rank 0's initialization, broadcast) before it shards
-  // it: the whole fp32 weights and this rank's shard of them at once, before any optimizer state.
-  if (stage >= 3) {
-    const double floor = (in.gpu ? 0.0 : static_cast<double>(in.baseline_bytes + in.data_bytes)) + 4 * P + 4 * P / N;
-    if (floor > plan.total_bytes) {
-      add("start-up", floor - plan.total_bytes,
-          "the peak is at start-up: the model is built whole (fp32) on every rank before it is sharded");
-    }
-  }
+  // --zero 3 never builds the model whole: each rank draws or reads one parameter at a time and keeps its
+  // shard of it (trainer/fully_sharded_model.h). Start-up holds the shards and one whole parameter, less
+  // than a step's shards, optimizer state and gathered units: it is never the peak, and has no line.
   return plan;
 }
 

@@ -298,47 +298,82 @@ HfGpt2Model load_hf_model(const fs::path& folder, int64_t vocab_multiple) {
   return load_hf_model(open_hf_folder(folder, vocab_multiple));
 }
 
-void load_hf_weights(const HfFolder& folder, Gpt& model) {
+namespace {
+
+// Our parameter's part that map `m` names, from the mapped file: one copy, converted to the parameter's
+// dtype (and device), transposed on the way; the padded vocabulary rows beyond the folder's zeroed.
+void fill_from_map(const HfFolder& folder, const HfTensorMap& m, torch::Tensor target) {
   const HfMapping& mapping = folder.mapping;
   const int64_t vocab_size = mapping.shape.vocab_size;
+  const StoredTensor& stored = *folder.weights->find(m.hf);
+  if (m.vocabulary_rows) {
+    // Padded rows: never a target, and masked by samplers (vocab_limit).
+    if (target.size(0) > vocab_size) target.narrow(0, vocab_size, target.size(0) - vocab_size).zero_();
+    target = target.narrow(0, 0, vocab_size);
+  }
+  if (m.rows > 0) target = target.narrow(0, m.row_begin, m.rows);
+  const torch::Tensor source = stored_view(stored);
+  target.copy_(m.transposed ? source.t() : source);
+  if (m.negate_second_halves) {
+    const int64_t hs = mapping.shape.config.head_size();
+    target.view({-1, 2, hs / 2, target.dim() == 2 ? target.size(1) : 1}).select(1, 1).neg_();
+  }
+  require_finite(target, stored);
+}
+
+// A stored tied head must equal the token embedding (`wte`, the model's whole one).
+void check_tied_head(const HfFolder& folder, const torch::Tensor& wte) {
+  const HfMapping& mapping = folder.mapping;
+  const StoredTensor* head = mapping.tied_head.empty() ? nullptr : folder.weights->find(mapping.tied_head);
+  if (head == nullptr) return;
+  const torch::Tensor embedding = wte.narrow(0, 0, mapping.shape.vocab_size);
+  if (!torch::equal(stored_view(*head).to(embedding.device(), embedding.scalar_type()), embedding)) {
+    throw std::invalid_argument(
+        head->label() + " differs from the token embedding" +
+        (mapping.tied_head_required
+             ? ": config.json unties them (tie_word_embeddings false), and this " + mapping.architecture +
+                   " is read only with its head tied to the embedding"
+             : ", but config.json ties them (tie_word_embeddings)"));
+  }
+}
+
+}  // namespace
+
+void load_hf_weights(const HfFolder& folder, Gpt& model) {
   torch::NoGradGuard no_grad;
   auto parameters = model->named_parameters();
   std::set<std::string> filled;
-  for (const auto& m : mapping.maps) {
+  for (const auto& m : folder.mapping.maps) {
     auto* parameter = parameters.find(m.ours);
     if (parameter == nullptr) throw std::logic_error("HF import: the model has no parameter " + m.ours);
-    const StoredTensor& stored = *folder.weights->find(m.hf);
-    torch::Tensor target = *parameter;
-    if (m.vocabulary_rows) {
-      // Padded rows: never a target, and masked by samplers (vocab_limit).
-      if (target.size(0) > vocab_size) target.narrow(0, vocab_size, target.size(0) - vocab_size).zero_();
-      target = target.narrow(0, 0, vocab_size);
-    }
-    if (m.rows > 0) target = target.narrow(0, m.row_begin, m.rows);
-    const torch::Tensor source = stored_view(stored);
-    // One copy: from the mapped file, converted to the parameter's dtype (and device), transposed on the way.
-    target.copy_(m.transposed ? source.t() : source);
-    if (m.negate_second_halves) {
-      const int64_t hs = mapping.shape.config.head_size();
-      target.view({-1, 2, hs / 2, target.dim() == 2 ? target.size(1) : 1}).select(1, 1).neg_();
-    }
-    require_finite(target, stored);
+    fill_from_map(folder, m, *parameter);
     filled.insert(m.ours);
   }
   // Norms without gains have no parameters; every parameter there is must have come from the file.
   for (const auto& item : parameters) {
     if (!filled.count(item.key())) throw std::logic_error("HF import: nothing filled " + item.key());
   }
-  if (const StoredTensor* head = mapping.tied_head.empty() ? nullptr : folder.weights->find(mapping.tied_head)) {
-    const torch::Tensor embedding = model->wte->weight.narrow(0, 0, vocab_size);
-    if (!torch::equal(stored_view(*head).to(embedding.device(), embedding.scalar_type()), embedding)) {
-      throw std::invalid_argument(
-          head->label() + " differs from the token embedding" +
-          (mapping.tied_head_required
-               ? ": config.json unties them (tie_word_embeddings false), and this " + mapping.architecture +
-                     " is read only with its head tied to the embedding"
-               : ", but config.json ties them (tie_word_embeddings)"));
+  check_tied_head(folder, model->wte->weight);
+}
+
+void for_each_hf_weight(const HfFolder& folder, const Gpt& model,
+                        const std::function<void(const std::string&, const torch::Tensor&)>& take) {
+  torch::NoGradGuard no_grad;
+  const auto parameters = model->named_parameters();
+  for (const auto& m : folder.mapping.maps) {
+    if (parameters.find(m.ours) == nullptr) throw std::logic_error("HF import: the model has no parameter " + m.ours);
+  }
+  for (const auto& item : parameters) {
+    torch::Tensor value = torch::empty(item.value().sizes(), torch::TensorOptions().dtype(item.value().scalar_type()));
+    bool filled = false;
+    for (const auto& m : folder.mapping.maps) {
+      if (m.ours != item.key()) continue;
+      fill_from_map(folder, m, value);
+      filled = true;
     }
+    if (!filled) throw std::logic_error("HF import: nothing filled " + item.key());
+    if (item.key() == "wte.weight") check_tied_head(folder, value);
+    take(item.key(), value);
   }
 }
 

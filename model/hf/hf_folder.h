@@ -10,6 +10,7 @@
 // Every problem is one std::invalid_argument line naming the file and the field or tensor.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ Gpt load_hf_folder(const HfFolder& folder);
 // rows, which may be more: those past the folder's are zeroed). Each tensor is read once from the mapped
 // file into the parameter; non-finite values, and a tied head that differs from the embedding, are refused.
 void load_hf_weights(const HfFolder& folder, Gpt& model);
+// The same values one parameter at a time, for a model that keeps only a part of each (--zero 3):
+// take(name, value) in the model's parameter order, value a CPU tensor of the parameter's shape that lives
+// until take returns. `model` gives the names and shapes only (WeightInit::unallocated will do).
+void for_each_hf_weight(const HfFolder& folder, const Gpt& model,
+                        const std::function<void(const std::string&, const torch::Tensor&)>& take);
 // An opened folder's shape and its weights in a new model (load_hf_folder).
 HfGpt2Model load_hf_model(const HfFolder& opened);
 // open_hf_folder then load_hf_folder, for callers that need nothing in between.

@@ -106,6 +106,42 @@ TEST(StreamedCheckpoint, ZeroOneRankZeroHoldsAFewTensorsNotTheWholeState) { expe
 TEST(StreamedCheckpoint, ZeroTwoRankZeroHoldsAFewTensorsNotTheWholeState) { expect_save_holds_a_few_tensors("2"); }
 TEST(StreamedCheckpoint, ZeroThreeRankZeroHoldsAFewTensorsNotTheWholeState) { expect_save_holds_a_few_tensors("3"); }
 
+// --zero 3 never builds the model whole: each rank draws its piece of each parameter, one parameter at a
+// time (trainer/fully_sharded_model.h). Building the run raises a rank's resident set by its shards of the
+// weights and gradients (and whatever of AdamW's sharded moments exist by then), plus one whole parameter
+// being drawn: well under the whole fp32 model that each rank used to build first.
+TEST(ShardedStart, ZeroThreeRankNeverHoldsTheWholeModel) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  ScratchDir dir;
+  // 16 x 512 wide: 50M parameters (200 MB in fp32) in tensors of at most 4 MiB.
+  const std::vector<std::string> args = {
+      "--preset", "tiny", "--n-layer", "16", "--n-embd", "512", "--n-head", "8", "--block-size", "32",
+      "--batch-size", "1", "--seq-len", "32", "--steps", "1", "--warmup-steps", "1", "--eval-every", "0",
+      "--zero", "3", "--device", "cpu", "--out", (dir.path() / "run").string()};
+  const TrainingData data = testing::token_data(testing::random_tokens(4000, 64), 64);
+  const auto flags = testing::train_flags(args);
+  const bool can_measure = max_over_ranks(reset_peak_rss() && status_bytes("VmHWM") > 0 ? 0.0 : 1.0) == 0.0;
+  const double before = status_bytes("VmRSS");
+  auto trainer = testing::trainer_of(flags, data, *g_comm, torch::kCPU);
+  const double rise = status_bytes("VmHWM") - before;
+  if (!can_measure) GTEST_SKIP() << "this system does not reset VmHWM (/proc/self/clear_refs)";
+  int64_t largest = 0, parameters = 0;
+  for (const auto& p : trainer->model()->parameters()) {
+    largest = std::max(largest, p.numel() * 4);
+    parameters += p.numel();
+  }
+  const double whole_model = 4.0 * static_cast<double>(parameters);
+  const double shards = (4.0 + 4.0 + 8.0) * static_cast<double>(parameters) / g_comm->world_size();
+  EXPECT_LE(rise, shards + 2.0 * static_cast<double>(largest) + 8 * kMiB)
+      << "rank " << g_comm->rank() << ": building the run raised the resident set by " << rise / kMiB
+      << " MiB; the whole model is " << whole_model / kMiB << " MiB";
+  if (g_comm->rank() == 0) {
+    std::cout << "--zero 3 on " << g_comm->world_size() << " ranks, rank 0: building the run raised the peak RSS by "
+              << rise / kMiB << " MiB (whole fp32 model " << whole_model / kMiB << " MiB, largest tensor "
+              << static_cast<double>(largest) / kMiB << " MiB)\n";
+  }
+}
+
 
 }  // namespace
 }  // namespace mygpt

@@ -272,6 +272,34 @@ TEST(ZeroThree, CheckpointsResumeAtZeroZeroOnOneRankAndBack) {
   }
 }
 
+// --zero 3 never builds the model whole: each rank draws (or, with --init-from, reads) only its piece of
+// each parameter, one parameter at a time. It starts from exactly the values --zero 0 starts from, and
+// leaves the generators where --zero 0 leaves them: the same first loss and the same parameters after
+// every step, bit for bit, from scratch (EqualsZeroZeroOnTheSameRanks, with dropout) and from a checkpoint
+// (here, also with dropout and an untied head).
+TEST(ZeroThree, StartsFromStoredWeightsAsZeroZeroDoes) {
+  const SharedScratch scratch;
+  const std::string& out = scratch.path;
+  const std::vector<std::string> extra = {"--tie-head", "false", "--dropout", "0.1"};
+  const std::string stored = out + "/stored";
+  {
+    auto first = testing::trainer_of(testing::train_flags(args(stored, 0, 1, extra)), data(), comm(), torch::kCPU);
+    train(*first, 0, 3);
+    first->save_checkpoint_at(3);
+    comm().barrier();
+  }
+  std::vector<std::string> from = extra;
+  from.insert(from.end(), {"--init-from", checkpoint_path(stored, 3).string()});
+  std::map<int64_t, Trajectory> runs;
+  for (const int64_t zero : {int64_t{0}, int64_t{3}}) {
+    auto trainer = testing::trainer_of(testing::train_flags(args(out + "/init" + std::to_string(zero), zero, 1, from)),
+                                       data(), comm(), torch::kCPU);
+    runs[zero] = train(*trainer, 0, 4);
+  }
+  expect_bit_identical(runs.at(3), runs.at(0), "--zero 3 --init-from a checkpoint against --zero 0");
+  expect_same_parameters_on_every_rank(runs.at(3), "--zero 3 --init-from a checkpoint");
+}
+
 // A checkpoint of --zero 3 holds the whole weights and AdamW state under --zero 0's names and shapes,
 // and the same values as --zero 0's on the same ranks (bit for bit: the runs add alike without accumulation).
 TEST(ZeroThree, CheckpointHoldsWhatZeroZeroWrites) {
