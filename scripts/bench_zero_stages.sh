@@ -15,15 +15,20 @@
 #   --zero 3 (two all-gathers of the parameters, forward and backward, and a reduce-scatter: 1.5x);
 # - `plan`'s estimate of the peak per rank against the measured steady peak (whole, floor included);
 # - the largest loss difference from --zero 0 on the same ranks.
-# No checkpoint is written (--checkpoint-every 0 --final-checkpoint false). Prints a markdown table and
-# appends it to docs/benchmarks-log.md.
+# No checkpoint is written (--checkpoint-every 0 --final-checkpoint false). By default `train` keeps the
+# memory it frees for reuse (launcher/memory_reuse.h), so the start-up's peak stays resident through every
+# step; --keep-freed-memory false hands large freed blocks back, and the steps' own peak shows. Prints a
+# markdown table and appends it to docs/benchmarks-log.md.
 #
-# usage: scripts/bench_zero_stages.sh [--ranks 1,2,4] [--zeros 0,1,2,3] [--n-layer 14] [--n-embd 768] [--no-append]
+# usage: scripts/bench_zero_stages.sh [--ranks 1,2,4] [--zeros 0,1,2,3] [--n-layer 14] [--n-embd 768]
+#          [--keep-freed-memory true|false] [--no-append]
 set -euo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench/common.sh"
 
-bench_options ranks=1,2,4 zeros=0,1,2,3 n-layer=14 n-embd=768 -- "$@"
+bench_options ranks=1,2,4 zeros=0,1,2,3 n-layer=14 n-embd=768 keep-freed-memory=true -- "$@"
+[[ $keep_freed_memory == true || $keep_freed_memory == false ]] ||
+  bench_usage_error "--keep-freed-memory must be true or false, got '$keep_freed_memory'"
 [[ $ranks =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bench_usage_error "--ranks must be counts like 1,2,4, got '$ranks'"
 [[ $zeros =~ ^[0-3](,[0-3])*$ ]] || bench_usage_error "--zeros must be stages like 0,1,2,3, got '$zeros'"
 [[ $n_layer =~ ^[1-9][0-9]*$ ]] || bench_usage_error "--n-layer must be a positive whole number, got '$n_layer'"
@@ -57,7 +62,7 @@ PY
 model=(--preset tiny --n-layer "$n_layer" --n-embd "$n_embd" --n-head 12 --block-size 64 --dropout 0)
 batch=(--batch-size 1 --seq-len 64 --grad-accum 1)
 common=(--log-every 1 --threads 1 --seed 1337 --warmup-steps 1 --eval-every 0 --checkpoint-every 0
-        --final-checkpoint false --device cpu)
+        --final-checkpoint false --device cpu --keep-freed-memory "$keep_freed_memory")
 /usr/bin/time -f "%M" -o "$work/floor.kib" "$binary" --help >/dev/null
 floor_kib=$(tail -n 1 "$work/floor.kib")
 echo "floor: mygpt-ddp --help peaks at $((floor_kib / 1024)) MiB"
@@ -84,7 +89,7 @@ for n in "${rank_list[@]}"; do
     run "np${n}_zero${zero}" "$n" "$zero" 4 probe
     ((n > 1)) && run "np${n}_zero${zero}_1step" "$n" "$zero" 1
     "$binary" plan "$work/train.txt" "${model[@]}" "${batch[@]}" --device cpu --threads 1 --zero "$zero" \
-      --ranks "$n" >"$work/np${n}_zero${zero}.plan"
+      --keep-freed-memory "$keep_freed_memory" --ranks "$n" >"$work/np${n}_zero${zero}.plan"
   done
 done
 
@@ -160,7 +165,7 @@ if ("4" in ranks) and "0" in zeros and "3" in zeros:
           f"{w3 / w0:.2f} ({'met' if w3 <= w0 / 2 else 'MISSED'})")
 PY
 
-bench_report "ZeRO stages on CPU ranks: peak RSS, CPU time and bytes sent per step, --zero 0/1/2/3 at ${ranks//,/\/} ranks" \
+bench_report "ZeRO stages on CPU ranks: peak RSS, CPU time and bytes sent per step, --zero ${zeros//,/\/} at ${ranks//,/\/} ranks, --keep-freed-memory $keep_freed_memory" \
   "$table" \
   "lscpu: ${lscpu_model:-(no lscpu)}; $(head -c 200 "$work/facts" | sed 's/ | load average.*//')" \
   "each run: \`OMP_NUM_THREADS=1 mpirun -np N --mca pml_monitoring_enable 2 ... python scripts/bench/rank_peak_probe.py ... -- mygpt-ddp train TMP/train.txt ${model[*]} ${batch[*]} ${common[*]} --zero Z --steps 4\`, and the same with \`--steps 1\` for the bytes (4 steps minus 1, over 3)" \
