@@ -1,6 +1,9 @@
 #include "distributed/mpi_communicator.h"
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 
@@ -24,6 +27,24 @@ MPI_Datatype mpi_type(const torch::Tensor& t) {
     default:
       throw std::logic_error(std::string("MPI backend cannot reduce tensors of type ") +
                              c10::toString(t.scalar_type()));
+  }
+}
+
+// A fault for tests of a rank lost in the middle of a --zero 3 gather (tests/mpi/zero3_run_test.sh):
+// MYGPT_TEST_SIGNAL_IN_ALL_GATHER=RANK:KILL|STOP:FILE makes rank RANK send itself SIGKILL (dead: no
+// cleanup, as the OOM killer or a failed node leaves it) or SIGSTOP (hung: alive, silent, holding its
+// connections) on the first all-gather it issues once FILE exists, while the other ranks are in it.
+void signal_here_if_planted(int rank) {
+  const char* spec = std::getenv("MYGPT_TEST_SIGNAL_IN_ALL_GATHER");
+  if (spec == nullptr || *spec == '\0') return;
+  const std::string text(spec);
+  const size_t first = text.find(':'), second = first == std::string::npos ? first : text.find(':', first + 1);
+  const std::string signal = second == std::string::npos ? "" : text.substr(first + 1, second - first - 1);
+  if (first == 0 || text.find_first_not_of("0123456789") != first || (signal != "KILL" && signal != "STOP")) {
+    throw std::invalid_argument("MYGPT_TEST_SIGNAL_IN_ALL_GATHER: expected RANK:KILL|STOP:FILE, got '" + text + "'");
+  }
+  if (std::stoi(text.substr(0, first)) == rank && std::filesystem::exists(text.substr(second + 1))) {
+    std::raise(signal == "KILL" ? SIGKILL : SIGSTOP);
   }
 }
 
@@ -219,6 +240,7 @@ std::unique_ptr<PendingCollective> MpiCommunicator::reduce_scatter_async(torch::
 
 std::unique_ptr<PendingCollective> MpiCommunicator::all_gather_async(torch::Tensor full) {
   require_cpu_contiguous(full);
+  signal_here_if_planted(rank_);
   const int count = static_cast<int>(chunk_of(full).numel());
   return std::make_unique<FuturePending>(submit([this, full, count]() mutable {
     MPI_Request request = MPI_REQUEST_NULL;

@@ -268,7 +268,8 @@ std::unique_ptr<Trainer> build_trainer(const RunPlan& plan, const TrainingData& 
       output.print(changes);
   }
   parts.peak_memory_mib = [device] { return peak_memory_mib(device); };
-  parts.sample = make_sampler(options, tokenizer, device, stop_requested);
+  // --zero 3: every rank runs the sample's forwards (each gathers the units), so no rank may cut it short alone.
+  parts.sample = make_sampler(options, tokenizer, device, options.zero == 3 ? std::function<bool()>{} : stop_requested);
   parts.stop_requested = std::move(stop_requested);
   if (options.time_budget) parts.budget_clock = time_budget_clock(comm.rank());  // a test's, or the steady clock
   if (auto at_step = injected_overflows(comm.rank())) {

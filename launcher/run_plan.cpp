@@ -413,11 +413,6 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
   };
   table.refuse_unused(run, [&](const auto& row) { return row.group() != kDataGroup && !training(row); });
   table.refuse_unused(run, [&](const auto& row) { return training(row) && !on_precision(row); });
-  // --zero 3 never holds the whole model on one rank, so what runs it on some ranks only cannot run with it.
-  if (o.zero == 3 && o.sample_every > 0) {
-    throw std::invalid_argument(
-        "--sample-every: rank 0 samples alone, and with --zero 3 no rank holds the whole model: give --sample-every 0");
-  }
   if (o.zero == 3) {
     flags.refuse("bucket-mb", "with --zero 3 (each unit's gradients are reduce-scattered whole, not in buckets)");
     flags.refuse("ddp-overlap", "with --zero 3 (each unit's gradients are reduce-scattered as its backward ends)");
