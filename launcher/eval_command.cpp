@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "dataloader/core_bundle.h"
+#include "eval/core_bundle.h"
 #include "distributed/job_communicators.h"
 #include "common/strprintf.h"
 #include "dataloader/batch_loader.h"
@@ -21,7 +21,7 @@
 #include "dataloader/chat_data.h"
 #include "dataloader/chat_format.h"
 #include "common/progress.h"
-#include "dataloader/hellaswag_reader.h"
+#include "eval/hellaswag_reader.h"
 #include "dataloader/token_file.h"
 #include "dataloader/token_stream.h"
 #include "launcher/commands.h"
@@ -31,12 +31,12 @@
 #include "launcher/shared_flags.h"
 #include "model/huge_page_weights.h"
 #include "model/sampling.h"
-#include "trainer/bits_per_byte.h"
-#include "trainer/core_eval.h"
-#include "trainer/hellaswag_eval.h"
-#include "trainer/mixed_precision.h"
-#include "trainer/validation_batches.h"
-#include "trainer/validation_loss.h"
+#include "eval/bits_per_byte.h"
+#include "eval/core_eval.h"
+#include "eval/hellaswag_eval.h"
+#include "model/mixed_precision.h"
+#include "eval/validation_batches.h"
+#include "eval/validation_loss.h"
 
 namespace mygpt {
 namespace {
@@ -165,7 +165,7 @@ bool holds_conversations(const std::string& path) {
   return false;
 }
 
-// Held-out conversations scored as train --sft scores them (trainer/validation_loss.h): the mean loss over the
+// Held-out conversations scored as train --sft scores them (eval/validation_loss.h): the mean loss over the
 // assistant's tokens (and each <|assistant_end|>), the chat tokens in the softmax, conversations cut to --seq-len
 // + 1 ids; under a launcher the ranks share the batches.
 int evaluate_conversations(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
@@ -216,7 +216,7 @@ int evaluate_conversations(const EvalFlags& f, InferenceModel& m, Communicator& 
 // no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
 // Training's validation loss leaves them out too (issue 40: with them in the softmax it read 10.2714 where
 // this read 10.2705 on the same checkpoint and batches, ln(50304/50257) = 0.0009 apart at the start).
-// The pass itself is training's (trainer/validation_loss.h): batch b is rank b % W's, losses and byte sums
+// The pass itself is training's (eval/validation_loss.h): batch b is rank b % W's, losses and byte sums
 // are summed over ranks.
 int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
                       Precision precision) {

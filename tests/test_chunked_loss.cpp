@@ -11,8 +11,8 @@
 #include "model/gpt.h"
 #include "model/gpt_config.h"
 #include "model/widening_sum.h"
-#include "trainer/hellaswag_eval.h"
-#include "trainer/mixed_precision.h"
+#include "eval/hellaswag_eval.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 namespace {

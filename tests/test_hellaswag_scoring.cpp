@@ -15,7 +15,7 @@
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "tests/test_support.h"
-#include "trainer/hellaswag_eval.h"
+#include "eval/hellaswag_eval.h"
 
 namespace mygpt {
 namespace {

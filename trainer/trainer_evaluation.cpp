@@ -1,13 +1,13 @@
 // The Trainer's evaluations: the validation loss (of held-out text, or of held-out conversations with
-// --sft; trainer/validation_loss.h, which `eval --val` calls too), HellaSwag, CORE and a sample, each when due.
+// --sft; eval/validation_loss.h, which `eval --val` calls too), HellaSwag, CORE and a sample, each when due.
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 #include "trainer/trainer.h"
-#include "trainer/validation_batches.h"
-#include "trainer/validation_loss.h"
+#include "eval/validation_batches.h"
+#include "eval/validation_loss.h"
 
 namespace mygpt {
 

@@ -8,10 +8,10 @@
 #include <functional>
 #include <vector>
 
-#include "dataloader/hellaswag_reader.h"
+#include "eval/hellaswag_reader.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 

@@ -1,8 +1,8 @@
 #pragma once
 // nanochat's CORE metric (the DCLM paper's in-context tasks): per task, the accuracy over its items
-// (dataloader/core_prompts.h says which items, how they are rendered and what is scored), centered on the
+// (eval/core_prompts.h says which items, how they are rendered and what is scored), centered on the
 // task's random baseline, (acc - 0.01 rb) / (1 - 0.01 rb); CORE is the mean of the centered accuracies.
-// Items are scored by the shared loop (trainer/choice_scoring.h): ranks stride them, N ranks == 1.
+// Items are scored by the shared loop (eval/choice_scoring.h): ranks stride them, N ranks == 1.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataloader/core_bundle.h"
+#include "eval/core_bundle.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "tokenizer/text_codec.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <functional>
 
-#include "dataloader/scoring_item.h"
+#include "eval/scoring_item.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 

@@ -1,10 +1,10 @@
-#include "trainer/hellaswag_eval.h"
+#include "eval/hellaswag_eval.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "trainer/choice_scoring.h"
-#include "trainer/mixed_precision.h"
+#include "eval/choice_scoring.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 

@@ -1,4 +1,4 @@
-#include "trainer/choice_scoring.h"
+#include "eval/choice_scoring.h"
 
 #include <algorithm>
 #include <cmath>

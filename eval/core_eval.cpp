@@ -1,8 +1,8 @@
-#include "trainer/core_eval.h"
+#include "eval/core_eval.h"
 
 #include "common/strprintf.h"
-#include "dataloader/core_prompts.h"
-#include "trainer/choice_scoring.h"
+#include "eval/core_prompts.h"
+#include "eval/choice_scoring.h"
 
 namespace mygpt {
 namespace {
