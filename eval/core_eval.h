@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/core_bundle.h"
+#include "eval/evaluation_rounds.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "tokenizer/text_codec.h"
@@ -38,11 +39,11 @@ struct CoreScore {
 std::vector<std::string> core_fewshot_notes(const CoreBundle& bundle, int64_t max_per_task);
 
 // bos: the tokenizer's document token (TextCodec::end_of_text), put first in every row; -1: none.
-// on_progress(label, done, total) after each item this rank scored.
+// on_progress(label, done, total) after each item this rank scored; rounds as in score_items.
 CoreScore evaluate_core(Gpt& model, const CoreBundle& bundle, const TextCodec& codec, int64_t bos, int64_t max_per_task,
                         Communicator& comm, const torch::Device& device, Precision precision, int64_t vocab_limit,
                         const std::function<void(const std::string& label, int64_t done, int64_t total)>& on_progress = {},
-                        const std::function<bool()>& stop_agreed = {});
+                        const EvaluationRounds& rounds = {});
 
 // {"core": X, "tasks": {"LABEL": {"type": T, "accuracy": A, "centered": C, "examples": N}}}
 nlohmann::json core_score_json(const CoreScore& score);

@@ -23,6 +23,7 @@
 #include "eval/core_eval.h"
 #include "trainer/cuda_graph_step.h"
 #include "trainer/fully_sharded_model.h"
+#include "eval/evaluator.h"
 #include "eval/hellaswag_eval.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
@@ -145,6 +146,10 @@ class Trainer {
   // Validation, HellaSwag and a sample, each when due at this step (all of them when final). Returns
   // false when a stop (SIGTERM, SIGINT) cut them short: what they had found is not recorded.
   bool evaluate_at(int64_t step, bool final, TrainSummary& summary);
+  // The stop check and --zero 3's idle forward for the evaluations' rounds.
+  EvaluationRounds evaluation_rounds();
+  // What the run evaluates (eval/evaluator.h), from its parts and options.
+  EvaluationPlan evaluation_plan();
   // Whether a stop was asked of any rank: a collective when the run can be stopped, so every rank must
   // call it at the same point; false without one.
   bool stop_agreed();
