@@ -158,7 +158,8 @@ else
 import json, sys
 def step0(d):
     rows = [json.loads(l) for l in open(d + '/metrics.jsonl')]
-    return [r for r in rows if r.get('step') == 0 and ('core' in r or 'hellaswag_acc' in r)]
+    return [{k: v for k, v in r.items() if k not in ('time', 'elapsed_s')} for r in rows
+            if r.get('step') == 0 and ('core' in r or 'hellaswag_acc' in r)]
 a, b = step0(sys.argv[1]), step0(sys.argv[2])
 assert len(a) == 2 and a == b, (a, b)" "$WORK/zero3_np$np" "$WORK/zero0_np$np"
   done
