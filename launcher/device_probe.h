@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 

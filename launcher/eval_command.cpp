@@ -2,8 +2,8 @@
 // folder: validation loss and bits per byte on token data (or on a text, with the model's tokenizer; or,
 // for a chat model, on held-out conversations as train --sft scores them), HellaSwag accuracy, nanochat's
 // CORE metric, or held-out accuracy on a built-in task. Under a launcher (mpirun, torchrun, srun) the
-// ranks share the batches or items and print what one process prints.
-#include <filesystem>
+// ranks share the batches or items and print what one process prints. The evaluations are train's own
+// (eval/evaluator.h): this file reads the options, fills the evaluation plan and prints the results.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "common/file_io.h"
-#include "dataloader/core_bundle.h"
+#include "eval/core_bundle.h"
 #include "distributed/job_communicators.h"
 #include "common/strprintf.h"
 #include "dataloader/batch_loader.h"
@@ -21,8 +21,7 @@
 #include "dataloader/chat_data.h"
 #include "dataloader/chat_format.h"
 #include "common/progress.h"
-#include "dataloader/hellaswag_reader.h"
-#include "dataloader/token_file.h"
+#include "eval/hellaswag_reader.h"
 #include "dataloader/token_stream.h"
 #include "launcher/commands.h"
 #include "launcher/device.h"
@@ -31,12 +30,10 @@
 #include "launcher/shared_flags.h"
 #include "model/huge_page_weights.h"
 #include "model/sampling.h"
-#include "trainer/bits_per_byte.h"
-#include "trainer/core_eval.h"
-#include "trainer/hellaswag_eval.h"
-#include "trainer/mixed_precision.h"
-#include "trainer/validation_batches.h"
-#include "trainer/validation_loss.h"
+#include "eval/evaluator.h"
+#include "eval/validation_batches.h"
+#include "eval/validation_data.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 namespace {
@@ -105,67 +102,7 @@ const OptionTable<EvalFlags>& eval_flag_table() {
   return table;
 }
 
-namespace fs = std::filesystem;
-
-// A shard folder is scored by its *val* files only, as training validates on them.
-std::vector<fs::path> validation_files(const std::string& spec) {
-  std::error_code ec;
-  if (fs::is_directory(spec, ec)) {
-    bool any_val = false;
-    for (const auto& entry : fs::directory_iterator(spec, ec)) {
-      const std::string name = entry.path().filename().string();
-      any_val = any_val || (name.find("val") != std::string::npos && name.front() != '.');
-    }
-    if (!any_val) {
-      throw std::invalid_argument("--val folder '" + spec + "' holds no *val* files (eval scores validation shards)");
-    }
-    return expand_token_paths(spec, "val");
-  }
-  return expand_token_paths(spec);
-}
-
-bool is_text_file(const std::string& spec) {
-  std::error_code ec;
-  return fs::is_regular_file(spec, ec) && !looks_like_token_file(spec);
-}
-
-// The tokens of a UTF-8 text, with the model's tokenizer.
-std::shared_ptr<const TokenSource> text_tokens(const std::string& path, const TextCodec& codec, double val_fraction) {
-  const std::string text = read_text_file(path, "--val text file");
-  if (text.empty()) throw std::invalid_argument("--val text file '" + path + "' is empty");
-  if (val_fraction <= 0) throw std::invalid_argument("--val-fraction must be above 0 (it is the share of the text scored)");
-  try {
-    // Ordinary text, as train encodes a text file (special tokens' text is text).
-    if (val_fraction >= 1) return std::make_shared<InMemoryTokens>(codec.encode_ordinary(text));
-    // The held-out end, cut at the same token as train's --val-fraction cuts it.
-    return std::make_shared<InMemoryTokens>(split_train_val(codec.encode_ordinary(text), val_fraction).second);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("--val text file '" + path + "': " + e.what());
-  }
-}
-
-// Whether a --val file's first record is a conversation (dataloader/chat_data.h's shapes).
-bool holds_conversations(const std::string& path) {
-  if (!is_text_file(path)) return false;
-  const std::string text = read_whole_file(path, "--val file");
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = std::min(text.find('\n', start), text.size());
-    const std::string_view line(text.data() + start, end - start);
-    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
-      try {
-        static_cast<void>(parse_chat_record(line));
-        return true;
-      } catch (const std::invalid_argument&) {
-        return false;
-      }
-    }
-    start = end + 1;
-  }
-  return false;
-}
-
-// Held-out conversations scored as train --sft scores them (trainer/validation_loss.h): the mean loss over the
+// Held-out conversations scored as train --sft scores them (eval/validation_loss.h): the mean loss over the
 // assistant's tokens (and each <|assistant_end|>), the chat tokens in the softmax, conversations cut to --seq-len
 // + 1 ids; under a launcher the ranks share the batches.
 int evaluate_conversations(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
@@ -195,19 +132,20 @@ int evaluate_conversations(const EvalFlags& f, InferenceModel& m, Communicator& 
   }
   const auto count = static_cast<int64_t>(block.conversations.size());
   const int64_t rows = std::min(f.batch_size, count);
-  ValidationPass pass;
-  pass.batches = std::min(f.eval_steps, count / rows);  // whole batches: each conversation once
-  pass.vocab_limit = m.token_count;
-  pass.masked_targets = true;
+  EvaluationPlan plan;
+  plan.validation_batches = std::min(f.eval_steps, count / rows);  // whole batches: each conversation once
+  plan.validation_vocab_limit = m.token_count;
+  plan.conversations = true;
   std::cout << "val data: conversations " << *f.val << " (" << count << ", chat template '"
-            << ChatFormat::kTemplateName << "'; " << pass.batches * rows << " scored in " << pass.batches
-            << " batch(es))" << std::endl;
+            << ChatFormat::kTemplateName << "'; " << plan.validation_batches * rows << " scored in "
+            << plan.validation_batches << " batch(es))" << std::endl;
   const int64_t pad = m.codec->end_of_text() >= 0 ? m.codec->end_of_text() : format.tokens().bos;
   ChatBatchLoader loader(std::make_shared<const std::vector<RenderedChat>>(std::move(block.conversations)), rows,
                          seq_len, pad, /*shuffle=*/false, /*seed=*/0, comm.rank(), comm.world_size());
-  const ValidationLoss result = validation_loss(m.model, loader, pass, comm, device, precision);
+  plan.validation = &loader;
+  const ValidationLoss result = Evaluator(plan, m.model, comm, device, precision).validation_loss();
   std::cout << strprintf("val loss: %.4f (%lld conversations, %.0f assistant tokens)", result.loss,
-                         static_cast<long long>(pass.batches * rows), result.targets)
+                         static_cast<long long>(plan.validation_batches * rows), result.targets)
             << std::endl;
   return 0;
 }
@@ -216,7 +154,7 @@ int evaluate_conversations(const EvalFlags& f, InferenceModel& m, Communicator& 
 // no part, as in sampling and in the exported (unpadded) model, which transformers then scores the same.
 // Training's validation loss leaves them out too (issue 40: with them in the softmax it read 10.2714 where
 // this read 10.2705 on the same checkpoint and batches, ln(50304/50257) = 0.0009 apart at the start).
-// The pass itself is training's (trainer/validation_loss.h): batch b is rank b % W's, losses and byte sums
+// The pass itself is training's (eval/validation_loss.h): batch b is rank b % W's, losses and byte sums
 // are summed over ranks.
 int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm, const torch::Device& device,
                       Precision precision) {
@@ -228,7 +166,7 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm,
       std::cout << "note: --val '" << *f.val << "' holds conversations, but " << m.description
                 << " is no chat model (train --sft): its JSON lines are scored as plain text" << std::endl;
     }
-    tokens = text_tokens(*f.val, *m.codec, f.val_fraction);
+    tokens = validation_text_tokens(*f.val, *m.codec, f.val_fraction);
     std::cout << "val data: text " << *f.val << " (its last " << option_detail::number_text(f.val_fraction * 100)
               << "%: " << tokens->size() << " tokens, "
               << tokenizer_kind_name(m.codec->kind()) << " tokenizer)" << std::endl;
@@ -247,15 +185,16 @@ int evaluate_val_loss(const EvalFlags& f, InferenceModel& m, Communicator& comm,
   // Bits per byte needs the bytes of each token: token data without a tokenizer has only the loss.
   std::optional<BitsPerByte> bpb;
   if (m.codec) bpb.emplace(m.codec->token_byte_counts(), config.vocab_size, device);
-  ValidationPass pass;
-  pass.batches = batches.count;
-  pass.vocab_limit = m.token_count;
-  if (bpb) pass.bpb = &*bpb;
+  EvaluationPlan plan;
+  plan.validation = &loader;
+  plan.validation_batches = batches.count;
+  plan.validation_vocab_limit = m.token_count;
+  if (bpb) plan.bits_per_byte = &*bpb;
   Progress progress("val", static_cast<double>(batches.count), "batches", f.quiet, std::cout);
-  pass.progress = [&](int64_t done, double running_loss) {
-    progress.update(static_cast<double>(done), strprintf("running loss %.4f", running_loss));
-  };
-  const ValidationLoss result = validation_loss(m.model, loader, pass, comm, device, precision);
+  const ValidationLoss result =
+      Evaluator(plan, m.model, comm, device, precision).validation_loss([&](int64_t done, double running_loss) {
+        progress.update(static_cast<double>(done), strprintf("running loss %.4f", running_loss));
+      });
   progress.finish();
   const std::string shape = strprintf("%lld batches of %lld x %lld tokens", static_cast<long long>(batches.count),
                                       static_cast<long long>(f.batch_size), static_cast<long long>(seq_len));
@@ -280,9 +219,12 @@ int evaluate_hellaswag_file(const EvalFlags& f, InferenceModel& m, Communicator&
   const auto examples = read_tokenized_hellaswag(*f.hellaswag, *m.codec, f.examples);
   const auto scored = f.examples > 0 ? std::min<int64_t>(f.examples, static_cast<int64_t>(examples.size()))
                                       : static_cast<int64_t>(examples.size());
+  EvaluationPlan plan;
+  plan.hellaswag = &examples;
+  plan.hellaswag_examples = f.examples;
   Progress progress("hellaswag", static_cast<double>(scored), "examples", f.quiet, std::cout);
   const HellaSwagResult r =
-      evaluate_hellaswag(m.model, examples, f.examples, comm, device, precision, [&](int64_t done, int64_t correct) {
+      Evaluator(plan, m.model, comm, device, precision).hellaswag([&](int64_t done, int64_t correct) {
         progress.update(static_cast<double>(done),
                         strprintf("accuracy %.4f", static_cast<double>(correct) / static_cast<double>(done)));
       });
@@ -299,12 +241,15 @@ int evaluate_core_bundle(const EvalFlags& f, InferenceModel& m, Communicator& co
   const CoreBundle bundle = read_core_bundle(*f.core);
   std::cout << strprintf("CORE bundle: %s (%zu tasks)", f.core->c_str(), bundle.tasks.size()) << std::endl;
   for (const std::string& note : core_fewshot_notes(bundle, f.core_max_per_task)) std::cout << note << std::endl;
-  const int64_t bos = m.codec->end_of_text();
-  if (bos < 0) std::cout << "note: the tokenizer has no BOS token; prompts start with their text" << std::endl;
+  if (m.codec->end_of_text() < 0) std::cout << "note: the tokenizer has no BOS token; prompts start with their text" << std::endl;
+  EvaluationPlan plan;
+  plan.core = &bundle;
+  plan.core_codec = m.codec.get();
+  plan.core_max_per_task = f.core_max_per_task;
+  plan.core_vocab_limit = m.token_count;
   std::optional<Progress> progress;
   std::string current;
-  const CoreScore score = evaluate_core(
-      m.model, bundle, *m.codec, bos, f.core_max_per_task, comm, device, precision, m.token_count,
+  const CoreScore score = Evaluator(plan, m.model, comm, device, precision).core(
       [&](const std::string& label, int64_t done, int64_t total) {
         if (label != current) {
           if (progress) progress->finish();

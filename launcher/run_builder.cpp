@@ -12,8 +12,8 @@
 #include "common/strprintf.h"
 #include "dataloader/chat_batch_loader.h"
 #include "dataloader/chat_data.h"
-#include "dataloader/core_bundle.h"
-#include "dataloader/hellaswag_reader.h"
+#include "eval/core_bundle.h"
+#include "eval/hellaswag_reader.h"
 #include "distributed/gradient_sync.h"
 #include "launcher/device.h"
 #include "launcher/device_probe.h"
@@ -22,7 +22,7 @@
 #include "model/sampling.h"
 #include "trainer/checkpoint.h"
 #include "trainer/injected_overflow.h"
-#include "trainer/validation_batches.h"
+#include "eval/validation_batches.h"
 
 namespace mygpt {
 namespace {

@@ -417,11 +417,6 @@ TrainOptions resolve_train_options(const Parsed<TrainFlags>& flags, const GptCon
     flags.refuse("bucket-mb", "with --zero 3 (each unit's gradients are reduce-scattered whole, not in buckets)");
     flags.refuse("ddp-overlap", "with --zero 3 (each unit's gradients are reduce-scattered as its backward ends)");
   }
-  if (o.zero == 3 && (flags.config.data.hellaswag || flags.config.data.core)) {
-    throw std::invalid_argument(std::string(flags.config.data.hellaswag ? "--hellaswag" : "--core") +
-                                " does not combine with --zero 3 yet (its batches differ from rank to rank): give "
-                                "--zero 2, or evaluate the checkpoint with eval");
-  }
   if (o.seq_len == 0) o.seq_len = model.block_size;
   if (o.seq_len > model.block_size) {
     throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's block size " +

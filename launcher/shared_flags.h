@@ -8,7 +8,7 @@
 
 #include "launcher/device.h"
 #include "launcher/option_table.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 

@@ -5,7 +5,8 @@
 #     task smaller than its shots, Unicode): eval --core's per-task accuracies == the reference's, on our
 #     checkpoint and on its Hugging Face export; --core-max-per-task too; --json as the issue gives it;
 #   - bits per byte of eval --val == the sums of per-token nats and token bytes done in Python;
-#   - 2 and 3 ranks (mpirun) print the numbers of one, for CORE and for bpb;
+#   - 2 and 3 ranks (mpirun) print the numbers of one, for CORE and for bpb; train --zero 3 scores
+#     HellaSwag and CORE as --zero 0 does (a rank out of items sits out while the others gather);
 #   - train --core / validation: metrics.jsonl carries core and val_bpb, plot_run.py draws them;
 #   - the sorting task posed as multiple choice (the sorted digits among three unsorted permutations): a
 #     model trained on it scores near 100%, an untrained one far below;
@@ -130,6 +131,37 @@ elif [[ -d $WORK/run ]]; then
     check "val loss and bpb on $np ranks == 1 rank: $(grep '^val loss' "$WORK/val_np$np.out")" \
       cmp -s <(grep "^val loss" "$WORK/val_np$np.out") <(grep "^val loss" "$WORK/val_np1_$np.out")
     check "... printed once ($(grep -c '^val loss' "$WORK/val_np$np.out") line)" test "$(grep -c '^val loss' "$WORK/val_np$np.out")" -eq 1
+  done
+fi
+
+# --- train --zero 3 scores HellaSwag and CORE as --zero 0 does -------------------------------------------
+# 7 HellaSwag examples and up to 7 items per CORE task: neither 2 nor 3 ranks divide them, so a rank runs out
+# of items while the others still score theirs (and, under --zero 3, wait for its gathers). At step 0 both
+# runs hold the same initial weights: the same counts and the same centered accuracies, to the last digit.
+if [[ ${#MPIRUN[@]} -eq 0 ]]; then
+  skip "train --zero 3 with --hellaswag and --core (no mpirun)"
+else
+  for i in 1 2 3 4 5 6 7; do
+    printf '{"ctx": "The sorted list %d begins", "endings": ["with the smallest one", "at the end of it all", "when the %d ones meet", "in the middle"], "label": %d}\n' \
+      "$i" "$i" $((i % 4))
+  done >"$WORK/hellaswag.jsonl"
+  for np in 2 3; do
+    for zero in 0 3; do
+      run_np "$np" "zero${zero}_np$np" "${TRAIN[@]}" --steps 1 --eval-every 0 --sample-every 0 --zero "$zero" \
+        --core "$WORK/bundle" --core-every 1 --core-max-per-task 7 --hellaswag "$WORK/hellaswag.jsonl" \
+        --hellaswag-every 1 --out "$WORK/zero${zero}_np$np"
+      check "train --zero $zero on $np ranks with --hellaswag and --core$( [[ $RC -ne 0 ]] && echo ": exit $RC: $(tail -c 300 "$WORK/zero${zero}_np$np.err")")" \
+        test "$RC" -eq 0
+    done
+    check "--zero 3 == --zero 0 on $np ranks, step 0: $(grep -E '^step 0 \| hellaswag' "$WORK/zero3_np$np.out")" \
+      "$PY" -c "
+import json, sys
+def step0(d):
+    rows = [json.loads(l) for l in open(d + '/metrics.jsonl')]
+    return [{k: v for k, v in r.items() if k not in ('time', 'elapsed_s')} for r in rows
+            if r.get('step') == 0 and ('core' in r or 'hellaswag_acc' in r)]
+a, b = step0(sys.argv[1]), step0(sys.argv[2])
+assert len(a) == 2 and a == b, (a, b)" "$WORK/zero3_np$np" "$WORK/zero0_np$np"
   done
 fi
 finish

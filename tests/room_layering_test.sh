@@ -14,10 +14,11 @@ declare -A allowed=(
   [model/hf]="model/hf model common"
   [dataloader]="dataloader tokenizer common"
   [distributed]="distributed common"
-  [trainer]="trainer model/hf model dataloader tokenizer distributed common"
+  [eval]="eval model dataloader tokenizer distributed common"
+  [trainer]="trainer eval model/hf model dataloader tokenizer distributed common"
   [inference]="inference model common"
   [serving]="serving inference model dataloader tokenizer common"
-  [launcher]="launcher serving inference trainer model/hf model dataloader tokenizer distributed common"
+  [launcher]="launcher serving inference trainer eval model/hf model dataloader tokenizer distributed common"
 )
 
 # check_room ROOT ROOM: prints one line per include that breaks ROOM's rule; returns 1 if any did.

@@ -11,8 +11,7 @@
 #include "model/gpt.h"
 #include "model/gpt_config.h"
 #include "model/widening_sum.h"
-#include "trainer/hellaswag_eval.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt::chunked_loss_test {
 namespace {
@@ -305,34 +304,6 @@ TEST(FusedLoss, LastTokenLogitsAreTheLastRowOfTheFullLogits) {
   const auto last = model->forward(idx, {.last_position_only = true});
   EXPECT_EQ(last.sizes(), (std::vector<int64_t>{2, 61}));
   expect_close(last, model->forward(idx).select(1, -1), 1e-6, 1e-6, "last-position logits");
-}
-
-TEST(FusedLoss, HellaSwagPickFromTokenLossesEqualsThePickFromLogits) {
-  Gpt model = tiny_gpt();
-  model->eval();
-  {
-    torch::NoGradGuard no_grad;
-    model->wte->weight.mul_(50.0);  // spread the logits so the four endings score clearly apart
-  }
-  for (uint64_t seed = 0; seed < 8; ++seed) {
-    const auto rows = tokens(4, 12, 61, 20 + seed);
-    auto mask = torch::zeros({4, 12}, torch::kLong);
-    mask.slice(1, 5 + static_cast<int64_t>(seed % 3)).fill_(1);
-    const auto targets = torch::cat({rows.slice(1, 1), torch::zeros({4, 1}, torch::kLong)}, 1);
-    const auto losses = model->loss(rows, targets, LossReduction::none).slice(1, 0, -1);
-    torch::NoGradGuard no_grad;
-    EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), pick_hellaswag_ending(model->forward(rows), rows, mask))
-        << "seed " << seed;
-  }
-}
-
-TEST(FusedLoss, HellaSwagPickFromLossesIgnoresTokensOutsideTheEnding) {
-  // Column t scores token t+1; the mask marks tokens, so column t counts when mask[t+1] is set.
-  auto losses = torch::tensor({{0.0, 5.0, 5.0}, {9.0, 1.0, 1.0}, {0.0, 3.0, 3.0}, {0.0, 4.0, 0.5}});
-  auto mask = torch::tensor({{0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 1}}, torch::kLong);
-  EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), 3);  // 0.5 over its one ending token
-  mask[3][2] = 1;                                                 // now (4 + 0.5) / 2
-  EXPECT_EQ(pick_hellaswag_ending_from_losses(losses, mask), 1);
 }
 
 }  // namespace

@@ -6,14 +6,14 @@
 #include <cmath>
 #include <limits>
 
-#include "dataloader/core_bundle.h"
-#include "dataloader/core_prompts.h"
+#include "eval/core_bundle.h"
+#include "eval/core_prompts.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "tests/scratch_dir.h"
 #include "tokenizer/text_codec.h"
-#include "trainer/bits_per_byte.h"
-#include "trainer/choice_scoring.h"
+#include "eval/bits_per_byte.h"
+#include "eval/choice_scoring.h"
 
 namespace mygpt::core_eval_test {
 namespace {

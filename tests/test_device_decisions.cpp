@@ -12,7 +12,7 @@
 #include "launcher/device.h"
 #include "tests/test_support.h"
 #include "trainer/adamw.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 #include "trainer/stateful_parts.h"
 
 namespace mygpt::device_decisions_test {

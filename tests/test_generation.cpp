@@ -15,7 +15,7 @@
 #include "model/sampling.h"
 #include "reference_python.h"
 #include "scratch_dir.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 #ifndef MYGPT_HF_REFERENCE_SCRIPT
 #define MYGPT_HF_REFERENCE_SCRIPT ""

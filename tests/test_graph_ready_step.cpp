@@ -12,7 +12,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/training_fixture.h"
 #include "trainer/gradient_norm.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 #include "trainer/trainer.h"
 
 namespace mygpt::graph_ready_step_test {

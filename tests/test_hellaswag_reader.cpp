@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "dataloader/hellaswag_reader.h"
+#include "eval/hellaswag_reader.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 

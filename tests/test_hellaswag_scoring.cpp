@@ -1,4 +1,5 @@
-// HellaSwag scoring: the length-normalized pick of an ending, the evaluation loop over examples and ranks.
+// HellaSwag scoring: the length-normalized pick of an ending (against an independent row-by-row reference), the
+// evaluation loop over examples and ranks.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -15,84 +16,10 @@
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "tests/test_support.h"
-#include "trainer/hellaswag_eval.h"
+#include "eval/hellaswag_eval.h"
 
 namespace mygpt::hellaswag_scoring_test {
 namespace {
-
-// ------------------------------------------------------------------------------------------------
-// pick_hellaswag_ending on hand-made logits
-
-constexpr int64_t kVocab = 8;
-
-// The cross-entropy of a token whose logit is `a` while the other kVocab-1 logits are 0.
-double token_loss(double a) { return std::log(std::exp(a) + static_cast<double>(kVocab - 1)) - a; }
-
-// Four rows of hand-made tokens, logits and masks. Position t's logits predict token t+1.
-struct Rows {
-  int64_t T;
-  torch::Tensor tokens, mask, logits;
-  explicit Rows(int64_t length)
-      : T(length),
-        tokens(torch::zeros({4, length}, torch::kLong)),
-        mask(torch::zeros({4, length}, torch::kLong)),
-        logits(torch::zeros({4, length, kVocab}, torch::kFloat)) {}
-  // Gives token t of row k (predicted at position t-1) the logit `a` (0: uniform, loss log 8).
-  void set(int64_t k, int64_t t, int64_t token, double a, bool ending) {
-    tokens[k][t] = token;
-    mask[k][t] = ending ? 1 : 0;
-    if (t > 0) logits[k][t - 1][token] = a;
-  }
-};
-
-TEST(PickHellaSwagEnding, PicksTheRowWhoseEndingTokensArePredicted) {
-  for (int64_t favoured = 0; favoured < 4; ++favoured) {
-    Rows r(6);
-    for (int64_t k = 0; k < 4; ++k) {
-      for (int64_t t = 0; t < 6; ++t) {
-        const int64_t token = (k + 2 * t + 1) % kVocab;
-        // Ending tokens are positions 3..5; only the favoured row's are predicted confidently. Each
-        // row also gets a confident *unshifted* logit (position t for token t), which a scorer that
-        // forgot the shift would mistake for a good prediction.
-        r.set(k, t, token, k == favoured ? 6.0 : 0.0, /*ending=*/t >= 3);
-        if (k != favoured) r.logits[k][t][token] = 9.0;
-      }
-    }
-    EXPECT_EQ(pick_hellaswag_ending(r.logits, r.tokens, r.mask), favoured);
-    // bf16 logits (autocast) give the same answer.
-    EXPECT_EQ(pick_hellaswag_ending(r.logits.to(torch::kBFloat16), r.tokens, r.mask), favoured);
-  }
-}
-
-TEST(PickHellaSwagEnding, MeanLossNotSumDecidesAndOnlyEndingTokensCount) {
-  // Row 0: context of 2 tokens, a long ending of 6 tokens each with loss ~0.41 (sum ~2.5).
-  // Row 1: context of 2 tokens, an ending of 1 token with loss ~1.0 (higher mean, lower sum).
-  // Rows 2, 3: one-token endings with the uniform loss log 8 = 2.08.
-  const double low = 2.5, mid = 0.97;
-  ASSERT_LT(token_loss(low), token_loss(mid));
-  ASSERT_GT(6 * token_loss(low), token_loss(mid));
-  Rows r(8);
-  for (int64_t k = 0; k < 4; ++k) {
-    // Context tokens of row 0 are predicted terribly: a scorer counting the context would drop row 0.
-    r.set(k, 0, 1, 0.0, false);
-    r.set(k, 1, 2, k == 0 ? -30.0 : 0.0, false);
-  }
-  for (int64_t t = 2; t < 8; ++t) r.set(0, t, 3, low, true);
-  r.set(1, 2, 4, mid, true);
-  r.set(2, 2, 5, 0.0, true);
-  r.set(3, 2, 6, 0.0, true);
-  // Padding after the short endings (mask 0) predicted terribly: it must not count either.
-  for (int64_t k = 1; k < 4; ++k) {
-    for (int64_t t = 3; t < 8; ++t) r.set(k, t, 0, -30.0, false);
-  }
-  EXPECT_EQ(pick_hellaswag_ending(r.logits, r.tokens, r.mask), 0);
-
-  // The long ending a little worse per token than the short one: now the short one wins. The pick
-  // follows the mean, not the length.
-  for (int64_t t = 2; t < 8; ++t) r.logits[0][t - 1][3] = 0.9;
-  ASSERT_GT(token_loss(0.9), token_loss(mid));
-  EXPECT_EQ(pick_hellaswag_ending(r.logits, r.tokens, r.mask), 1);
-}
 
 // ------------------------------------------------------------------------------------------------
 // evaluate_hellaswag with a tiny model
@@ -254,6 +181,27 @@ TEST(EvaluateHellaSwag, EachRankScoresEveryWorldSizeThExample) {
   const HellaSwagResult r2 = evaluate_hellaswag(model, examples, 7, third, torch::kCPU, Precision::fp32);
   EXPECT_EQ(r2.total, 2);    // examples 2 and 5 of the first 7
   EXPECT_EQ(r2.correct, 1);  // example 2
+}
+
+TEST(EvaluateHellaSwag, ARankOutOfExamplesSitsOutEachRoundTheOthersScore) {
+  // 7 examples on 3 ranks, 2 per batch: rank 0 holds 3 (0, 3, 6: 2 rounds), rank 2 holds 2 (2, 5: 1 round).
+  // Every rank takes part in rank 0's 2 rounds (under --zero 3 each round's forward holds gathers), a rank
+  // without a batch through sit_out, which scores nothing.
+  Gpt model = tiny_model();
+  const auto examples = examples_with_known_answers(model, 10);
+  ASSERT_EQ(examples.size(), 10u);
+  for (int rank : {0, 2}) {
+    PretendRank pretend(rank, 3);
+    int sat_out = 0, stops_asked = 0;
+    EvaluationRounds rounds;
+    rounds.sit_out = [&] { ++sat_out; };
+    rounds.stop = [&] { ++stops_asked; return false; };
+    const HellaSwagResult r =
+        evaluate_hellaswag(model, examples, 7, pretend, torch::kCPU, Precision::fp32, {}, /*examples_per_batch=*/2, rounds);
+    EXPECT_EQ(r.total, rank == 0 ? 3 : 2) << "rank " << rank;
+    EXPECT_EQ(sat_out, rank == 0 ? 0 : 1) << "rank " << rank;
+    EXPECT_EQ(stops_asked, 1) << "rank " << rank;  // between the 2 rounds, on every rank
+  }
 }
 
 TEST(EvaluateHellaSwag, ScoresInEvalModeAndRestoresTrainingMode) {

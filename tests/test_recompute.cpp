@@ -10,7 +10,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 #include "tests/training_fixture.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 #include "trainer/trainer.h"
 
 namespace mygpt::recompute_test {

@@ -27,7 +27,7 @@
 #include "trainer/run_output.h"
 #include "trainer/train_options.h"
 #include "trainer/trainer.h"
-#include "trainer/validation_batches.h"
+#include "eval/validation_batches.h"
 
 namespace mygpt::training_test {
 namespace {

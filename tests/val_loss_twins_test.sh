@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `train`'s validation loss and `eval --val`'s on its checkpoint are one computation (trainer/validation_loss.h;
+# `train`'s validation loss and `eval --val`'s on its checkpoint are one computation (eval/validation_loss.h;
 # issue 66: they were twins that had drifted apart, fp32 against fp64 sums, and so were the two losses of
 # held-out conversations): on the same model, data and batches they print the same numbers to every digit,
 # for plain text (loss and bits per byte) and for held-out conversations (train --sft, eval of a chat model).

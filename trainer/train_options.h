@@ -11,7 +11,7 @@
 
 #include "model/attention_backend.h"
 #include "model/activation_recompute.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 

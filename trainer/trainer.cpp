@@ -6,7 +6,7 @@
 #include <map>
 
 #include "model/widening_sum.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 #include "trainer/step_profiler.h"
 
 namespace mygpt {

@@ -12,18 +12,19 @@
 
 #include "dataloader/batch_loader.h"
 #include "dataloader/chat_batch_loader.h"
-#include "dataloader/hellaswag_reader.h"
+#include "eval/hellaswag_reader.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
 #include "trainer/gradient_norm.h"
-#include "trainer/bits_per_byte.h"
-#include "trainer/core_eval.h"
+#include "eval/bits_per_byte.h"
+#include "eval/core_eval.h"
 #include "trainer/cuda_graph_step.h"
 #include "trainer/fully_sharded_model.h"
-#include "trainer/hellaswag_eval.h"
+#include "eval/evaluator.h"
+#include "eval/hellaswag_eval.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/muon.h"
@@ -101,10 +102,10 @@ class Trainer {
   // until the budget is spent (whichever comes first).
   TrainSummary run(int64_t start_step);
   StepResult train_step(int64_t step);
-  // Mean validation loss over eval_steps batches of all ranks together (trainer/validation_batches.h), as
-  // `eval --val` computes it (trainer/validation_loss.h).
+  // Mean validation loss over eval_steps batches of all ranks together (eval/validation_batches.h), as
+  // `eval --val` computes it (eval/validation_loss.h).
   double evaluate();
-  // The bits per byte of the last evaluate() (trainer/bits_per_byte.h); NaN when the run has no tokenizer
+  // The bits per byte of the last evaluate() (eval/bits_per_byte.h); NaN when the run has no tokenizer
   // (token data without --vocab) or validates conversations.
   double last_val_bpb() const { return last_val_bpb_; }
   void save_checkpoint_at(int64_t steps_done);
@@ -145,6 +146,10 @@ class Trainer {
   // Validation, HellaSwag and a sample, each when due at this step (all of them when final). Returns
   // false when a stop (SIGTERM, SIGINT) cut them short: what they had found is not recorded.
   bool evaluate_at(int64_t step, bool final, TrainSummary& summary);
+  // The stop check and --zero 3's idle forward for the evaluations' rounds.
+  EvaluationRounds evaluation_rounds();
+  // What the run evaluates (eval/evaluator.h), from its parts and options.
+  EvaluationPlan evaluation_plan();
   // Whether a stop was asked of any rank: a collective when the run can be stopped, so every rank must
   // call it at the same point; false without one.
   bool stop_agreed();

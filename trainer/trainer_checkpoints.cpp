@@ -5,7 +5,7 @@
 #include <string>
 
 #include "trainer/checkpoint_entries.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 #include "trainer/trainer.h"
 
 namespace mygpt {

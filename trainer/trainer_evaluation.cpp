@@ -1,40 +1,64 @@
 // The Trainer's evaluations: the validation loss (of held-out text, or of held-out conversations with
-// --sft; trainer/validation_loss.h, which `eval --val` calls too), HellaSwag, CORE and a sample, each when due.
+// --sft), HellaSwag and CORE through the evaluator `eval` calls too (eval/evaluator.h), and a sample, each when due.
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "trainer/mixed_precision.h"
+#include "eval/evaluator.h"
+#include "eval/validation_batches.h"
+#include "model/mixed_precision.h"
 #include "trainer/trainer.h"
-#include "trainer/validation_batches.h"
-#include "trainer/validation_loss.h"
 
 namespace mygpt {
 
+// The run's evaluations as one plan (eval/evaluator.h, which `eval` fills from its flags): the held-out text or
+// conversations, HellaSwag's examples, the CORE bundle.
+EvaluationPlan Trainer::evaluation_plan() {
+  EvaluationPlan plan;
+  if (p_.sft && p_.sft_val_loader) {
+    // The mean over every assistant token of the held-out batches, as the training loss is over a step's.
+    plan.validation = p_.sft_val_loader.get();
+    plan.validation_batches = p_.sft_val_batches;
+    plan.conversations = true;
+  } else if (p_.val_loader) {
+    plan.validation = p_.val_loader.get();
+    plan.validation_batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
+    if (p_.val_bpb) plan.bits_per_byte = &*p_.val_bpb;
+  }
+  plan.validation_vocab_limit = p_.val_vocab_limit;
+  if (!p_.hellaswag.empty()) plan.hellaswag = &p_.hellaswag;
+  plan.hellaswag_examples = options_.hellaswag_examples;
+  if (p_.core) {
+    plan.core = &*p_.core;
+    plan.core_codec = p_.core_codec.get();
+  }
+  plan.core_max_per_task = options_.core_max_per_task;
+  plan.core_vocab_limit = p_.core_vocab_limit;
+  return plan;
+}
+
 double Trainer::evaluate() {
   // The same validation batches every time, so evaluations compare. Batch b is read by rank b % W.
-  ValidationPass pass;
-  BatchLoader* loader = nullptr;
   if (p_.sft) {
-    // The mean over every assistant token of the held-out batches, as the training loss is over a step's.
     p_.sft_val_loader->reset();
-    loader = p_.sft_val_loader.get();
-    pass.batches = p_.sft_val_batches;
-    pass.masked_targets = true;
   } else {
     p_.val_loader->reset();
-    loader = p_.val_loader.get();
-    pass.batches = validation_batches(options_.eval_steps, *p_.val_loader).count;
-    if (p_.val_bpb) pass.bpb = &*p_.val_bpb;
   }
-  pass.vocab_limit = p_.val_vocab_limit;
+  const EvaluationPlan plan = evaluation_plan();
   // A stop asked during the pass ends it at the next round, on every rank together.
-  pass.stop = [this] { return stop_agreed(); };
-  if (fully_sharded_) pass.sit_out = [this] { fully_sharded_->idle_forward(); };
-  const ValidationLoss result = validation_loss(p_.model, *loader, pass, comm_, p_.device, precision());
+  const ValidationLoss result = Evaluator(plan, p_.model, comm_, p_.device, precision(), evaluation_rounds()).validation_loss();
   evaluation_stopped_ = result.stopped;
   last_val_bpb_ = result.bits_per_byte;
   return result.loss;
+}
+
+// Every rank takes part in every round of a HellaSwag or CORE pass: a stop ends it on all together, and under
+// --zero 3 a rank whose items are done runs the gathers the others' forwards wait for.
+EvaluationRounds Trainer::evaluation_rounds() {
+  EvaluationRounds rounds;
+  rounds.stop = [this] { return stop_agreed(); };
+  if (fully_sharded_) rounds.sit_out = [this] { fully_sharded_->idle_forward(); };
+  return rounds;
 }
 
 bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
@@ -60,10 +84,10 @@ bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
       output_.metrics({{"step", step}, {"val_loss", val_loss}, {"val_bpb", last_val_bpb_}});
     }
   }
-  if (!p_.hellaswag.empty() && due(options_.hellaswag_every)) {
-    const HellaSwagResult h = evaluate_hellaswag(p_.model, p_.hellaswag, options_.hellaswag_examples, comm_, p_.device,
-                                                 precision(), {}, kHellaSwagExamplesPerBatch,
-                                                 [this] { return stop_agreed(); });
+  const EvaluationPlan plan = evaluation_plan();
+  Evaluator evaluator(plan, p_.model, comm_, p_.device, precision(), evaluation_rounds());
+  if (plan.hellaswag && due(options_.hellaswag_every)) {
+    const HellaSwagResult h = evaluator.hellaswag();
     if (h.stopped) {
       output_.print(cut + strprintf("HellaSwag was cut short after %lld examples and is not recorded",
                                     static_cast<long long>(h.total)));
@@ -73,10 +97,8 @@ bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
                             static_cast<long long>(h.correct), static_cast<long long>(h.total), h.accuracy()));
     output_.metrics({{"step", step}, {"hellaswag_acc", h.accuracy()}, {"hellaswag_total", h.total}});
   }
-  if (p_.core && due(options_.core_every)) {
-    const CoreScore core = evaluate_core(p_.model, *p_.core, *p_.core_codec, p_.core_codec->end_of_text(),
-                                         options_.core_max_per_task, comm_, p_.device, precision(), p_.core_vocab_limit,
-                                         {}, [this] { return stop_agreed(); });
+  if (plan.core && due(options_.core_every)) {
+    const CoreScore core = evaluator.core();
     if (core.stopped) {
       output_.print(cut + "CORE was cut short and is not recorded");
       return false;

@@ -22,7 +22,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_support.h"
 #include "tests/training_fixture.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 #include "trainer/muon.h"
 #include "trainer/stateful_parts.h"
 

@@ -1,7 +1,7 @@
 // HellaSwag files: the official jsonl and llama.cpp's 6-line text (the first byte picks the name).
 #include <stdexcept>
 
-#include "dataloader/hellaswag_reader.h"
+#include "eval/hellaswag_reader.h"
 #include "tests/fuzz/fuzz_input_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

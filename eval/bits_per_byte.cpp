@@ -1,4 +1,4 @@
-#include "trainer/bits_per_byte.h"
+#include "eval/bits_per_byte.h"
 
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "trainer/choice_scoring.h"
+#include "eval/choice_scoring.h"
 
 #include <algorithm>
 #include <cmath>
@@ -101,7 +101,7 @@ std::vector<std::vector<RowScore>> score_batch(Gpt& model, const std::vector<Sco
 ScoringPass score_items(Gpt& model, int64_t count, const std::function<ScoringItem(int64_t)>& item_at,
                         Communicator& comm, const torch::Device& device, Precision precision, int64_t vocab_limit,
                         int64_t items_per_batch, const std::function<void(int64_t done, int64_t correct)>& on_item,
-                        const std::function<bool()>& stop_agreed) {
+                        const EvaluationRounds& rounds) {
   if (items_per_batch <= 0) throw std::logic_error("items_per_batch must be positive");
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
@@ -115,11 +115,14 @@ ScoringPass score_items(Gpt& model, int64_t count, const std::function<ScoringIt
   // every rank's count of rounds.
   const int64_t most = (count + W - 1) / W;
   for (int64_t first = 0; first < most; first += items_per_batch) {
-    if (first > 0 && stop_agreed && stop_agreed()) {
+    if (first > 0 && rounds.stop && rounds.stop()) {
       stopped = true;
       break;
     }
-    if (first >= static_cast<int64_t>(mine.size())) continue;
+    if (first >= static_cast<int64_t>(mine.size())) {
+      if (rounds.sit_out) rounds.sit_out();
+      continue;
+    }
     const int64_t last = std::min<int64_t>(static_cast<int64_t>(mine.size()), first + items_per_batch);
     std::vector<ScoringItem> batch;
     for (int64_t i = first; i < last; ++i) batch.push_back(item_at(mine[static_cast<size_t>(i)]));

@@ -1,4 +1,4 @@
-#include "dataloader/core_bundle.h"
+#include "eval/core_bundle.h"
 
 #include <yaml-cpp/yaml.h>
 

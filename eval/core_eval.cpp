@@ -1,8 +1,8 @@
-#include "trainer/core_eval.h"
+#include "eval/core_eval.h"
 
 #include "common/strprintf.h"
-#include "dataloader/core_prompts.h"
-#include "trainer/choice_scoring.h"
+#include "eval/core_prompts.h"
+#include "eval/choice_scoring.h"
 
 namespace mygpt {
 namespace {
@@ -34,7 +34,7 @@ std::vector<std::string> core_fewshot_notes(const CoreBundle& bundle, int64_t ma
 CoreScore evaluate_core(Gpt& model, const CoreBundle& bundle, const TextCodec& codec, int64_t bos, int64_t max_per_task,
                         Communicator& comm, const torch::Device& device, Precision precision, int64_t vocab_limit,
                         const std::function<void(const std::string& label, int64_t done, int64_t total)>& on_progress,
-                        const std::function<bool()>& stop_agreed) {
+                        const EvaluationRounds& rounds) {
   CoreScore score;
   double centered_sum = 0;
   for (const CoreTask& task : bundle.tasks) {
@@ -50,7 +50,7 @@ CoreScore evaluate_core(Gpt& model, const CoreBundle& bundle, const TextCodec& c
     std::function<void(int64_t, int64_t)> on_item;
     if (on_progress) on_item = [&](int64_t done, int64_t) { on_progress(task.label, done, count); };
     const ScoringPass pass = score_items(model, count, item_at, comm, device, precision, vocab_limit, kCoreItemsPerBatch,
-                                         on_item, stop_agreed);
+                                         on_item, rounds);
     if (pass.stopped) {
       score.stopped = true;
       return score;

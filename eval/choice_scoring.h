@@ -12,10 +12,11 @@
 #include <cstdint>
 #include <functional>
 
-#include "dataloader/scoring_item.h"
+#include "eval/scoring_item.h"
 #include "distributed/communicator.h"
+#include "eval/evaluation_rounds.h"
 #include "model/gpt.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 
@@ -37,11 +38,12 @@ struct RowScore {
 bool judge_item(const ScoringItem& item, const std::vector<RowScore>& scores);
 
 // Scores items [0, count) of item_at (called only for this rank's items, as they are scored). vocab_limit as
-// in Gpt::loss. on_item(done, correct) hears of each item this rank scored; stop_agreed, when given, is asked
-// between rounds of batches (a collective: every rank takes part in each round) and ends the pass early.
+// in Gpt::loss. on_item(done, correct) hears of each item this rank scored; rounds.stop, when given, is asked
+// between rounds of batches and ends the pass early; rounds.sit_out stands in for the forward of a rank whose
+// items are done while others still score theirs.
 ScoringPass score_items(Gpt& model, int64_t count, const std::function<ScoringItem(int64_t)>& item_at,
                         Communicator& comm, const torch::Device& device, Precision precision, int64_t vocab_limit,
                         int64_t items_per_batch, const std::function<void(int64_t done, int64_t correct)>& on_item = {},
-                        const std::function<bool()>& stop_agreed = {});
+                        const EvaluationRounds& rounds = {});
 
 }  // namespace mygpt

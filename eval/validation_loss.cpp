@@ -1,4 +1,4 @@
-#include "trainer/validation_loss.h"
+#include "eval/validation_loss.h"
 
 #include <algorithm>
 

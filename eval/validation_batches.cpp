@@ -1,4 +1,4 @@
-#include "trainer/validation_batches.h"
+#include "eval/validation_batches.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 #pragma once
-// What the batched scoring loop (trainer/choice_scoring.h) takes from an evaluation's reader: one item's
+// What the batched scoring loop (eval/choice_scoring.h) takes from an evaluation's reader: one item's
 // rows of token ids, each with the span of its tokens that is scored, and the rule that judges the item.
 // Rows are as long as the text makes them; the loop crops them to the model's block.
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "dataloader/hellaswag_reader.h"
+#include "eval/hellaswag_reader.h"
 #include "common/file_io.h"
 
 #include "tokenizer/text_codec.h"

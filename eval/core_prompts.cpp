@@ -1,4 +1,4 @@
-#include "dataloader/core_prompts.h"
+#include "eval/core_prompts.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,8 +1,8 @@
 #pragma once
 // nanochat's CORE metric (the DCLM paper's in-context tasks): per task, the accuracy over its items
-// (dataloader/core_prompts.h says which items, how they are rendered and what is scored), centered on the
+// (eval/core_prompts.h says which items, how they are rendered and what is scored), centered on the
 // task's random baseline, (acc - 0.01 rb) / (1 - 0.01 rb); CORE is the mean of the centered accuracies.
-// Items are scored by the shared loop (trainer/choice_scoring.h): ranks stride them, N ranks == 1.
+// Items are scored by the shared loop (eval/choice_scoring.h): ranks stride them, N ranks == 1.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -12,11 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataloader/core_bundle.h"
+#include "eval/core_bundle.h"
+#include "eval/evaluation_rounds.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
 #include "tokenizer/text_codec.h"
-#include "trainer/mixed_precision.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 
@@ -38,11 +39,11 @@ struct CoreScore {
 std::vector<std::string> core_fewshot_notes(const CoreBundle& bundle, int64_t max_per_task);
 
 // bos: the tokenizer's document token (TextCodec::end_of_text), put first in every row; -1: none.
-// on_progress(label, done, total) after each item this rank scored.
+// on_progress(label, done, total) after each item this rank scored; rounds as in score_items.
 CoreScore evaluate_core(Gpt& model, const CoreBundle& bundle, const TextCodec& codec, int64_t bos, int64_t max_per_task,
                         Communicator& comm, const torch::Device& device, Precision precision, int64_t vocab_limit,
                         const std::function<void(const std::string& label, int64_t done, int64_t total)>& on_progress = {},
-                        const std::function<bool()>& stop_agreed = {});
+                        const EvaluationRounds& rounds = {});
 
 // {"core": X, "tasks": {"LABEL": {"type": T, "accuracy": A, "centered": C, "examples": N}}}
 nlohmann::json core_score_json(const CoreScore& score);

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "dataloader/core_bundle.h"
-#include "dataloader/scoring_item.h"
+#include "eval/core_bundle.h"
+#include "eval/scoring_item.h"
 
 namespace mygpt {
 

@@ -17,8 +17,8 @@
 #include "dataloader/batch_loader.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
-#include "trainer/bits_per_byte.h"
-#include "trainer/mixed_precision.h"
+#include "eval/bits_per_byte.h"
+#include "model/mixed_precision.h"
 
 namespace mygpt {
 
