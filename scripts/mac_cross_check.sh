@@ -181,7 +181,7 @@ if (( $# )); then
 else
   while IFS= read -r f; do
     [[ $f =~ $cuda_only ]] || files+=("$repo/$f")
-  done < <(cd "$repo" && git ls-files --cached --others --exclude-standard -- '*.cpp' | grep -E '^(common|tokenizer|model|dataloader|distributed|trainer|launcher|tests|scripts/bench)/')
+  done < <(cd "$repo" && git ls-files --cached --others --exclude-standard -- '*.cpp' | grep -E '^(common|tokenizer|model|dataloader|eval|distributed|trainer|inference|serving|launcher|tests|scripts/bench)/')
 fi
 say "compiling ${#files[@]} translation units for arm64-apple-macos with $jobs jobs"
 

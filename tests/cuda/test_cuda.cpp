@@ -26,7 +26,7 @@
 #include "trainer/muon.h"
 #include "trainer/stateful_parts.h"
 
-namespace mygpt {
+namespace mygpt::cuda_test {
 namespace {
 
 #define REQUIRE_CUDA() \
@@ -381,4 +381,4 @@ INSTANTIATE_TEST_SUITE_P(Overlap, NcclGradientSync, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "On" : "Off"; });
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::cuda_test

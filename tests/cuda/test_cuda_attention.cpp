@@ -15,7 +15,7 @@
 
 #include "model/attention_backend.h"
 
-namespace mygpt {
+namespace mygpt::cuda_attention_test {
 namespace {
 
 struct Attention {
@@ -67,4 +67,4 @@ TEST(CudaAttention, CudnnEqualsFlashForwardAndQkvGradientsOnTheModelsViews) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::cuda_attention_test

@@ -20,7 +20,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/training_fixture.h"
 
-namespace mygpt {
+namespace mygpt::cuda_graph_test {
 namespace {
 
 const torch::Device kCuda(torch::kCUDA, 0);
@@ -108,4 +108,4 @@ INSTANTIATE_TEST_SUITE_P(PrecisionsAndDropout, CudaGraph,
                          });
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::cuda_graph_test

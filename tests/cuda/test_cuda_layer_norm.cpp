@@ -16,7 +16,7 @@
 #include "model/gpt.h"
 #include "model/layer_norm_cuda.h"
 
-namespace mygpt {
+namespace mygpt::cuda_layer_norm_test {
 namespace {
 
 #define REQUIRE_CUDA_NORM_KERNEL()                                                                       \
@@ -293,4 +293,4 @@ TEST(CudaLayerNormKernel, RecomputeGivesThePlainPathsGradientsBitForBit) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::cuda_layer_norm_test

@@ -15,7 +15,7 @@
 #include "model/gpt.h"
 #include "model/lm_loss_cuda.h"
 
-namespace mygpt {
+namespace mygpt::cuda_loss_test {
 namespace {
 
 #define REQUIRE_CUDA_KERNEL()                                                                        \
@@ -153,4 +153,4 @@ TEST(CudaLossKernelModel, Bf16GptLossAndGradientsEqualTheAtenPath) {
 }
 
 }  // namespace
-}  // namespace mygpt
+}  // namespace mygpt::cuda_loss_test
