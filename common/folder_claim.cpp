@@ -154,7 +154,9 @@ std::string why_gone(const Holder& h, const std::string& this_host) {
     const long pid = std::strtol(pid_text->second.c_str(), &end, 10);
     if (end != pid_text->second.c_str() && *end == '\0' && pid > 0) {
       const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-      return exists ? why_not_the_holder(h, static_cast<pid_t>(pid)) : "no such process on this host";
+      if (!exists) return "no such process on this host";
+      if (process_has_exited(static_cast<pid_t>(pid))) return "pid " + std::to_string(pid) + " has exited (not yet reaped)";
+      return why_not_the_holder(h, static_cast<pid_t>(pid));
     }
   }
   if (h.heartbeat_age > FolderClaim::kStaleSeconds) return strprintf("no heartbeat for %.0f s", h.heartbeat_age);

@@ -28,9 +28,29 @@ std::optional<unsigned long long> start_ticks(pid_t pid) {
     return std::nullopt;
   }
 }
+
+// Field 3 of /proc/PID/stat, the state ('R', 'S', 'Z', ...); 0 where unknown.
+char state_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return 0;
+  return line[close + 2];
+}
 #endif
 
 }  // namespace
+
+bool process_has_exited(pid_t pid) {
+#if defined(__linux__)
+  const char state = state_of(pid);
+  return state == 'Z' || state == 'X';
+#else
+  (void)pid;
+  return false;
+#endif
+}
 
 std::string boot_identity() {
 #if defined(__linux__)

@@ -21,4 +21,9 @@ std::string boot_identity();
 // time in whole seconds); nullopt where unknown.
 std::optional<double> process_start_time(pid_t pid);
 
+// Whether `pid` has exited but is not yet reaped (a zombie: Linux's state Z or X). kill(pid, 0) still
+// succeeds on it, yet it holds nothing: under mpirun a rank outlives its launcher this way until an init
+// reaps it, and in a container whose PID 1 reaps nothing, for good. False where the system does not say.
+bool process_has_exited(pid_t pid);
+
 }  // namespace mygpt

@@ -308,6 +308,18 @@ TEST(FolderClaim, ADeadHoldersClaimIsTakenOverWithANote) {
     FolderClaim claim(dir.path(), "--out");
     EXPECT_NE(claim.takeover_note().find("no such process"), std::string::npos) << claim.takeover_note();
   }
+  // Same host, a process that has exited but is not reaped yet (kill(pid, 0) still succeeds): gone. A rank
+  // whose mpirun exited first is such a process until something reaps it.
+  const pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  for (int i = 0; i < 500 && !process_has_exited(zombie); ++i) ::usleep(10000);
+  if (process_has_exited(zombie)) {
+    plant_claim(dir.path(), this_host(), zombie, 0);
+    FolderClaim claim(dir.path(), "--out");
+    EXPECT_NE(claim.takeover_note().find("has exited (not yet reaped)"), std::string::npos) << claim.takeover_note();
+  }
+  int status = 0;
+  ::waitpid(zombie, &status, 0);
   // Another host: alive while its heartbeat is fresh, gone once it is stale.
   plant_claim(dir.path(), "some-other-node", 1, 0);
   expect_refused([&] { FolderClaim claim(dir.path(), "--out"); }, {"host some-other-node", "pid 1"});
