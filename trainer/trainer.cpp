@@ -384,12 +384,6 @@ TrainSummary Trainer::run(int64_t start_step) {
       output_.print("removed " + std::to_string(removed) + " unfinished checkpoint file(s) of an earlier run");
     }
   }
-  // --zero 3: rank 0 samples in evaluate_at, and each forward of the sample gathers every unit from all the
-  // ranks, so the others generate the same tokens beside it (the same weights and seed) and drop the text.
-  const auto sample_beside_rank_zero = [&](int64_t step, bool final) {
-    if (!fully_sharded_ || !p_.sample || output_.writes()) return;
-    if (options_.sample_every > 0 && (final || step % options_.sample_every == 0)) p_.sample(p_.model);
-  };
   double smoothed_dt = 0;
   int64_t bad_in_a_row = 0;
   StepProfiler profiler(output_.writes() ? options_.profile : "", options_.profile_steps, start_step, options_.steps);
@@ -410,7 +404,6 @@ TrainSummary Trainer::run(int64_t start_step) {
       if (const std::string line = p_.train_loader->report(); !line.empty()) output_.print(line);
       return summary;
     }
-    sample_beside_rank_zero(step, /*final=*/false);
 
     profiler.before_step(step);
     const auto t0 = Clock::now();
@@ -467,7 +460,7 @@ TrainSummary Trainer::run(int64_t start_step) {
   if (const std::string line = p_.train_loader->report(); !line.empty()) output_.print(line);
   if (options_.final_checkpoint) save_checkpoint_at(end_step);
   // The last evaluations run on the weights just saved.
-  if (evaluate_at(end_step, /*final=*/true, summary)) sample_beside_rank_zero(end_step, /*final=*/true);
+  evaluate_at(end_step, /*final=*/true, summary);
   return summary;
 }
 

@@ -109,11 +109,15 @@ bool Trainer::evaluate_at(int64_t step, bool final, TrainSummary& summary) {
                             core.core, core.tasks.size()));
     output_.metrics({{"step", step}, {"core", core.core}, {"core_tasks", tasks}});
   }
-  if (p_.sample && due(options_.sample_every) && output_.writes()) {
-    // On lines of its own, as generated (newlines kept), and in metrics.jsonl beside the losses.
+  // Rank 0 samples. At --zero 3 each forward of the sample gathers every unit from all the ranks, so the
+  // others generate the same tokens beside it (the same weights and seed) and drop the text.
+  if (p_.sample && due(options_.sample_every) && (output_.writes() || fully_sharded_)) {
     const std::string sample = p_.sample(p_.model);
-    output_.print(strprintf("step %lld | sample:\n", static_cast<long long>(step)) + sample);
-    output_.metrics({{"step", step}, {"sample", sample}});
+    if (output_.writes()) {
+      // On lines of its own, as generated (newlines kept), and in metrics.jsonl beside the losses.
+      output_.print(strprintf("step %lld | sample:\n", static_cast<long long>(step)) + sample);
+      output_.metrics({{"step", step}, {"sample", sample}});
+    }
   }
   return true;
 }
