@@ -9,15 +9,20 @@ namespace mygpt {
 namespace {
 
 #if defined(__linux__)
-// Field 22 of /proc/PID/stat (starttime, clock ticks after boot). The name in field 2 may hold spaces and
-// parentheses, so the count starts after its last ')'.
-std::optional<unsigned long long> start_ticks(pid_t pid) {
+// The fields of /proc/PID/stat from field 3 (the state) on. The name in field 2 may hold spaces and
+// parentheses, so they start after its last ')'. "" where the process is gone or the line is odd.
+std::string fields_after_name(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
+  if (!std::getline(in, line)) return "";
   const auto close = line.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(line.substr(close + 1));
+  if (close == std::string::npos || close + 2 >= line.size()) return "";
+  return line.substr(close + 2);
+}
+
+// Field 22 of /proc/PID/stat (starttime, clock ticks after boot).
+std::optional<unsigned long long> start_ticks(pid_t pid) {
+  std::istringstream fields(fields_after_name(pid));
   std::string field;
   for (int i = 3; i <= 22; ++i) {
     if (!(fields >> field)) return std::nullopt;
@@ -31,12 +36,8 @@ std::optional<unsigned long long> start_ticks(pid_t pid) {
 
 // Field 3 of /proc/PID/stat, the state ('R', 'S', 'Z', ...); 0 where unknown.
 char state_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  const auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return 0;
-  return line[close + 2];
+  const std::string fields = fields_after_name(pid);
+  return fields.empty() ? 0 : fields[0];
 }
 #endif
 
